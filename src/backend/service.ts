@@ -1,0 +1,94 @@
+/**
+ * The reference backend: listPets, createPet and getPet exactly as pet-store-interface.md says,
+ * framework-free. The gateway calls `handle` in process (`upstream: builtin`, no loopback hop);
+ * `server.ts` puts it on its own port (`petstore-gateway backend`).
+ *
+ * Where the interface is silent the backend answers as the gateway's default policies do: a
+ * `limit` outside 1..100 or a `status` outside PetStatus is a 400, a petId that is not an int64 is
+ * an unknown animal (404).
+ */
+import { compileNewPet, isInt64Text, isPetStatus, parseLossless, type LosslessNumber, type PetStatus } from '../core/contract.js';
+import { GatewayError, renderError, type ErrorCode } from '../core/errors.js';
+import type { OperationId } from '../core/operations.js';
+import { PetStore } from './store.js';
+
+export interface BackendRequest {
+  readonly operation: OperationId;
+  readonly petId?: string | undefined;
+  /** The raw query string, without '?'. */
+  readonly query: string;
+  readonly body?: Buffer | undefined;
+}
+
+export interface BackendResponse {
+  readonly status: number;
+  /** JSON text: a Pet, Pets, or an Error. */
+  readonly body: string;
+}
+
+export interface BackendOptions {
+  /** Most animals kept; past it createPet answers 507 store_full. */
+  readonly maxPets?: number;
+}
+
+export const LIMIT_DEFAULT = 20;
+export const LIMIT_MAX = 100;
+const LIMIT_TEXT = /^[1-9][0-9]{0,2}$/;
+
+function error(code: ErrorCode, message?: string): BackendResponse {
+  const err = new GatewayError(code, message);
+  return { status: err.status, body: renderError(err) };
+}
+
+export class ReferenceBackend {
+  readonly store: PetStore;
+  private readonly validate = compileNewPet('reject');
+
+  constructor(options: BackendOptions = {}) {
+    this.store = new PetStore(options.maxPets ?? 100_000);
+  }
+
+  handle(req: BackendRequest): BackendResponse {
+    switch (req.operation) {
+      case 'listPets':
+        return this.list(req.query);
+      case 'createPet':
+        return this.create(req.body ?? Buffer.alloc(0));
+      case 'getPet':
+        return this.get(req.petId ?? '');
+    }
+  }
+
+  private list(query: string): BackendResponse {
+    const params = new URLSearchParams(query);
+    const limits = params.getAll('limit');
+    const statuses = params.getAll('status');
+    if (limits.length > 1 || (limits.length === 1 && !(LIMIT_TEXT.test(limits[0]!) && Number(limits[0]) <= LIMIT_MAX))) {
+      return error('invalid_request', `limit must be an integer from 1 to ${LIMIT_MAX}`);
+    }
+    if (statuses.length > 1 || (statuses.length === 1 && !isPetStatus(statuses[0]))) {
+      return error('invalid_request', 'status must be one of available, pending, sold');
+    }
+    const limit = limits.length === 1 ? Number(limits[0]) : LIMIT_DEFAULT;
+    return { status: 200, body: this.store.list(limit, statuses[0] as PetStatus | undefined) };
+  }
+
+  private create(body: Buffer): BackendResponse {
+    let value: unknown;
+    try {
+      value = parseLossless(body.toString('utf8'));
+    } catch {
+      return error('malformed_json');
+    }
+    const check = this.validate(value);
+    if (check.errors.length > 0) return error('invalid_body', check.errors.join('; '));
+    const pet = value as { name: string; categoryId: LosslessNumber; status?: PetStatus };
+    const text = this.store.create({ name: pet.name, categoryIdText: pet.categoryId.value, status: pet.status });
+    return text === undefined ? error('store_full') : { status: 201, body: text };
+  }
+
+  private get(petId: string): BackendResponse {
+    const text = isInt64Text(petId) ? this.store.get(petId) : undefined;
+    return text === undefined ? error('pet_not_found') : { status: 200, body: text };
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * The in-memory store of the reference backend. A Pet never changes once created (the interface
+ * defines no update), so each is kept as its JSON text, made once: listing joins texts, and a
+ * categoryId of 9223372036854775807 goes out exactly as it came in.
+ */
+import type { PetStatus } from '../core/contract.js';
+
+export interface NewPetInput {
+  readonly name: string;
+  /** The categoryId as its JSON source text, an int64 literal. */
+  readonly categoryIdText: string;
+  readonly status?: PetStatus;
+}
+
+export class PetStore {
+  private nextId = 1;
+  private readonly byId = new Map<string, string>();
+  /** Pet texts in creation order, all and per status, so a list costs O(limit). */
+  private readonly all: string[] = [];
+  private readonly byStatus = new Map<PetStatus, string[]>();
+
+  constructor(readonly maxPets: number) {}
+
+  get size(): number {
+    return this.all.length;
+  }
+
+  /** Adds a pet and returns its JSON text, or undefined when the store is full. */
+  create(input: NewPetInput): string | undefined {
+    if (this.all.length >= this.maxPets) return undefined;
+    const id = String(this.nextId++);
+    let text = `{"id":${id},"name":${JSON.stringify(input.name)},"categoryId":${input.categoryIdText}`;
+    if (input.status !== undefined) text += `,"status":"${input.status}"`;
+    text += '}';
+    this.byId.set(id, text);
+    this.all.push(text);
+    if (input.status !== undefined) {
+      let list = this.byStatus.get(input.status);
+      if (list === undefined) this.byStatus.set(input.status, (list = []));
+      list.push(text);
+    }
+    return text;
+  }
+
+  /** The pet with this id (an int64 literal), as JSON text. */
+  get(idText: string): string | undefined {
+    return this.byId.get(BigInt(idText).toString());
+  }
+
+  /** The first `limit` pets, of one status if given, as a JSON array text. */
+  list(limit: number, status: PetStatus | undefined): string {
+    const source = status === undefined ? this.all : (this.byStatus.get(status) ?? []);
+    return '[' + source.slice(0, limit).join(',') + ']';
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * The command line: serve, check, hash-key, new-key, backend, schema. Exit codes: 0 ok, 1 runtime
+ * failure, 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { buildServer } from '../adapters/fastify/server.js';
+import { createBackendServer } from '../backend/server.js';
+import { formatProblems, loadPolicyFile } from '../config/load.js';
+import { policyFileSchema } from '../config/schema.js';
+import { createGateway } from '../gateway.js';
+import { buildKeyRing, hashKey, newKey } from '../policies/auth/index.js';
+
+export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
+
+const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const HELP = `petstore-gateway: a policy-enforcing gateway for the pet store interface
+
+Usage:
+  petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N] [--ephemeral-key]
+      Run the gateway. Without --policy: policies/default.yaml. --upstream, --host and --port
+      override the file. --ephemeral-key: when no API key is configured, make one for this run
+      and print it (the quickstart; nothing is saved).
+  petstore-gateway check FILE
+      Validate a policy file; print every problem (exit 78 if any).
+  petstore-gateway hash-key [--id NAME]
+      Read a key on stdin; print the line for a policy file's auth.keys.
+  petstore-gateway new-key
+      Print a new random API key (256 bits).
+  petstore-gateway backend [--host H] [--port N]
+      Run the reference backend on its own (listPets, createPet, getPet, in memory).
+  petstore-gateway schema
+      Print the JSON Schema of policy files.
+  petstore-gateway --help
+
+Environment:
+  PETSTORE_API_KEYS   more API keys, comma-separated (the name is set by auth.keysFromEnv)
+  LOG_LEVEL           fatal, error, warn, info (default), debug, trace, silent
+
+Exit codes: 0 ok, 1 runtime failure, 2 bad usage, 78 bad policy file.
+`;
+
+class UsageError extends Error {}
+
+function defaultPolicyFile(): string {
+  const local = join(process.cwd(), 'policies', 'default.yaml');
+  return existsSync(local) ? local : join(PACKAGE_ROOT, 'policies', 'default.yaml');
+}
+
+function parse(args: string[], options: ParseArgsConfig['options'], positionals = 0) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options: options ?? {}, allowPositionals: positionals > 0, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (parsed.positionals.length > positionals) throw new UsageError(`unexpected argument '${parsed.positionals[positionals]}'`);
+  return parsed;
+}
+
+function portOf(value: unknown): number | string | undefined {
+  if (typeof value !== 'string') return undefined;
+  return /^\d{1,5}$/.test(value) ? Number(value) : value;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function logLevel(): string {
+  return process.env.LOG_LEVEL ?? 'info';
+}
+
+async function serve(args: string[]): Promise<number> {
+  const { values } = parse(args, {
+    policy: { type: 'string' },
+    upstream: { type: 'string' },
+    host: { type: 'string' },
+    port: { type: 'string' },
+    'ephemeral-key': { type: 'boolean' },
+  });
+  const file = (values.policy as string | undefined) ?? defaultPolicyFile();
+  const env: Record<string, string | undefined> = { ...process.env };
+  const overrides = { upstreamUrl: values.upstream as string | undefined, host: values.host as string | undefined, port: portOf(values.port) };
+  let loaded = loadPolicyFile(file, { env }, overrides);
+  if (!loaded.ok) {
+    process.stderr.write(formatProblems(file, loaded.problems) + '\n');
+    return EXIT.config;
+  }
+  let ephemeral: string | undefined;
+  const auth = loaded.config.policies.auth;
+  if (buildKeyRing(auth, { env }).size === 0) {
+    if (values['ephemeral-key'] !== true || auth.keysFromEnv === null) {
+      process.stderr.write(
+        `${file}: $.policies.auth: no API key is configured, so every request would be refused. ` +
+          `Add keys (petstore-gateway hash-key), set ${auth.keysFromEnv ?? 'auth.keysFromEnv'}, or pass --ephemeral-key.\n`,
+      );
+      return EXIT.config;
+    }
+    ephemeral = newKey();
+    env[auth.keysFromEnv] = ephemeral;
+    loaded = loadPolicyFile(file, { env }, overrides);
+    if (!loaded.ok) return EXIT.config;
+  }
+  const gateway = createGateway(loaded.config, { env });
+  const app = await buildServer(gateway, { logger: { level: logLevel() } });
+  const { host, port } = loaded.config.server;
+  await app.listen({ host, port });
+  const addr = app.server.address() as AddressInfo;
+  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  process.stdout.write(`petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url})\n`);
+  if (ephemeral !== undefined) {
+    process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
+    process.stdout.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
+  }
+  const stop = () => {
+    app.close().then(
+      () => process.exit(EXIT.ok),
+      () => process.exit(EXIT.runtime),
+    );
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  return -1; // keep running
+}
+
+function check(args: string[]): number {
+  const { positionals } = parse(args, {}, 1);
+  const file = positionals[0];
+  if (file === undefined) throw new UsageError('check needs a FILE');
+  const loaded = loadPolicyFile(file, { env: process.env });
+  if (!loaded.ok) {
+    process.stdout.write(formatProblems(file, loaded.problems) + '\n');
+    return EXIT.config;
+  }
+  process.stdout.write(`${file}: ok\n`);
+  return EXIT.ok;
+}
+
+async function hashKeyCommand(args: string[]): Promise<number> {
+  const { values } = parse(args, { id: { type: 'string' } });
+  const id = (values.id as string | undefined) ?? 'key-1';
+  const key = (await readStdin()).replace(/\r?\n$/, '');
+  if (key === '' || /\s/.test(key)) throw new UsageError('hash-key reads one key, without spaces, on stdin');
+  process.stdout.write(`- { id: ${JSON.stringify(id)}, hash: "${hashKey(key)}" }\n`);
+  return EXIT.ok;
+}
+
+async function backend(args: string[]): Promise<number> {
+  const { values } = parse(args, { host: { type: 'string' }, port: { type: 'string' } });
+  const port = portOf(values.port) ?? 8081;
+  if (typeof port !== 'number' || port > 65535) throw new UsageError('--port must be a number from 0 to 65535');
+  const server = createBackendServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, (values.host as string | undefined) ?? '127.0.0.1', resolve);
+  });
+  const addr = server.address() as AddressInfo;
+  process.stdout.write(`petstore-gateway backend listening on http://${addr.address}:${addr.port}/v1\n`);
+  const stop = () => server.close(() => process.exit(EXIT.ok));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+  return -1;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'serve':
+        return await serve(rest);
+      case 'check':
+        return check(rest);
+      case 'hash-key':
+        return await hashKeyCommand(rest);
+      case 'new-key':
+        parse(rest, {});
+        process.stdout.write(newKey() + '\n');
+        return EXIT.ok;
+      case 'backend':
+        return await backend(rest);
+      case 'schema':
+        parse(rest, {});
+        process.stdout.write(JSON.stringify(policyFileSchema(), null, 2) + '\n');
+        return EXIT.ok;
+      case '--help':
+      case '-h':
+      case 'help':
+        process.stdout.write(HELP);
+        return EXIT.ok;
+      case '--version':
+        process.stdout.write(JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')).version + '\n');
+        return EXIT.ok;
+      default:
+        throw new UsageError(command === undefined ? 'a command is required' : `unknown command '${command}'`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`petstore-gateway: ${err.message}\n\n${HELP}`);
+      return EXIT.usage;
+    }
+    process.stderr.write(`petstore-gateway: ${(err as Error).message}\n`);
+    return EXIT.runtime;
+  }
+}

@@ -1,0 +1,26 @@
+/** The shape of a policy file once it is validated and its defaults filled in. */
+import type { AuthConfig } from '../policies/auth/index.js';
+import type { NewPetConfig } from '../policies/new-pet/index.js';
+import type { RouteConfig } from '../policies/route/index.js';
+
+export interface UpstreamConfig {
+  readonly url: string;
+  readonly timeouts: { readonly connectMs: number; readonly headersMs: number; readonly bodyMs: number };
+  readonly connections: number;
+}
+
+export interface ServerConfig {
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface PolicyConfig {
+  readonly version: 1;
+  readonly upstream: UpstreamConfig;
+  readonly server: ServerConfig;
+  readonly policies: {
+    readonly auth: AuthConfig;
+    readonly route: RouteConfig;
+    readonly 'new-pet': NewPetConfig;
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * The one error type of the gateway and its catalogue of codes.
+ *
+ * Every response the gateway makes itself, and every upstream error it rewrites, is rendered from a
+ * GatewayError by `renderError` into the interface's Error shape `{code, message, status}`
+ * (pet-store-interface.md, "Errors"), with `status` equal to the HTTP status. The interface leaves
+ * the set of codes open ("The set of values of `code`: not shown"); the catalogue below is ours and
+ * stable: codes are never renamed, only added. README.md carries the same table for clients.
+ */
+
+export interface CatalogueEntry {
+  readonly status: number;
+  /** The message used when the raiser gives none: plain, safe to show to any client. */
+  readonly message: string;
+}
+
+export const CATALOGUE = {
+  // 400
+  malformed_json: { status: 400, message: 'The request body is not valid JSON.' },
+  invalid_body: { status: 400, message: 'The request body does not match the NewPet schema.' },
+  invalid_request: { status: 400, message: 'The request is malformed.' },
+  // 401 (RFC 6750 section 3)
+  missing_api_key: { status: 401, message: 'An API key is required: send Authorization: Bearer <key>.' },
+  malformed_authorization: { status: 401, message: 'The Authorization header must be "Bearer <key>".' },
+  invalid_api_key: { status: 401, message: 'The API key is not valid.' },
+  // 404 / 405
+  not_found: { status: 404, message: 'No operation of this interface is at this path.' },
+  pet_not_found: { status: 404, message: 'The requested animal could not be found.' },
+  method_not_allowed: { status: 405, message: 'This method is not allowed on this path.' },
+  // 408 / 413 / 415 / 431
+  request_timeout: { status: 408, message: 'The request was not received in time.' },
+  payload_too_large: { status: 413, message: 'The request body is too large.' },
+  unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
+  headers_too_large: { status: 431, message: 'The request headers are too large.' },
+  // 5xx
+  internal_error: { status: 500, message: 'The gateway failed to handle the request.' },
+  bad_gateway: { status: 502, message: 'The upstream service sent an invalid response.' },
+  upstream_unavailable: { status: 502, message: 'The upstream service could not be reached.' },
+  upstream_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
+  store_full: { status: 507, message: 'The store cannot hold more animals.' },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorCode = keyof typeof CATALOGUE;
+
+/**
+ * A decision to answer the client with an error. Policies return it (they never throw it); the
+ * adapters render it in exactly one place.
+ */
+export class GatewayError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** Extra response headers, e.g. WWW-Authenticate on 401 or Allow on 405. */
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(code: ErrorCode, message?: string, headers: Record<string, string> = {}, cause?: unknown) {
+    super(message ?? CATALOGUE[code].message, cause === undefined ? undefined : { cause });
+    this.name = 'GatewayError';
+    this.code = code;
+    this.status = CATALOGUE[code].status;
+    this.headers = headers;
+  }
+}
+
+export const ERROR_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** The body of an Error response: exactly `{code, message, status}`. */
+export function renderError(err: GatewayError): string {
+  return JSON.stringify({ code: err.code, message: err.message, status: err.status });
+}

@@ -1,0 +1,52 @@
+/**
+ * Failures that are not a policy's decision, mapped to the one catalogue: transport errors of the
+ * upstream (by `err.code`, as @fastify/reply-from and node's sockets name them) and bare HTTP
+ * statuses (of the framework's own errors). Both adapters use these, so they fail alike.
+ */
+import { GatewayError, type ErrorCode } from './errors.js';
+
+/** Codes that mean the upstream did not answer in time (504); anything else is 502. */
+const TIMEOUT_CODES = new Set([
+  'FST_REPLY_FROM_GATEWAY_TIMEOUT',
+  'FST_REPLY_FROM_TIMEOUT',
+  'FST_REPLY_FROM_HTTP_REQUEST_TIMEOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ETIMEDOUT',
+  'ESOCKETTIMEDOUT',
+]);
+
+function codesOf(err: unknown): string[] {
+  const codes: string[] = [];
+  for (let e = err, depth = 0; e !== null && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+  }
+  return codes;
+}
+
+/** 504 upstream_timeout or 502 upstream_unavailable; the original is kept as `cause` for the log. */
+export function fromTransportError(err: unknown): GatewayError {
+  const timedOut = codesOf(err).some((c) => TIMEOUT_CODES.has(c));
+  return new GatewayError(timedOut ? 'upstream_timeout' : 'upstream_unavailable', undefined, {}, err);
+}
+
+const BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCode>([
+  [400, 'invalid_request'],
+  [401, 'missing_api_key'],
+  [404, 'not_found'],
+  [405, 'method_not_allowed'],
+  [408, 'request_timeout'],
+  [413, 'payload_too_large'],
+  [415, 'unsupported_media_type'],
+  [431, 'headers_too_large'],
+  [502, 'bad_gateway'],
+  [504, 'upstream_timeout'],
+]);
+
+/** The catalogue error for a bare status, e.g. a framework's own 413; unknown statuses are 500. */
+export function errorForStatus(status: number, cause?: unknown): GatewayError {
+  const code = BY_STATUS.get(status) ?? (status >= 400 && status < 500 ? 'invalid_request' : 'internal_error');
+  return new GatewayError(code, undefined, {}, cause);
+}

@@ -1,0 +1,49 @@
+/**
+ * The chain: runs the policies in their stated order and stops at the first denial. It knows
+ * nothing of HTTP frameworks; adapters give it a RequestHead and, for createPet, the raw body.
+ */
+import type { GatewayError } from './errors.js';
+import { matchRoute, splitTarget } from './operations.js';
+import type { Decision, Exchange, Policy, RequestHead } from './policy.js';
+
+export class Chain {
+  private readonly onRequest: ReadonlyArray<Policy>;
+  private readonly onBody: ReadonlyArray<Policy>;
+
+  constructor(readonly policies: ReadonlyArray<Policy>) {
+    this.onRequest = policies.filter((p) => p.onRequest !== undefined);
+    this.onBody = policies.filter((p) => p.onBody !== undefined);
+  }
+
+  /** Starts an exchange and runs every policy's request phase; `error` is the first denial. */
+  begin(head: RequestHead): { ex: Exchange; error: GatewayError | undefined } {
+    const { path, query } = splitTarget(head.target);
+    const route = matchRoute(head.method, path);
+    const ex: Exchange = {
+      head,
+      route,
+      operation: route.kind === 'operation' ? route.operation : undefined,
+      petId: route.kind === 'operation' ? route.petId : undefined,
+      rawQuery: query,
+      upstreamQuery: query,
+      upstreamHeaders: {},
+      responseHeaders: {},
+      upstreamBody: undefined,
+      keyId: undefined,
+    };
+    for (const p of this.onRequest) {
+      const d = p.onRequest!(ex);
+      if (d !== undefined) return { ex, error: d };
+    }
+    return { ex, error: undefined };
+  }
+
+  /** Runs every policy's body phase on the complete raw body. */
+  acceptBody(ex: Exchange, body: Buffer): Decision {
+    for (const p of this.onBody) {
+      const d = p.onBody!(ex, body);
+      if (d !== undefined) return d;
+    }
+    return undefined;
+  }
+}

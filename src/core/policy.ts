@@ -1,0 +1,82 @@
+/**
+ * The contract between the core and the policy modules, free of any HTTP framework.
+ *
+ * Shaped after Envoy's HTTP filters and Kong's plugin phases: the config of a policy is checked
+ * once and frozen; per request a policy only returns a decision: `undefined` to continue, or a
+ * GatewayError to stop the chain with that error. Policies never throw and never write to a socket.
+ */
+import type { GatewayError } from './errors.js';
+import type { Operation, RouteMatch } from './operations.js';
+
+export type HeaderValue = string | string[] | undefined;
+/** Request headers as node:http gives them: lower-case names. */
+export type IncomingHeaders = Readonly<Record<string, HeaderValue>>;
+
+/** What an adapter knows of a request before reading its body. */
+export interface RequestHead {
+  readonly method: string;
+  /** The raw request-target: path and query, as sent. */
+  readonly target: string;
+  readonly headers: IncomingHeaders;
+}
+
+/**
+ * One request as it goes through the chain: what was asked, and what the policies decided should
+ * reach the upstream and the client. Adapters read it; only policies write it.
+ */
+export interface Exchange {
+  readonly head: RequestHead;
+  readonly route: RouteMatch;
+  /** The operation, when the route names one (also before authentication has run). */
+  readonly operation: Operation | undefined;
+  /** The raw petId path segment of getPet. */
+  readonly petId: string | undefined;
+  /** The raw query string of the client, without '?'. */
+  readonly rawQuery: string;
+  /** The query string the upstream receives (without '?'); policies may rewrite it. */
+  upstreamQuery: string;
+  /** Request headers to set for the upstream; `null` removes the header. */
+  readonly upstreamHeaders: Record<string, string | null>;
+  /** Headers added to every response of this exchange, errors included. */
+  readonly responseHeaders: Record<string, string>;
+  /** The body the upstream receives, when a policy rewrote it; otherwise the client's bytes. */
+  upstreamBody: Buffer | undefined;
+  /** The id of the API key that authenticated the request (never the key). */
+  keyId: string | undefined;
+}
+
+/** A decision: continue (`undefined`) or stop with an error. */
+export type Decision = GatewayError | undefined;
+
+export interface Policy {
+  readonly name: string;
+  /** Runs once the request line and headers are known, before any body is read. */
+  onRequest?(ex: Exchange): Decision;
+  /** Runs on the complete raw body of an operation that has one, before it is forwarded. */
+  onBody?(ex: Exchange, body: Buffer): Decision;
+}
+
+/** What a policy may read of the world when it is created; injected so tests need no globals. */
+export interface PolicyEnv {
+  /** Environment variables, e.g. PETSTORE_API_KEYS. */
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/** A problem found in a policy file: a JSON path (e.g. `$.policies.auth.keys[0]`) and a plain message. */
+export interface Problem {
+  readonly path: string;
+  readonly message: string;
+}
+
+/**
+ * A policy module: the name an operator writes under `policies:` in a policy file, the JSON Schema
+ * of its config (with defaults), optional cross-field rules, and a factory.
+ */
+export interface PolicyModule<C> {
+  readonly name: string;
+  readonly description: string;
+  readonly schema: Readonly<Record<string, unknown>>;
+  /** Cross-field rules that a JSON Schema cannot say; return problems, never throw. */
+  check?(config: C, path: string, env: PolicyEnv): Problem[];
+  create(config: C, env: PolicyEnv): Policy;
+}

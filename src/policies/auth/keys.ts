@@ -1,0 +1,48 @@
+/**
+ * API keys and their hashes. A policy file holds keys only as `sha256:<hex>` hashes; the gateway
+ * hashes the presented key and looks the digest up, so a lookup costs the same whatever the number
+ * of keys (O(1)) and whatever part of a real key the presented one shares.
+ *
+ * SHA-256 rather than a slow password hash: API keys made by `new-key` carry 256 random bits, so
+ * no dictionary attack applies, and a slow hash would put milliseconds on every request.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+export const HASH_PREFIX = 'sha256:';
+export const HASH_PATTERN = '^sha256:[0-9a-f]{64}$';
+
+/** The line a policy file needs for a key: `sha256:<64 lower-case hex digits>`. */
+export function hashKey(key: string): string {
+  return HASH_PREFIX + createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+/** A new key: 32 random bytes, base64url, with a `psg_` prefix so secret scanners can spot it. */
+export function newKey(): string {
+  return 'psg_' + randomBytes(32).toString('base64url');
+}
+
+/** Keys as a set of digests, looked up in O(1) and confirmed with a constant-time compare. */
+export class KeyRing {
+  private readonly byDigest = new Map<string, { id: string; digest: Buffer }>();
+
+  add(id: string, hash: string): void {
+    const hex = hash.slice(HASH_PREFIX.length);
+    this.byDigest.set(hex, { id, digest: Buffer.from(hex, 'hex') });
+  }
+
+  /** A plaintext key, as it comes from the environment: hashed at once, never kept. */
+  addPlain(id: string, key: string): void {
+    this.add(id, hashKey(key));
+  }
+
+  get size(): number {
+    return this.byDigest.size;
+  }
+
+  /** The id of the key, or undefined. Never logs or keeps the presented key. */
+  identify(presented: string): string | undefined {
+    const digest = createHash('sha256').update(presented, 'utf8').digest();
+    const entry = this.byDigest.get(digest.toString('hex'));
+    return entry !== undefined && timingSafeEqual(entry.digest, digest) ? entry.id : undefined;
+  }
+}

@@ -1,0 +1,28 @@
+/** The config of the `new-pet` policy (createPet request bodies). */
+import type { UnknownFields } from '../../core/contract.js';
+
+export interface NewPetConfig {
+  readonly maxBytes: number;
+  readonly unknownFields: UnknownFields;
+}
+
+export const schema = {
+  type: 'object',
+  description: 'createPet request bodies: media type, size and the NewPet schema (pet-store-interface.md, "NewPet").',
+  additionalProperties: false,
+  properties: {
+    maxBytes: {
+      type: 'integer',
+      minimum: 64,
+      maximum: 1048576,
+      default: 16384,
+      description: 'Largest accepted body in bytes; larger bodies get 413 before they are read whole.',
+    },
+    unknownFields: {
+      type: 'string',
+      enum: ['reject', 'strip', 'allow'],
+      default: 'reject',
+      description: 'Fields NewPet does not define: "reject" (400), "strip" (removed before forwarding) or "allow" (forwarded as sent).',
+    },
+  },
+} as const;

@@ -1,0 +1,36 @@
+/**
+ * The `route` policy: a request must name an operation of the interface. It runs right after `auth`
+ * so that only authenticated clients learn which paths exist: 404 for an unknown path, 405 with
+ * `Allow` (RFC 9110 section 15.5.6) for a known path with another method. HEAD and OPTIONS are not
+ * operations of the interface and get 405 like any other method.
+ */
+import { GatewayError } from '../../core/errors.js';
+import type { Decision, Exchange, PolicyModule } from '../../core/policy.js';
+
+export type RouteConfig = Record<string, never>;
+
+const notFound = new GatewayError('not_found');
+const notAllowed = new Map<string, GatewayError>();
+
+function methodNotAllowed(allow: string): GatewayError {
+  let err = notAllowed.get(allow);
+  if (err === undefined) {
+    err = new GatewayError('method_not_allowed', undefined, { allow });
+    notAllowed.set(allow, err);
+  }
+  return err;
+}
+
+export const route: PolicyModule<RouteConfig> = {
+  name: 'route',
+  description: 'Unknown paths get 404, known paths with another method 405. No options.',
+  schema: { type: 'object', additionalProperties: false, properties: {} },
+  create: () => ({
+    name: 'route',
+    onRequest(ex: Exchange): Decision {
+      const r = ex.route;
+      if (r.kind === 'operation') return undefined;
+      return r.kind === 'not_found' ? notFound : methodNotAllowed(r.allow);
+    },
+  }),
+};
