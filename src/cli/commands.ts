@@ -73,8 +73,12 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function logLevel(): string {
-  return process.env.LOG_LEVEL ?? 'info';
+/** pino options: level from LOG_LEVEL; credentials redacted should any serializer ever reach them. */
+function logger() {
+  return {
+    level: process.env.LOG_LEVEL ?? 'info',
+    redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' },
+  };
 }
 
 async function serve(args: string[]): Promise<number> {
@@ -109,7 +113,7 @@ async function serve(args: string[]): Promise<number> {
     if (!loaded.ok) return EXIT.config;
   }
   const gateway = createGateway(loaded.config, { env });
-  const app = await buildServer(gateway, { logger: { level: logLevel() } });
+  const app = await buildServer(gateway, { logger: logger() });
   const { host, port } = loaded.config.server;
   await app.listen({ host, port });
   const addr = app.server.address() as AddressInfo;

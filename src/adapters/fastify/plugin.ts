@@ -16,6 +16,7 @@ import httpProxy from '@fastify/http-proxy';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
 import { errorForStatus, fromTransportError } from '../../core/failures.js';
+import { clientResponseHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
 import type { Exchange } from '../../core/policy.js';
 import type { Gateway } from '../../gateway.js';
@@ -111,6 +112,8 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
     httpMethods: METHODS,
     // Our own parser above keeps the raw bytes; http-proxy's pass-through parsers would stream them.
     proxyPayloads: false,
+    // reply-from logs every forwarded request at info level; the gateway logs failures itself.
+    disableRequestLogging: true,
     undici: {
       connections,
       connectTimeout: timeouts.connectMs,
@@ -131,7 +134,7 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
           }
           return headers;
         },
-        rewriteHeaders: (headers) => Object.assign(headers, ex.responseHeaders),
+        rewriteHeaders: (headers) => clientResponseHeaders(headers, ex),
         // Never retry: createPet is not idempotent, and a 503 must not start a retry storm.
         retryDelay: () => null,
         onError: (r, { error }) => sendError(r as FastifyReply, ex, fromTransportError(error)),
