@@ -7,7 +7,7 @@
  * `limit` outside 1..100 or a `status` outside PetStatus is a 400, a petId that is not an int64 is
  * an unknown animal (404).
  */
-import { compileNewPet, isInt64Text, isPetStatus, parseLossless, type LosslessNumber, type PetStatus } from '../core/contract.js';
+import { compileNewPet, isInt64Text, parseListQuery, parseLossless, type LosslessNumber, type PetStatus } from '../core/contract.js';
 import { GatewayError, renderError, type ErrorCode } from '../core/errors.js';
 import type { OperationId } from '../core/operations.js';
 import { PetStore } from './store.js';
@@ -30,10 +30,6 @@ export interface BackendOptions {
   /** Most animals kept; past it createPet answers 507 store_full. */
   readonly maxPets?: number;
 }
-
-export const LIMIT_DEFAULT = 20;
-export const LIMIT_MAX = 100;
-const LIMIT_TEXT = /^[1-9][0-9]{0,2}$/;
 
 function error(code: ErrorCode, message?: string): BackendResponse {
   const err = new GatewayError(code, message);
@@ -60,17 +56,9 @@ export class ReferenceBackend {
   }
 
   private list(query: string): BackendResponse {
-    const params = new URLSearchParams(query);
-    const limits = params.getAll('limit');
-    const statuses = params.getAll('status');
-    if (limits.length > 1 || (limits.length === 1 && !(LIMIT_TEXT.test(limits[0]!) && Number(limits[0]) <= LIMIT_MAX))) {
-      return error('invalid_request', `limit must be an integer from 1 to ${LIMIT_MAX}`);
-    }
-    if (statuses.length > 1 || (statuses.length === 1 && !isPetStatus(statuses[0]))) {
-      return error('invalid_request', 'status must be one of available, pending, sold');
-    }
-    const limit = limits.length === 1 ? Number(limits[0]) : LIMIT_DEFAULT;
-    return { status: 200, body: this.store.list(limit, statuses[0] as PetStatus | undefined) };
+    const parsed = parseListQuery(query, false);
+    if ('error' in parsed) return error('invalid_query', parsed.error);
+    return { status: 200, body: this.store.list(parsed.limit, parsed.status) };
   }
 
   private create(body: Buffer): BackendResponse {

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { pino, type LoggerOptions } from 'pino';
 import { buildServer } from '../adapters/fastify/server.js';
 import { createBackendServer } from '../backend/server.js';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
@@ -74,7 +75,7 @@ async function readStdin(): Promise<string> {
 }
 
 /** pino options: level from LOG_LEVEL; credentials redacted should any serializer ever reach them. */
-function logger() {
+function loggerOptions(): LoggerOptions {
   return {
     level: process.env.LOG_LEVEL ?? 'info',
     redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' },
@@ -112,8 +113,9 @@ async function serve(args: string[]): Promise<number> {
     loaded = loadPolicyFile(file, { env }, overrides);
     if (!loaded.ok) return EXIT.config;
   }
-  const gateway = createGateway(loaded.config, { env });
-  const app = await buildServer(gateway, { logger: logger() });
+  const log = pino(loggerOptions());
+  const gateway = createGateway(loaded.config, { env, log });
+  const app = await buildServer(gateway, { loggerInstance: log });
   const { host, port } = loaded.config.server;
   await app.listen({ host, port });
   const addr = app.server.address() as AddressInfo;

@@ -29,6 +29,13 @@ export const UPSTREAM_SCHEMA = {
       },
     },
     connections: { type: 'integer', minimum: 1, maximum: 65536, default: 128, description: 'Most keep-alive connections to the upstream.' },
+    maxBufferedBytes: {
+      type: 'integer',
+      minimum: 1024,
+      maximum: 268435456,
+      default: 8388608,
+      description: 'Most bytes of an upstream body the gateway holds when a policy must read it (lists, errors); the rest is not read.',
+    },
   },
 } as const;
 

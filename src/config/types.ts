@@ -1,5 +1,9 @@
 /** The shape of a policy file once it is validated and its defaults filled in. */
 import type { AuthConfig } from '../policies/auth/index.js';
+import type { DeprecationConfig } from '../policies/deprecation/index.js';
+import type { ListPetsConfig } from '../policies/list-pets/index.js';
+import type { ResponseContractConfig } from '../policies/response-contract/index.js';
+import type { UpstreamErrorsConfig } from '../policies/upstream-errors/index.js';
 import type { NewPetConfig } from '../policies/new-pet/index.js';
 import type { RouteConfig } from '../policies/route/index.js';
 
@@ -7,6 +11,7 @@ export interface UpstreamConfig {
   readonly url: string;
   readonly timeouts: { readonly connectMs: number; readonly headersMs: number; readonly bodyMs: number };
   readonly connections: number;
+  readonly maxBufferedBytes: number;
 }
 
 export interface ServerConfig {
@@ -21,6 +26,10 @@ export interface PolicyConfig {
   readonly policies: {
     readonly auth: AuthConfig;
     readonly route: RouteConfig;
+    readonly deprecation: DeprecationConfig;
+    readonly 'list-pets': ListPetsConfig;
     readonly 'new-pet': NewPetConfig;
+    readonly 'upstream-errors': UpstreamErrorsConfig;
+    readonly 'response-contract': ResponseContractConfig;
   };
 }

@@ -23,6 +23,42 @@ export function isJsonMediaType(value: string | string[] | undefined): boolean {
   return typeof value === 'string' && JSON_MEDIA_TYPE.test(value);
 }
 
+/** listPets' `limit` (pet-store-interface.md, "Limits"). */
+export const LIMIT_MIN = 1;
+export const LIMIT_MAX = 100;
+export const LIMIT_DEFAULT = 20;
+
+export interface ListQuery {
+  readonly limit: number;
+  readonly status: PetStatus | undefined;
+}
+
+/**
+ * Reads listPets' query: `limit` an integer 1..100 (default 20), `status` a PetStatus, each at most
+ * once. Returns the values, or a message naming the bound. With `clamp`, an integer `limit` outside
+ * the bounds is brought to the nearest bound instead; a `limit` that is not an integer never is.
+ */
+export function parseListQuery(rawQuery: string, clamp: boolean): ListQuery | { readonly error: string } {
+  const params = new URLSearchParams(rawQuery);
+  const limits = params.getAll('limit');
+  const statuses = params.getAll('status');
+  if (limits.length > 1) return { error: 'limit may be given once' };
+  if (statuses.length > 1) return { error: 'status may be given once' };
+  let limit = LIMIT_DEFAULT;
+  const given = limits[0];
+  if (given !== undefined) {
+    if (!/^[+-]?[0-9]+$/.test(given)) return { error: `limit must be an integer from ${LIMIT_MIN} to ${LIMIT_MAX}` };
+    // Compared as BigInt: '99999999999999999999' is out of range, not a rounding artefact.
+    const n = BigInt(given);
+    if (n < LIMIT_MIN && !clamp) return { error: `limit must be at least ${LIMIT_MIN}` };
+    if (n > LIMIT_MAX && !clamp) return { error: `limit must be at most ${LIMIT_MAX}` };
+    limit = n < LIMIT_MIN ? LIMIT_MIN : n > LIMIT_MAX ? LIMIT_MAX : Number(n);
+  }
+  const status = statuses[0];
+  if (status !== undefined && !isPetStatus(status)) return { error: `status must be one of ${PET_STATUSES.join(', ')}` };
+  return { limit, status };
+}
+
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 /** An integer literal: no fraction, no exponent, no leading zeros (RFC 8259 section 6 int). */
@@ -99,11 +135,18 @@ export interface NewPetCheck {
   readonly stripped?: LosslessValue;
 }
 
-/**
- * Compiles a NewPet validator once (at policy load, never per request). It takes a value from
- * `parseLossless` and reports every violation at once.
- */
-export function compileNewPet(unknownFields: UnknownFields): (value: LosslessValue) => NewPetCheck {
+const PET_SCHEMA = {
+  type: 'object',
+  required: ['id', 'name', 'categoryId'],
+  properties: {
+    id: { int64: true },
+    name: { type: 'string' },
+    categoryId: { int64: true },
+    status: { enum: PET_STATUSES },
+  },
+};
+
+function contractAjv(): Ajv {
   const ajv = new Ajv({ allErrors: true, strict: true });
   ajv.addKeyword({
     keyword: 'int64',
@@ -111,7 +154,26 @@ export function compileNewPet(unknownFields: UnknownFields): (value: LosslessVal
     errors: false,
     validate: (_schema: boolean, data: unknown) => isLosslessNumber(data) && isInt64Text(data.value),
   });
-  const validate = ajv.compile(newPetSchema(unknownFields));
+  return ajv;
+}
+
+/**
+ * Compiles validators of the response shapes, Pet and Pets, once. They take a value from
+ * `parseLossless` and return the violations (`/3/id must be an integer within int64`), empty when valid.
+ */
+export function compileResponseShapes(): { pet: (v: LosslessValue) => string[]; pets: (v: LosslessValue) => string[] } {
+  const ajv = contractAjv();
+  const wrap = (validate: ReturnType<Ajv['compile']>) => (value: LosslessValue) =>
+    validate(value) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.keyword === 'int64' ? 'must be an integer within int64' : (e.message ?? 'is not valid')}`);
+  return { pet: wrap(ajv.compile(PET_SCHEMA)), pets: wrap(ajv.compile({ type: 'array', items: PET_SCHEMA })) };
+}
+
+/**
+ * Compiles a NewPet validator once (at policy load, never per request). It takes a value from
+ * `parseLossless` and reports every violation at once.
+ */
+export function compileNewPet(unknownFields: UnknownFields): (value: LosslessValue) => NewPetCheck {
+  const validate = contractAjv().compile(newPetSchema(unknownFields));
   return (value) => {
     if (!validate(value)) return { errors: (validate.errors ?? []).map(message) };
     if (unknownFields !== 'strip') return { errors: [] };

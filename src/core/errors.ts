@@ -7,6 +7,7 @@
  * the set of codes open ("The set of values of `code`: not shown"); the catalogue below is ours and
  * stable: codes are never renamed, only added. README.md carries the same table for clients.
  */
+import type { ResponseBody } from './policy.js';
 
 export interface CatalogueEntry {
   readonly status: number;
@@ -19,6 +20,7 @@ export const CATALOGUE = {
   malformed_json: { status: 400, message: 'The request body is not valid JSON.' },
   invalid_body: { status: 400, message: 'The request body does not match the NewPet schema.' },
   invalid_request: { status: 400, message: 'The request is malformed.' },
+  invalid_query: { status: 400, message: 'The query parameters are not valid.' },
   // 401 (RFC 6750 section 3)
   missing_api_key: { status: 401, message: 'An API key is required: send Authorization: Bearer <key>.' },
   malformed_authorization: { status: 401, message: 'The Authorization header must be "Bearer <key>".' },
@@ -27,15 +29,21 @@ export const CATALOGUE = {
   not_found: { status: 404, message: 'No operation of this interface is at this path.' },
   pet_not_found: { status: 404, message: 'The requested animal could not be found.' },
   method_not_allowed: { status: 405, message: 'This method is not allowed on this path.' },
+  conflict: { status: 409, message: 'The request conflicts with the state of the service.' },
+  operation_removed: { status: 410, message: 'This operation has been removed: use GET /v1/pets with the status filter.' },
   // 408 / 413 / 415 / 431
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
+  too_many_requests: { status: 429, message: 'Too many requests: retry later.' },
   headers_too_large: { status: 431, message: 'The request headers are too large.' },
   // 5xx
-  internal_error: { status: 500, message: 'The gateway failed to handle the request.' },
+  internal_error: { status: 500, message: 'The service failed to handle the request.' },
   bad_gateway: { status: 502, message: 'The upstream service sent an invalid response.' },
   upstream_unavailable: { status: 502, message: 'The upstream service could not be reached.' },
+  upstream_contract_violation: { status: 502, message: 'The upstream service answered outside the interface.' },
+  upstream_error: { status: 502, message: 'The upstream service answered with an error.' },
+  service_unavailable: { status: 503, message: 'The service is unavailable: retry later.' },
   upstream_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
   store_full: { status: 507, message: 'The store cannot hold more animals.' },
 } as const satisfies Record<string, CatalogueEntry>;
@@ -52,11 +60,15 @@ export class GatewayError extends Error {
   /** Extra response headers, e.g. WWW-Authenticate on 401 or Allow on 405. */
   readonly headers: Readonly<Record<string, string>>;
 
-  constructor(code: ErrorCode, message?: string, headers: Record<string, string> = {}, cause?: unknown) {
+  /**
+   * @param status only for `upstream_error`, which carries an upstream status that no other code
+   *   names (e.g. 418); every other code has the catalogue's status.
+   */
+  constructor(code: ErrorCode, message?: string, headers: Record<string, string> = {}, cause?: unknown, status?: number) {
     super(message ?? CATALOGUE[code].message, cause === undefined ? undefined : { cause });
     this.name = 'GatewayError';
     this.code = code;
-    this.status = CATALOGUE[code].status;
+    this.status = code === 'upstream_error' && status !== undefined ? status : CATALOGUE[code].status;
     this.headers = headers;
   }
 }
@@ -66,4 +78,14 @@ export const ERROR_CONTENT_TYPE = 'application/json; charset=utf-8';
 /** The body of an Error response: exactly `{code, message, status}`. */
 export function renderError(err: GatewayError): string {
   return JSON.stringify({ code: err.code, message: err.message, status: err.status });
+}
+
+/** An error as a complete response, for the response phase: its own headers replace the upstream's. */
+export function errorResponse(err: GatewayError): ResponseBody {
+  return {
+    status: err.status,
+    headers: { ...err.headers, 'content-type': ERROR_CONTENT_TYPE },
+    body: Buffer.from(renderError(err)),
+    truncated: false,
+  };
 }

@@ -4,15 +4,23 @@
  */
 import type { GatewayError } from './errors.js';
 import { matchRoute, splitTarget } from './operations.js';
-import type { Decision, Exchange, Policy, RequestHead } from './policy.js';
+import type { Decision, Exchange, Policy, RequestHead, ResponseBody, UpstreamResponse } from './policy.js';
 
+/**
+ * Response phases run in the same order as request phases: `upstream-errors` turns a non-2xx into
+ * the Error shape before `list-pets` and `response-contract` look at 2xx bodies.
+ */
 export class Chain {
+  private readonly annotators: ReadonlyArray<Policy>;
   private readonly onRequest: ReadonlyArray<Policy>;
   private readonly onBody: ReadonlyArray<Policy>;
+  private readonly responders: ReadonlyArray<Policy>;
 
   constructor(readonly policies: ReadonlyArray<Policy>) {
+    this.annotators = policies.filter((p) => p.annotate !== undefined);
     this.onRequest = policies.filter((p) => p.onRequest !== undefined);
     this.onBody = policies.filter((p) => p.onBody !== undefined);
+    this.responders = policies.filter((p) => p.onResponseBody !== undefined);
   }
 
   /** Starts an exchange and runs every policy's request phase; `error` is the first denial. */
@@ -30,7 +38,9 @@ export class Chain {
       responseHeaders: {},
       upstreamBody: undefined,
       keyId: undefined,
+      list: undefined,
     };
+    for (const p of this.annotators) p.annotate!(ex);
     for (const p of this.onRequest) {
       const d = p.onRequest!(ex);
       if (d !== undefined) return { ex, error: d };
@@ -45,5 +55,18 @@ export class Chain {
       if (d !== undefined) return d;
     }
     return undefined;
+  }
+
+  /** Whether some policy must read the whole upstream body before the response is sent. */
+  wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
+    for (const p of this.responders) if (p.wantsResponseBody?.(ex, res) === true) return true;
+    return false;
+  }
+
+  /** Runs every policy's response-body phase on a buffered upstream response. */
+  finishResponse(ex: Exchange, res: ResponseBody): ResponseBody {
+    let out = res;
+    for (const p of this.responders) out = p.onResponseBody!(ex, out);
+    return out;
   }
 }

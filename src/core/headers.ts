@@ -17,3 +17,17 @@ export function clientResponseHeaders<H extends Record<string, HeaderValue | num
   for (const name of Object.keys(headers)) if (DROPPED.has(name)) delete headers[name];
   return Object.assign(headers, ex.responseHeaders);
 }
+
+/**
+ * The request headers the upstream receives: the client's, with the policies' changes applied.
+ * `accept-encoding` is always removed so that the upstream answers in identity encoding and a
+ * policy can read the body it must check (list enforcement, error rewriting).
+ */
+export function upstreamRequestHeaders<H extends Record<string, HeaderValue | number>>(headers: H, ex: Exchange): H {
+  delete headers['accept-encoding'];
+  for (const [name, value] of Object.entries(ex.upstreamHeaders)) {
+    if (value === null) delete headers[name];
+    else (headers as Record<string, HeaderValue | number>)[name] = value;
+  }
+  return headers;
+}

@@ -43,23 +43,62 @@ export interface Exchange {
   upstreamBody: Buffer | undefined;
   /** The id of the API key that authenticated the request (never the key). */
   keyId: string | undefined;
+  /** listPets: the page size and status filter the upstream was asked for, once validated. */
+  list: { readonly limit: number; readonly status: string | undefined } | undefined;
 }
 
 /** A decision: continue (`undefined`) or stop with an error. */
 export type Decision = GatewayError | undefined;
 
+/** An upstream response (or the built-in backend's) on its way to the client. */
+export interface UpstreamResponse {
+  status: number;
+  /** Response headers, lower-case names; policies may rewrite them. */
+  headers: Record<string, HeaderValue | number>;
+}
+
+/** A complete response body a policy rewrote, or the body it passes on. */
+export interface ResponseBody {
+  status: number;
+  headers: Record<string, HeaderValue | number>;
+  body: Buffer;
+  /** True when the upstream sent more than the gateway buffers (`body` holds the first part). */
+  truncated: boolean;
+}
+
 export interface Policy {
   readonly name: string;
+  /**
+   * Runs first, for every exchange, before any decision: sets response headers that every response
+   * of the operation carries, denials included (e.g. getPet's Deprecation). Cannot deny.
+   */
+  annotate?(ex: Exchange): void;
   /** Runs once the request line and headers are known, before any body is read. */
   onRequest?(ex: Exchange): Decision;
   /** Runs on the complete raw body of an operation that has one, before it is forwarded. */
   onBody?(ex: Exchange, body: Buffer): Decision;
+  /**
+   * Runs when the upstream's status and headers arrive. Returns true when the policy must see the
+   * whole body before anything is sent; otherwise the body streams through untouched.
+   */
+  wantsResponseBody?(ex: Exchange, res: UpstreamResponse): boolean;
+  /** Runs on a buffered upstream body (only when some policy asked for it); may rewrite it. */
+  onResponseBody?(ex: Exchange, res: ResponseBody): ResponseBody;
+}
+
+/** Where policies report what an operator should know (e.g. a redacted upstream error page). */
+export interface PolicyLog {
+  warn(fields: Record<string, unknown>, message: string): void;
 }
 
 /** What a policy may read of the world when it is created; injected so tests need no globals. */
 export interface PolicyEnv {
   /** Environment variables, e.g. PETSTORE_API_KEYS. */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** The clock in milliseconds since the epoch; Date.now when absent. */
+  readonly now?: () => number;
+  /** The operator log; nothing is logged when absent. */
+  readonly log?: PolicyLog;
 }
 
 /** A problem found in a policy file: a JSON path (e.g. `$.policies.auth.keys[0]`) and a plain message. */

@@ -1,14 +1,27 @@
 /**
  * The policy modules, in the order the chain runs them. This list is the only place that order is
  * written: `auth` first (an unauthenticated client learns nothing else), then `route`, then the
- * checks of one operation. The name of each module is its key under `policies:` in a policy file.
+ * checks of one operation. Response phases run in the same order: `upstream-errors` makes every
+ * non-2xx the Error shape, then `list-pets` and `response-contract` look at 2xx bodies. The name of each module is its key under `policies:` in a policy file.
  */
 import type { PolicyModule } from '../core/policy.js';
 import { auth } from './auth/index.js';
+import { deprecation } from './deprecation/index.js';
+import { listPets } from './list-pets/index.js';
 import { newPet } from './new-pet/index.js';
+import { responseContract } from './response-contract/index.js';
 import { route } from './route/index.js';
+import { upstreamErrors } from './upstream-errors/index.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const POLICY_MODULES: ReadonlyArray<PolicyModule<any>> = Object.freeze([auth, route, newPet]);
+export const POLICY_MODULES: ReadonlyArray<PolicyModule<any>> = Object.freeze([
+  auth,
+  route,
+  deprecation,
+  listPets,
+  newPet,
+  upstreamErrors,
+  responseContract,
+]);
 
-export { auth, newPet, route };
+export { auth, deprecation, listPets, newPet, responseContract, route, upstreamErrors };

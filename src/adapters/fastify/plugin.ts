@@ -12,13 +12,15 @@
  *   const app = Fastify();
  *   await app.register(petstoreGateway, { gateway: createGateway(loaded.config, { env: process.env }) });
  */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import httpProxy from '@fastify/http-proxy';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
 import { errorForStatus, fromTransportError } from '../../core/failures.js';
-import { clientResponseHeaders } from '../../core/headers.js';
+import { clientResponseHeaders, upstreamRequestHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
-import type { Exchange } from '../../core/policy.js';
+import type { Exchange, ResponseBody } from '../../core/policy.js';
 import type { Gateway } from '../../gateway.js';
 
 declare module 'fastify' {
@@ -89,6 +91,14 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
   });
   app.setErrorHandler((err, request, reply) => sendError(reply, request.exchange, fromFastifyError(err)));
 
+  /** Sends a response the chain may still rewrite: buffered only when some policy must read it. */
+  function respond(reply: FastifyReply, ex: Exchange, res: ResponseBody): void {
+    const out = gw.chain.finishResponse(ex, res);
+    const headers = clientResponseHeaders(out.headers, ex);
+    delete headers['content-length'];
+    reply.code(out.status).headers(headers).send(out.body);
+  }
+
   if (gw.backend !== undefined) {
     const backend = gw.backend;
     const handler = (request: FastifyRequest, reply: FastifyReply) => {
@@ -99,13 +109,13 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
         query: ex.upstreamQuery,
         body: ex.upstreamBody ?? (request.body as Buffer | undefined),
       });
-      reply.code(res.status).headers(ex.responseHeaders).type(ERROR_CONTENT_TYPE).send(res.body);
+      respond(reply, ex, { status: res.status, headers: { 'content-type': ERROR_CONTENT_TYPE }, body: Buffer.from(res.body), truncated: false });
     };
     for (const url of ROUTES) app.route({ method: METHODS, url, handler, exposeHeadRoute: false });
     return;
   }
 
-  const { timeouts, connections } = gw.upstream;
+  const { timeouts, connections, maxBufferedBytes } = gw.upstream;
   await app.register(httpProxy, {
     upstream: gw.upstreamOrigin!,
     routes: ROUTES,
@@ -127,18 +137,47 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
         body,
         contentType: body === undefined ? undefined : String(request.headers['content-type']),
         queryString: () => ex.upstreamQuery,
-        rewriteRequestHeaders: (_req, headers) => {
-          for (const [name, value] of Object.entries(ex.upstreamHeaders)) {
-            if (value === null) delete headers[name];
-            else headers[name] = value;
-          }
-          return headers;
-        },
-        rewriteHeaders: (headers) => clientResponseHeaders(headers, ex),
+        rewriteRequestHeaders: (_req, headers) => upstreamRequestHeaders(headers, ex),
+        // Headers are set in onResponse, once the chain has decided what the client gets.
+        rewriteHeaders: () => ({}),
         // Never retry: createPet is not idempotent, and a 503 must not start a retry storm.
         retryDelay: () => null,
         onError: (r, { error }) => sendError(r as FastifyReply, ex, fromTransportError(error)),
+        onResponse: (_request, r, raw) => {
+          // reply-from's types call this a ServerResponse; it is undici's response.
+          const res = raw as unknown as { statusCode: number; headers: IncomingHttpHeaders; stream: Readable };
+          const rep = r as FastifyReply;
+          const head = { status: res.statusCode, headers: { ...res.headers } };
+          if (!gw.chain.wantsResponseBody(ex, head)) {
+            rep.headers(clientResponseHeaders(head.headers, ex)).send(res.stream);
+            return;
+          }
+          readCapped(res.stream, maxBufferedBytes).then(
+            ({ body, truncated }) => respond(rep, ex, { ...head, body, truncated }),
+            (err: unknown) => sendError(rep, ex, fromTransportError(err)),
+          );
+        },
       });
     },
+  });
+}
+
+/** Reads a stream up to `cap` bytes; past it, stops reading and destroys the stream. */
+export function readCapped(stream: Readable, cap: number): Promise<{ body: Buffer; truncated: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      if (size + chunk.length > cap) {
+        chunks.push(chunk.subarray(0, cap - size));
+        stream.destroy();
+        resolve({ body: Buffer.concat(chunks), truncated: true });
+        return;
+      }
+      size += chunk.length;
+      chunks.push(chunk);
+    });
+    stream.on('end', () => resolve({ body: Buffer.concat(chunks), truncated: false }));
+    stream.on('error', reject);
   });
 }

@@ -10,7 +10,8 @@ import type { Gateway } from '../../gateway.js';
 import { fromFastifyError, petstoreGateway, runRequestPhase, sendError } from './plugin.js';
 
 export interface ServerOptions {
-  readonly logger?: FastifyServerOptions['logger'];
+  /** A pino logger (the one given to the policies too); none by default. */
+  readonly loggerInstance?: FastifyServerOptions['loggerInstance'];
 }
 
 /**
@@ -37,7 +38,7 @@ export function clientErrorResponse(err: NodeJS.ErrnoException, socket: Socket):
 
 export async function buildServer(gateway: Gateway, options: ServerOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ?? false,
+    ...(options.loggerInstance === undefined ? { logger: false } : { loggerInstance: options.loggerInstance }),
     // One line per request costs more than the policies do; errors are logged where they happen.
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,

@@ -2,14 +2,17 @@
  * The `route` policy: a request must name an operation of the interface. It runs right after `auth`
  * so that only authenticated clients learn which paths exist: 404 for an unknown path, 405 with
  * `Allow` (RFC 9110 section 15.5.6) for a known path with another method. HEAD and OPTIONS are not
- * operations of the interface and get 405 like any other method.
+ * operations of the interface and get 405 like any other method. A getPet petId that is not an
+ * int64 is an unknown animal: 404 pet_not_found.
  */
+import { isInt64Text } from '../../core/contract.js';
 import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyModule } from '../../core/policy.js';
 
 export type RouteConfig = Record<string, never>;
 
 const notFound = new GatewayError('not_found');
+const petNotFound = new GatewayError('pet_not_found');
 const notAllowed = new Map<string, GatewayError>();
 
 function methodNotAllowed(allow: string): GatewayError {
@@ -23,13 +26,17 @@ function methodNotAllowed(allow: string): GatewayError {
 
 export const route: PolicyModule<RouteConfig> = {
   name: 'route',
-  description: 'Unknown paths get 404, known paths with another method 405. No options.',
+  description: 'Unknown paths get 404, known paths with another method 405, a petId that is not an int64 404. No options.',
   schema: { type: 'object', additionalProperties: false, properties: {} },
   create: () => ({
     name: 'route',
     onRequest(ex: Exchange): Decision {
       const r = ex.route;
-      if (r.kind === 'operation') return undefined;
+      if (r.kind === 'operation') {
+        // "petId: integer, int64": any other segment identifies no animal. The interface lists no
+        // 400 for getPet, so this is its 404, answered without calling the upstream.
+        return r.petId !== undefined && !isInt64Text(r.petId) ? petNotFound : undefined;
+      }
       return r.kind === 'not_found' ? notFound : methodNotAllowed(r.allow);
     },
   }),

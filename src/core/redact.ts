@@ -1,0 +1,41 @@
+/**
+ * What of an upstream's error text may reach a client or a log. A client sees an upstream message
+ * only when it is short, plain prose; an operator's log sees an excerpt with anything that looks
+ * like a secret masked. HTML pages, stack traces and credentials never reach a client.
+ */
+
+/** Words and shapes that suggest a secret or an internal detail. */
+const SECRETISH =
+  /(pass(word|wd)?|secret|token|api[_-]?key|bearer|authori[sz]ation|credential|private[ _-]?key|session|cookie)|[a-z][a-z0-9+.-]*:\/\/[^\s/@]*@|[A-Za-z0-9+/_=-]{32,}|\b\d{1,3}(\.\d{1,3}){3}\b/i;
+/** Stack frames, exceptions and source positions. */
+const INTERNALS = /\bat\s+[\w$.<>]+\s*\(|\.(js|ts|mjs|cjs|java|py|rb|go|php|cs|kt|scala):\d+|exception|traceback|stack|errno|sqlstate|ORA-\d+|syntax error at or near|\/(usr|var|home|opt|srv|app)\//i;
+/** Markup or structure. */
+const MARKUP = /[<>{}[\]\\`\n\r\t]/;
+
+export const MAX_CLIENT_MESSAGE = 200;
+
+/** Whether an upstream message may be shown to a client as it is. */
+export function isPlainMessage(text: unknown): text is string {
+  return (
+    typeof text === 'string' &&
+    text.trim().length > 0 &&
+    text.length <= MAX_CLIENT_MESSAGE &&
+    !MARKUP.test(text) &&
+    !INTERNALS.test(text) &&
+    !SECRETISH.test(text)
+  );
+}
+
+const MASKS: ReadonlyArray<[RegExp, string]> = [
+  [/((?:pass(?:word|wd)?|secret|token|api[_-]?key|credential|session|cookie)["']?\s*[:=]\s*["']?)[^\s"'&,;<]+/gi, '$1[redacted]'],
+  [/(bearer|basic)\s+[A-Za-z0-9\-._~+/]+=*/gi, '$1 [redacted]'],
+  [/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]*@/gi, '$1[redacted]@'],
+  [/[A-Za-z0-9+/_=-]{32,}/g, '[redacted]'],
+];
+
+/** An excerpt of an upstream body for the operator log: secrets masked, whitespace folded, bounded. */
+export function redactForLog(text: string, max = 500): string {
+  let out = text.slice(0, max * 2).replace(/\s+/g, ' ');
+  for (const [pattern, replacement] of MASKS) out = out.replace(pattern, replacement);
+  return out.length > max ? out.slice(0, max) + '…' : out;
+}

@@ -1,0 +1,71 @@
+/** The config of the `deprecation` policy (getPet's lifecycle). */
+export interface DeprecationConfig {
+  readonly deprecatedAt: string;
+  readonly sunset: string;
+  readonly successor: string;
+  readonly links: ReadonlyArray<{ readonly href: string; readonly rel: 'deprecation' | 'sunset'; readonly type?: string }>;
+  readonly removeAfterSunset: boolean;
+  readonly brownouts: ReadonlyArray<{ readonly start: string; readonly end: string }>;
+}
+
+/** RFC 3339 date-time, with a zone. */
+const DATE_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$';
+/** A URI reference without characters that would break a Link header (RFC 8288). */
+const URI_REFERENCE = '^[^\\s<>"]+$';
+
+export const schema = {
+  type: 'object',
+  description: 'getPet is deprecated and removed on 5 December 2030 (pet-store-interface.md, "Versioning"): its headers, its removal and rehearsals of it.',
+  additionalProperties: false,
+  properties: {
+    deprecatedAt: {
+      type: 'string',
+      pattern: DATE_TIME,
+      default: '2026-01-01T00:00:00Z',
+      description: 'When getPet became deprecated (RFC 3339), sent as `Deprecation: @<unix-seconds>` (RFC 9745). The interface gives no date; set yours.',
+    },
+    sunset: {
+      type: 'string',
+      pattern: DATE_TIME,
+      default: '2030-12-05T00:00:00Z',
+      description: 'When getPet is removed (RFC 3339), sent as the `Sunset` HTTP-date (RFC 8594). The interface says 5 December 2030.',
+    },
+    successor: {
+      type: 'string',
+      pattern: URI_REFERENCE,
+      default: '/v1/pets',
+      description: 'The replacement, sent as `Link: <...>; rel="successor-version"`: GET /v1/pets with the status filter.',
+    },
+    links: {
+      type: 'array',
+      default: [],
+      description: 'Documentation links, sent in `Link` with rel "deprecation" (RFC 9745) or "sunset" (RFC 8594).',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['href', 'rel'],
+        properties: {
+          href: { type: 'string', pattern: URI_REFERENCE },
+          rel: { type: 'string', enum: ['deprecation', 'sunset'] },
+          type: { type: 'string', pattern: '^[a-z]+/[a-z0-9.+-]+$' },
+        },
+      },
+    },
+    removeAfterSunset: {
+      type: 'boolean',
+      default: true,
+      description: 'From the sunset moment on, answer getPet with 410 operation_removed without calling the upstream.',
+    },
+    brownouts: {
+      type: 'array',
+      default: [],
+      description: 'Scheduled windows before the sunset in which getPet already answers 410, so clients find out while it can still be undone.',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['start', 'end'],
+        properties: { start: { type: 'string', pattern: DATE_TIME }, end: { type: 'string', pattern: DATE_TIME } },
+      },
+    },
+  },
+} as const;
