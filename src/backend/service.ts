@@ -64,7 +64,7 @@ export class ReferenceBackend {
   private create(body: Buffer): BackendResponse {
     let value: unknown;
     try {
-      value = parseLossless(body.toString('utf8'));
+      value = parseLossless(body);
     } catch {
       return error('malformed_json');
     }

@@ -102,14 +102,15 @@ export interface Overrides {
 }
 
 function applyOverrides(value: Record<string, unknown>, o: Overrides): void {
-  const section = (name: string): Record<string, unknown> => {
+  // A section that is absent is created; one that is not a mapping is left for validation to report.
+  const set = (name: string, key: string, v: unknown): void => {
+    if (value[name] === undefined) value[name] = {};
     const s = value[name];
-    if (s !== null && typeof s === 'object' && !Array.isArray(s)) return s as Record<string, unknown>;
-    return (value[name] = {});
+    if (s !== null && typeof s === 'object' && !Array.isArray(s)) (s as Record<string, unknown>)[key] = v;
   };
-  if (o.upstreamUrl !== undefined) section('upstream').url = o.upstreamUrl;
-  if (o.host !== undefined) section('server').host = o.host;
-  if (o.port !== undefined) section('server').port = o.port;
+  if (o.upstreamUrl !== undefined) set('upstream', 'url', o.upstreamUrl);
+  if (o.host !== undefined) set('server', 'host', o.host);
+  if (o.port !== undefined) set('server', 'port', o.port);
 }
 
 /** Validates the text of a policy file. Pure: reads nothing but its arguments. */
@@ -120,7 +121,7 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
       ok: false,
       problems: doc.errors.map((e) => ({
         path: '$',
-        message: `not valid YAML or JSON${e.linePos ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : ''}: ${e.message.split('\n')[0]}`,
+        message: `not valid YAML or JSON${e.linePos ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : ''}: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`,
       })),
     };
   }
@@ -130,14 +131,20 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   }
   applyOverrides(value as Record<string, unknown>, overrides);
   const errors = validate(value);
-  if (errors.length > 0) return { ok: false, problems: schemaProblems(errors) };
-
-  const config = value as PolicyConfig;
-  const problems: Problem[] = [];
-  for (const m of POLICY_MODULES) {
-    if (m.check) problems.push(...m.check(config.policies[m.name as keyof PolicyConfig['policies']], toJsonPath(`/policies/${m.name}`), env));
+  const problems = schemaProblems(errors);
+  // Cross-field rules run on every policy section the schema accepted, so one run reports all.
+  const policies = (value as { policies?: unknown }).policies;
+  if (policies !== null && typeof policies === 'object' && !Array.isArray(policies)) {
+    for (const m of POLICY_MODULES) {
+      const pointer = `/policies/${m.name}`;
+      const section = (policies as Record<string, unknown>)[m.name];
+      if (m.check && section !== undefined && !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'))) {
+        problems.push(...m.check(section, toJsonPath(pointer), env));
+      }
+    }
   }
   if (problems.length > 0) return { ok: false, problems };
+  const config = value as PolicyConfig;
   return { ok: true, config: deepFreeze(config) };
 }
 

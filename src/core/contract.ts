@@ -1,8 +1,9 @@
 /**
  * The data shapes of the interface (pet-store-interface.md, "Resources and their fields"), checked
  * without losing a digit: JSON is parsed with lossless-json, which keeps every number as its source
- * text (JSON.parse turns 9223372036854775807 into 9223372036854776000), rejects duplicate keys
- * (which parsers downstream might resolve differently) and keeps `__proto__` as a plain own field.
+ * text (JSON.parse turns 9223372036854775807 into 9223372036854776000), rejects a key repeated with
+ * another value (parsers downstream might keep either one) and keeps `__proto__` as a plain own
+ * field. Bytes that are not UTF-8 are rejected, never replaced: the upstream gets what was checked.
  *
  * Used by the `new-pet` policy and by the reference backend, so both apply one definition.
  */
@@ -77,9 +78,14 @@ export function isInt64Text(text: string): boolean {
 /** A JSON value whose numbers are LosslessNumber (their source text). */
 export type LosslessValue = unknown;
 
-/** Parses JSON keeping number text; throws SyntaxError (also on duplicate keys) or RangeError (too deep). */
-export function parseLossless(text: string): LosslessValue {
-  return parse(text);
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * Parses JSON keeping number text. Throws SyntaxError (also on a key repeated with another value),
+ * TypeError (bytes that are not UTF-8) or RangeError (nested too deep).
+ */
+export function parseLossless(input: string | Buffer): LosslessValue {
+  return parse(typeof input === 'string' ? input : UTF8.decode(input));
 }
 
 export function stringifyLossless(value: LosslessValue): string {
@@ -175,6 +181,8 @@ export function compileResponseShapes(): { pet: (v: LosslessValue) => string[]; 
 export function compileNewPet(unknownFields: UnknownFields): (value: LosslessValue) => NewPetCheck {
   const validate = contractAjv().compile(newPetSchema(unknownFields));
   return (value) => {
+    // A bare number is a LosslessNumber object: not a NewPet, whatever Ajv would say of its fields.
+    if (isLosslessNumber(value)) return { errors: ['the body must be a JSON object'] };
     if (!validate(value)) return { errors: (validate.errors ?? []).map(message) };
     if (unknownFields !== 'strip') return { errors: [] };
     const obj = value as Record<string, unknown>;

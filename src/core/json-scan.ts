@@ -42,28 +42,67 @@ function skipString(buf: Buffer, i: number): number {
   throw new ScanError('unterminated string');
 }
 
-/** `i` at the start of any value; returns the index after it. Brackets must balance. */
+/** A JSON number or literal, the whole token (RFC 8259 sections 3 and 6). */
+const SCALAR = /^(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null)$/;
+
+/** `i` at the start of a number or literal; returns the index after it. */
+function skipScalar(buf: Buffer, i: number): number {
+  const start = i;
+  while (i < buf.length && !isSpace(buf[i]) && buf[i] !== COMMA && buf[i] !== RBRACKET && buf[i] !== RBRACE && buf[i] !== COLON) i++;
+  if (i === start || i - start > 512 || !SCALAR.test(buf.toString('latin1', start, i))) throw new ScanError('value expected');
+  return i;
+}
+
+/**
+ * `i` at the start of any value; returns the index after it. Inside arrays and objects it checks
+ * the structure (brackets of the right kind, keys, colons, commas, scalar tokens) without building
+ * anything, so what it passes on is JSON.
+ */
 function skipValue(buf: Buffer, i: number): number {
   const b = buf[i];
   if (b === QUOTE) return skipString(buf, i);
-  if (b === LBRACE || b === LBRACKET) {
-    let depth = 0;
-    for (; i < buf.length; i++) {
-      const c = buf[i];
-      if (c === QUOTE) i = skipString(buf, i) - 1;
-      else if (c === LBRACE || c === LBRACKET) depth++;
-      else if (c === RBRACE || c === RBRACKET) {
-        depth--;
-        if (depth === 0) return i + 1;
+  if (b !== LBRACE && b !== LBRACKET) return skipScalar(buf, i);
+  const closers: number[] = [];
+  for (;;) {
+    // At the start of a value.
+    const c = buf[i];
+    if (c === LBRACE || c === LBRACKET) {
+      const close = c === LBRACE ? RBRACE : RBRACKET;
+      closers.push(close);
+      i = skipSpace(buf, i + 1);
+      if (buf[i] === close) {
+        closers.pop();
+        i++;
+      } else {
+        if (close === RBRACE) i = skipKey(buf, i);
+        continue;
       }
+    } else if (c === QUOTE) i = skipString(buf, i);
+    else i = skipScalar(buf, i);
+    // After a value: a comma, or closing brackets.
+    for (;;) {
+      if (closers.length === 0) return i;
+      i = skipSpace(buf, i);
+      const top = closers[closers.length - 1];
+      if (buf[i] === top) {
+        closers.pop();
+        i++;
+        continue;
+      }
+      if (buf[i] !== COMMA) throw new ScanError(i >= buf.length ? 'truncated' : 'unbalanced brackets');
+      i = skipSpace(buf, i + 1);
+      if (top === RBRACE) i = skipKey(buf, i);
+      break;
     }
-    throw new ScanError('unbalanced brackets');
   }
-  // A number or a literal: runs to the next delimiter.
-  const start = i;
-  while (i < buf.length && !isSpace(buf[i]) && buf[i] !== COMMA && buf[i] !== RBRACKET && buf[i] !== RBRACE) i++;
-  if (i === start) throw new ScanError('value expected');
-  return i;
+}
+
+/** `i` at an object key; returns the index of the value after its colon. */
+function skipKey(buf: Buffer, i: number): number {
+  if (buf[i] !== QUOTE) throw new ScanError('object key expected');
+  i = skipSpace(buf, skipString(buf, i));
+  if (buf[i] !== COLON) throw new ScanError("':' expected");
+  return skipSpace(buf, i + 1);
 }
 
 /** The decoded value of a string token `buf[start, end)`. */
@@ -78,13 +117,9 @@ function scanObject(buf: Buffer, i: number): { end: number; status: string | und
   i = skipSpace(buf, i + 1);
   if (buf[i] === RBRACE) return { end: i + 1, status };
   for (;;) {
-    if (buf[i] !== QUOTE) throw new ScanError('object key expected');
     const keyStart = i;
-    i = skipString(buf, i);
-    const keyEnd = i;
-    i = skipSpace(buf, i);
-    if (buf[i] !== COLON) throw new ScanError("':' expected");
-    i = skipSpace(buf, i + 1);
+    const keyEnd = buf[i] === QUOTE ? skipString(buf, i) : i;
+    i = skipKey(buf, i);
     const valueStart = i;
     i = skipValue(buf, i);
     if (buf[valueStart] === QUOTE && isStatusKey(buf, keyStart, keyEnd)) status = decodeString(buf, valueStart, i);

@@ -199,6 +199,7 @@ t.test('an Exchange built by hand works the same', async (t) => {
     responseHeaders: {},
     upstreamBody: undefined,
     keyId: undefined,
+    list: undefined,
   };
   t.equal(policy.onRequest?.(ex), undefined);
   t.equal(ex.keyId, 'ops');
@@ -238,7 +239,7 @@ t.test('auth.check: duplicate ids and hashes, bad env keys, unset fromEnv', asyn
   ]);
   t.strictSame(auth.check!(config({ keys: [], keysFromEnv: null }), path, { env: { PETSTORE_API_KEYS: 'not ok' } }), []);
   t.strictSame(auth.check!(config({ upstreamAuthorization: { fromEnv: 'UP' } }), path, { env: {} }), [
-    { path: '$.policies.auth.upstreamAuthorization.fromEnv', message: 'environment variable UP is not set' },
+    { path: '$.policies.auth.upstreamAuthorization.fromEnv', message: 'environment variable UP is not set or empty' },
   ]);
   t.strictSame(auth.check!(config({ upstreamAuthorization: { fromEnv: 'UP' } }), path, { env: { UP: 'Bearer x' } }), []);
 });

@@ -2,8 +2,9 @@
  * The reference backend, called in process: listPets, createPet and getPet as the interface says,
  * every error in the Error shape with `status` equal to the HTTP status.
  */
-import t from 'tap';
-import { LIMIT_DEFAULT, LIMIT_MAX, ReferenceBackend, type BackendResponse } from '../../src/backend/service.js';
+import t, { type Test } from 'tap';
+import { ReferenceBackend, type BackendResponse } from '../../src/backend/service.js';
+import { LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN } from '../../src/core/contract.js';
 import { CATALOGUE } from '../../src/core/errors.js';
 
 const MAX_ID = '9223372036854775807';
@@ -15,7 +16,7 @@ const list = (be: ReferenceBackend, query = '') => be.handle({ operation: 'listP
 const getPet = (be: ReferenceBackend, petId: string | undefined) => be.handle({ operation: 'getPet', query: '', petId });
 
 /** Asserts an Error response: the status, and a body of exactly {code, message, status} with that status. */
-function assertError(t: Tap, res: BackendResponse, code: keyof typeof CATALOGUE, status: number, name: string) {
+function assertError(t: Test, res: BackendResponse, code: keyof typeof CATALOGUE, status: number, name: string) {
   t.equal(res.status, status, `${name}: status`);
   const body = JSON.parse(res.body) as Record<string, unknown>;
   t.strictSame(Object.keys(body), ['code', 'message', 'status'], `${name}: Error shape`);
@@ -25,7 +26,6 @@ function assertError(t: Tap, res: BackendResponse, code: keyof typeof CATALOGUE,
   t.type(body.message, 'string');
   t.ok((body.message as string).length > 0, `${name}: a message`);
 }
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0];
 
 /** A backend with n pets, named p1..pn, statuses cycling available, pending, sold. */
 function filled(n: number): ReferenceBackend {
@@ -112,6 +112,7 @@ t.test('createPet: maxPets -> 507 store_full', async (t) => {
 
 t.test('listPets: default limit 20, bounds 1..100', async (t) => {
   t.equal(LIMIT_DEFAULT, 20);
+  t.equal(LIMIT_MIN, 1);
   t.equal(LIMIT_MAX, 100);
   const be = filled(105);
   const cases: [string, number[] | 'bad'][] = [
@@ -125,7 +126,8 @@ t.test('listPets: default limit 20, bounds 1..100', async (t) => {
     ['limit=101', 'bad'],
     ['limit=1000', 'bad'],
     ['limit=-1', 'bad'],
-    ['limit=01', 'bad'],
+    ['limit=00', 'bad'],
+    ['limit=99999999999999999999', 'bad'],
     ['limit=1.0', 'bad'],
     ['limit=1e1', 'bad'],
     ['limit=', 'bad'],
@@ -137,21 +139,23 @@ t.test('listPets: default limit 20, bounds 1..100', async (t) => {
     ['limit=0x10', 'bad'],
     ['limit=1&limit=2', 'bad'],
     ['limit=5&limit=5', 'bad'],
-    // An encoded digit is the digit.
+    // Query values are form-decoded: an encoded digit is the digit, %2B a plus sign; leading zeros are read as decimal.
     ['limit=%35', [1, 2, 3, 4, 5]],
+    ['limit=%2B2', [1, 2]],
+    ['limit=01', [1]],
     // Unknown parameters are ignored.
     ['page=2', range(1, 20)],
     ['offset=50&limit=3', [1, 2, 3]],
   ];
   for (const [query, expected] of cases) {
     const res = list(be, query);
-    if (expected === 'bad') assertError(t, res, 'invalid_request', 400, query);
+    if (expected === 'bad') assertError(t, res, 'invalid_query', 400, query);
     else {
       t.equal(res.status, 200, `${query}: 200`);
       t.strictSame(ids(res), expected, query);
     }
   }
-  t.match(JSON.parse(list(be, 'limit=0').body).message, /limit/, 'the message names limit');
+  for (const q of ['limit=0', 'limit=101', 'limit=x', 'limit=1&limit=2']) t.match(JSON.parse(list(be, q).body).message, /limit/, `${q}: the message names limit`);
 });
 
 t.test('listPets: status filter', async (t) => {
@@ -172,11 +176,12 @@ t.test('listPets: status filter', async (t) => {
     ['status=sold&status=sold', 'bad'],
     ['status=sold&status=pending', 'bad'],
     ['status=sold%20', 'bad'],
+    ['status=%73old', [3, 6, 9]],
     ['status=sold&limit=0', 'bad'],
   ];
   for (const [query, expected] of cases) {
     const res = list(be, query);
-    if (expected === 'bad') assertError(t, res, 'invalid_request', 400, query);
+    if (expected === 'bad') assertError(t, res, 'invalid_query', 400, query);
     else {
       t.equal(res.status, 200, `${query}: 200`);
       t.strictSame(ids(res), expected, query);
@@ -185,7 +190,7 @@ t.test('listPets: status filter', async (t) => {
       if (want !== null) t.ok(pets.every((p) => p.status === want), `${query}: only ${want}`);
     }
   }
-  t.match(JSON.parse(list(be, 'status=lost').body).message, /status/, 'the message names status');
+  for (const q of ['status=lost', 'status=sold&status=sold']) t.match(JSON.parse(list(be, q).body).message, /status/, `${q}: the message names status`);
 });
 
 t.test('listPets: an empty store lists []', async (t) => {

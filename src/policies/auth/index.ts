@@ -48,8 +48,8 @@ function check(config: AuthConfig, path: string, env: PolicyEnv): Problem[] {
     }
   });
   const up = config.upstreamAuthorization;
-  if (typeof up === 'object' && env.env[up.fromEnv] === undefined) {
-    problems.push({ path: `${path}.upstreamAuthorization.fromEnv`, message: `environment variable ${up.fromEnv} is not set` });
+  if (typeof up === 'object' && (env.env[up.fromEnv] ?? '') === '') {
+    problems.push({ path: `${path}.upstreamAuthorization.fromEnv`, message: `environment variable ${up.fromEnv} is not set or empty` });
   }
   return problems;
 }

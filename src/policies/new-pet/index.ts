@@ -27,10 +27,11 @@ function create(config: NewPetConfig) {
       if (body.length === 0) return empty;
       let value: unknown;
       try {
-        value = parseLossless(body.toString('utf8'));
+        value = parseLossless(body);
       } catch (err) {
-        // SyntaxError names the position (and a duplicate key); RangeError means nested too deep.
-        const detail = err instanceof SyntaxError ? ` ${err.message}.` : ' It is nested too deeply.';
+        // SyntaxError names the position (or a duplicate key); TypeError is bad UTF-8; RangeError too deep.
+        const detail =
+          err instanceof SyntaxError ? ` ${err.message}.` : err instanceof TypeError ? ' It is not UTF-8.' : ' It is nested too deeply.';
         return new GatewayError('malformed_json', `The request body is not valid JSON.${detail.slice(0, 200)}`);
       }
       const check = validate(value);

@@ -36,7 +36,7 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
     if (res.truncated) return ['body larger than the gateway buffers'];
     let value: unknown;
     try {
-      value = parseLossless(res.body.toString('utf8'));
+      value = parseLossless(res.body);
     } catch {
       return ['body is not valid JSON'];
     }

@@ -83,7 +83,7 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
         (status === 503 || status === 429) && typeof retryAfter === 'string' && /^[\w ,:]{1,64}$/.test(retryAfter) ? { 'retry-after': retryAfter } : {};
 
       const code = codeFor(op, status);
-      if (v !== undefined && v.status === status && typeof v.code === 'string' && CODE.test(v.code) && isPlainMessage(v.message) && Object.keys(v).length === 3) {
+      if (v !== undefined && v.status === status && typeof v.code === 'string' && CODE.test(v.code) && isPlainMessage(v.code) && isPlainMessage(v.message) && Object.keys(v).length === 3) {
         // Already the Error shape with this status: its code and message pass on.
         return {
           status,

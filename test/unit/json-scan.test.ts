@@ -1,0 +1,249 @@
+/**
+ * The byte-level JSON array scanner behind listPets response enforcement: at most `limit` elements,
+ * only those whose top-level `status` equals the filter, kept as their original bytes; the original
+ * Buffer when nothing is removed; ScanError for what is not a JSON array (within what it reads) and
+ * for truncated bodies it cannot cut before the truncation point.
+ */
+import t from 'tap';
+import { filterArray, ScanError } from '../../src/core/json-scan.js';
+
+const b = (s: string): Buffer => Buffer.from(s, 'utf8');
+/** The bytes of the result, as text. */
+const out = (s: string, limit: number, status?: string): string => filterArray(b(s), limit, status).body.toString('utf8');
+
+type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
+/** Asserts that filterArray throws a ScanError (and nothing else). */
+function throwsScan(t: TapTest, text: string, limit: number, status: string | undefined, msg: string, extra: { todo?: string } = {}): void {
+  let error: unknown;
+  let result: string | undefined;
+  try {
+    result = filterArray(b(text), limit, status).body.toString();
+  } catch (err) {
+    error = err;
+  }
+  t.ok(error instanceof ScanError, `${msg}: ScanError (got ${error === undefined ? `result ${result}` : String(error)})`, extra);
+}
+
+t.test('nothing to remove: the very same Buffer, changed false', async (t) => {
+  const cases: [string, number, string | undefined][] = [
+    ['[]', 20, undefined],
+    [' \n[ \t]\r\n ', 20, 'sold'],
+    ['[{"id":1}]', 1, undefined],
+    ['[{"id":1},{"id":2},{"id":3}]', 3, undefined],
+    ['[{"id":1},{"id":2},{"id":3}]', 100, undefined],
+    ['[ {"id" : 1 , "status" : "sold"} ,\n {"id":2,"status":"sold"} ]', 2, 'sold'],
+    ['[1,"two",null,true,[3],{"x":{}}]', 6, undefined],
+    ['[{"id":9007199254740993,"categoryId":9223372036854775807,"name":"Rex","status":"available"}]', 20, 'available'],
+  ];
+  for (const [text, limit, status] of cases) {
+    const buf = b(text);
+    const r = filterArray(buf, limit, status);
+    t.equal(r.body, buf, `same object: ${text}`);
+    t.equal(r.changed, false, `changed false: ${text}`);
+  }
+});
+
+t.test('limit: keeps the first `limit` elements, as their original bytes', async (t) => {
+  const text = '[{"id":1},{"id":2},{"id":3},{"id":4}]';
+  for (const [limit, expected] of [
+    [1, '[{"id":1}]'],
+    [2, '[{"id":1},{"id":2}]'],
+    [3, '[{"id":1},{"id":2},{"id":3}]'],
+  ] as const) {
+    const r = filterArray(b(text), limit, undefined);
+    t.equal(r.body.toString(), expected, `limit ${limit}`);
+    t.equal(r.changed, true, `limit ${limit}: changed`);
+  }
+  // Whitespace inside an element is its bytes; separators between kept elements are normalised.
+  t.equal(out('[ {"id": 1,  "name" : "a b"} ,\n\t{"id":2} ]', 1), '[{"id": 1,  "name" : "a b"}]');
+  t.equal(out('[1, 2, 3]', 2), '[1,2]');
+});
+
+t.test('lossless: big integers and unicode survive byte for byte', async (t) => {
+  const rex = '{"id":9007199254740993,"name":"Rex","categoryId":9223372036854775807,"status":"available"}';
+  const ada = '{"id":-9223372036854775808,"name":"Ad\\u00e9 \\"the\\" \u00e9\u{1F436}","categoryId":1.50,"status":"available"}';
+  const max = '{"id":2,"name":"Max","categoryId":0,"status":"sold"}';
+  const text = `[${rex},${max},${ada},${max}]`;
+  const r = filterArray(b(text), 20, 'available');
+  t.equal(r.changed, true);
+  t.ok(r.body.equals(b(`[${rex},${ada}]`)), 'exactly the bytes of the kept elements');
+  t.match(r.body.toString(), /"id":9007199254740993,/, '2^53+1 unchanged');
+  t.match(r.body.toString(), /"categoryId":9223372036854775807,/, 'int64 max unchanged');
+  t.match(r.body.toString(), /"categoryId":1\.50,/, 'number text unchanged');
+  // Cut by limit: the same.
+  t.ok(filterArray(b(`[${rex},${max}]`), 1, undefined).body.equals(b(`[${rex}]`)));
+});
+
+t.test('status filter: only objects whose top-level status equals the filter', async (t) => {
+  const text =
+    '[{"id":1,"status":"available"},{"id":2,"status":"sold"},{"id":3},{"id":4,"status":null},' +
+    '{"id":5,"status":["available"]},{"id":6,"status":1},{"id":7,"owner":{"status":"available"}},' +
+    '{"id":8,"status":"Available"},{"id":9,"status":"available "},"available",null,[{"status":"available"}],' +
+    '{"id":10,"status":"available"}]';
+  t.equal(out(text, 20, 'available'), '[{"id":1,"status":"available"},{"id":10,"status":"available"}]');
+  t.equal(out(text, 20, 'sold'), '[{"id":2,"status":"sold"}]');
+  t.equal(out(text, 20, 'pending'), '[]');
+  t.equal(filterArray(b(text), 20, 'pending').changed, true);
+  // The nested object's status does not count, the top-level one does, wherever it is.
+  t.equal(out('[{"owner":{"status":"sold"},"status":"available"}]', 5, 'sold'), '[]');
+  t.equal(out('[{"status":"available","owner":{"status":"sold"}}]', 5, 'available'), '[{"status":"available","owner":{"status":"sold"}}]');
+});
+
+t.test('status filter and limit together: limit counts kept elements', async (t) => {
+  const pets = [1, 2, 3, 4, 5, 6].map((id) => `{"id":${id},"status":"${id % 2 === 0 ? 'sold' : 'available'}"}`);
+  const text = `[${pets.join(',')}]`;
+  t.equal(out(text, 2, 'available'), `[${pets[0]},${pets[2]}]`);
+  t.equal(out(text, 2, 'sold'), `[${pets[1]},${pets[3]}]`);
+  t.equal(out(text, 3, 'sold'), `[${pets[1]},${pets[3]},${pets[5]}]`);
+  t.equal(out(text, 100, 'sold'), `[${pets[1]},${pets[3]},${pets[5]}]`);
+});
+
+t.test('strings: brackets, commas, quotes and escapes inside strings are not structure', async (t) => {
+  const tricky = '{"name":"]}[{,\\"status\\":\\"sold\\", \\\\","status":"available","note":"\\\\"}';
+  const sold = '{"name":"x\\"],\\"status\\":\\"available","status":"sold"}';
+  const text = `[${tricky},${sold},${tricky}]`;
+  t.equal(out(text, 20, 'available'), `[${tricky},${tricky}]`);
+  t.equal(out(text, 20, 'sold'), `[${sold}]`);
+  t.equal(out(text, 1, undefined), `[${tricky}]`);
+});
+
+t.test('escaped spellings of the key and of the value are decoded', async (t) => {
+  t.equal(out('[{"st\\u0061tus":"sold"},{"status":"available"}]', 20, 'sold'), '[{"st\\u0061tus":"sold"}]');
+  t.equal(out('[{"status":"s\\u006fld"},{"status":"available"}]', 20, 'sold'), '[{"status":"s\\u006fld"}]');
+  t.equal(out('[{"status":"sold\\u0020"},{"status":"sold"}]', 20, 'sold'), '[{"status":"sold"}]');
+});
+
+t.test('not a JSON array: ScanError', async (t) => {
+  const bodies = ['', ' ', '\n', '{}', '{"pets":[]}', 'null', 'true', '1', '"[]"', '<html>[]</html>', 'pets: []', ']', '[] []', '[]x', '[1]]', '[1] [2]'];
+  for (const text of bodies) {
+    for (const status of [undefined, 'sold']) {
+      throwsScan(t, text, 20, status, `${JSON.stringify(text)} status=${status}`);
+    }
+  }
+  t.ok(new ScanError('x') instanceof Error, 'ScanError is an Error');
+});
+
+t.test('malformed elements it must read: ScanError', async (t) => {
+  const bodies = [
+    '[1 2]',
+    '[1,]',
+    '[,1]',
+    '[,]',
+    '[{"a"}]',
+    '[{"a":}]',
+    '[{"a":1,}]',
+    '[{"a":1 "b":2}]',
+    '[{a:1}]',
+    "[{'a':1}]",
+    '[{"a":1}}]',
+    '[{"a":1]',
+    '[{"a":[1,2}]',
+    '["abc]',
+    '[{"a":"x}]',
+    '[{"status":"sold"',
+    '[[1,2]',
+  ];
+  for (const text of bodies) {
+    throwsScan(t, text, 20, undefined, text);
+    throwsScan(t, text, 20, 'sold', `${text} with a status filter`);
+  }
+});
+
+t.test('invalid scalar tokens and mismatched brackets are not a JSON array', async (t) => {
+  const bodies = [
+    '[tru]',
+    '[nul]',
+    '[True]',
+    '[NaN]',
+    '[Infinity]',
+    '[1x]',
+    '[--1]',
+    '[01]',
+    '[.5]',
+    '[1.]',
+    '[-]',
+    '[+1]',
+    '[1e]',
+    '[{"a":[1}}]',
+    '[{"a":{"b":1]}]',
+    '[[1,2],[3}]',
+    '[{"a":1:2}]',
+    '[{"a":[1,]}]',
+    '[{"a":{"b" 1}}]',
+    '[{"status":"sold","a":nope}]',
+  ];
+  for (const text of bodies) {
+    throwsScan(t, text, 20, undefined, text);
+    throwsScan(t, text, 20, 'sold', `${text} with a status filter`);
+  }
+  // Valid nested values pass, as they are.
+  const nested = '[{"a":{"b":[true,false,null,-0.5e+3,0,1E2,"x\\"]},"c":[],"d":{},"status":"sold"},[[[]]],-0]';
+  const r = filterArray(b(nested), 20, undefined);
+  t.equal(r.changed, false, 'valid nested values');
+  t.equal(out(nested, 20, 'sold'), '[{"a":{"b":[true,false,null,-0.5e+3,0,1E2,"x\\\\"]},"c":[],"d":{},"status":"sold"}]');
+});
+
+t.test('elements after the limit-th kept one are never read', async (t) => {
+  t.equal(out('[{"id":1},{"id":2},this is not JSON at all', 2), '[{"id":1},{"id":2}]');
+  t.equal(out('[{"id":1,"status":"sold"},{"id":2,"status":"available"},{"id":3,"status":"sold"}, <html>', 2, 'sold'), '[{"id":1,"status":"sold"},{"id":3,"status":"sold"}]');
+  // The last element is read whole: its end must be seen to know the array closes.
+  throwsScan(t, '[{"id":1}]garbage', 1, undefined, 'trailing data after the last element');
+});
+
+t.test('truncated buffers: a result only when the cut is before the truncation point', async (t) => {
+  const pets = [
+    '{"id":1,"name":"a","categoryId":9223372036854775807,"status":"available"}',
+    '{"id":22,"name":"b]\\",","categoryId":2,"status":"sold"}',
+    '{"id":333,"name":"c","categoryId":3,"status":"available"}',
+    '{"id":4444,"name":"d","categoryId":4,"status":"pending"}',
+    '{"id":55555,"name":"e","categoryId":5,"status":"available"}',
+  ];
+  const full = `[ ${pets.join(' , ')} ]`;
+  const cases: [number, string | undefined, number[]][] = [
+    [2, undefined, [0, 1]],
+    [2, 'available', [0, 2]],
+    [1, 'sold', [1]],
+    [1, 'pending', [3]],
+  ];
+  for (const [limit, status, keep] of cases) {
+    const expected = `[${keep.map((k) => pets[k]).join(',')}]`;
+    // The earliest prefix that suffices: past the separator that follows the last kept element.
+    const lastKept = pets[keep[keep.length - 1]!]!;
+    const needed = full.indexOf(',', full.indexOf(lastKept) + lastKept.length) + 1;
+    let ok = 0;
+    for (let n = 0; n <= full.length; n++) {
+      const prefix = Buffer.from(full.slice(0, n));
+      let result: string | undefined;
+      let error: unknown;
+      try {
+        result = filterArray(prefix, limit, status).body.toString();
+      } catch (err) {
+        error = err;
+      }
+      if (n < needed) {
+        if (!(error instanceof ScanError)) t.fail(`limit ${limit} status ${status}: prefix of ${n} bytes must throw, gave ${result}`);
+      } else if (result !== expected) {
+        t.fail(`limit ${limit} status ${status}: prefix of ${n} bytes gave ${result ?? String(error)}`);
+      } else ok++;
+    }
+    t.equal(ok, full.length - needed + 1, `limit ${limit} status ${status}: every prefix from ${needed} bytes gives the same result`);
+  }
+});
+
+t.test('a number cut at the end of the buffer is not taken as complete', async (t) => {
+  throwsScan(t, '[1,2,34', 3, undefined, '34 may be the start of 345');
+  throwsScan(t, '[1,2', 2, undefined, '2 may be the start of 23');
+  t.equal(out('[1,2,', 2), '[1,2]');
+  t.equal(out('[1,2,3', 2), '[1,2]');
+});
+
+t.test('large arrays: bounded output', async (t) => {
+  const text = '[' + Array.from({ length: 1000 }, (_, i) => `{"id":${i + 1},"status":"${['available', 'pending', 'sold'][i % 3]}"}`).join(',') + ']';
+  const all = JSON.parse(out(text, 100)) as { id: number }[];
+  t.equal(all.length, 100);
+  t.strictSame(all.map((p) => p.id), Array.from({ length: 100 }, (_, i) => i + 1));
+  const pending = JSON.parse(out(text, 20, 'pending')) as { id: number; status: string }[];
+  t.equal(pending.length, 20);
+  t.ok(pending.every((p) => p.status === 'pending'));
+  t.equal(pending[0]!.id, 2);
+});
