@@ -36,6 +36,8 @@ const MASKS: ReadonlyArray<[RegExp, string]> = [
 /** An excerpt of an upstream body for the operator log: secrets masked, whitespace folded, bounded. */
 export function redactForLog(text: string, max = 500): string {
   let out = text.slice(0, max * 2).replace(/\s+/g, ' ');
+  // A token cut by the slice may be the first part of a secret too short left to look like one.
+  if (text.length > max * 2) out = out.replace(/\S*$/, '');
   for (const [pattern, replacement] of MASKS) out = out.replace(pattern, replacement);
   return out.length > max ? out.slice(0, max) + '…' : out;
 }

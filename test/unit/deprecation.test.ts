@@ -259,3 +259,12 @@ t.test('route: a getPet petId that is not an int64 is 404 pet_not_found', async 
     t.equal(ex.petId, petId, `${petId}: raw petId kept`);
   }
 });
+
+t.test('a day that does not exist is not a valid date (no roll-over to March)', async (t) => {
+  const { parseDateTime } = await import('../../src/policies/deprecation/index.js');
+  t.ok(Number.isNaN(parseDateTime('2030-02-30T00:00:00Z')));
+  t.ok(Number.isNaN(parseDateTime('2030-04-31T00:00:00Z')));
+  t.ok(Number.isNaN(parseDateTime('2030-01-01T24:00:00Z')));
+  t.equal(parseDateTime('2028-02-29T00:00:00Z'), Date.UTC(2028, 1, 29));
+  t.equal(parseDateTime('2030-12-05T01:00:00+01:00'), Date.UTC(2030, 11, 5));
+});

@@ -177,7 +177,7 @@ t.test('invalid scalar tokens and mismatched brackets are not a JSON array', asy
     throwsScan(t, text, 20, 'sold', `${text} with a status filter`);
   }
   // Valid nested values pass, as they are.
-  const nested = '[{"a":{"b":[true,false,null,-0.5e+3,0,1E2,"x\\"]},"c":[],"d":{},"status":"sold"},[[[]]],-0]';
+  const nested = '[{"a":{"b":[true,false,null,-0.5e+3,0,1E2,"x\\\\"]},"c":[],"d":{},"status":"sold"},[[[]]],-0]';
   const r = filterArray(b(nested), 20, undefined);
   t.equal(r.changed, false, 'valid nested values');
   t.equal(out(nested, 20, 'sold'), '[{"a":{"b":[true,false,null,-0.5e+3,0,1E2,"x\\\\"]},"c":[],"d":{},"status":"sold"}]');

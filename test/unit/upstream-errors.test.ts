@@ -331,9 +331,7 @@ t.test('operator log: a token after a long inline image is not logged in part', 
   const res = run({ op: 'listPets', status: 500, body: page, headers: { 'content-type': 'text/html' }, env: { env: {}, log } });
   assertError(t, res, 500, 'internal_error');
   const excerpt = String(log.lines[0]?.fields.excerpt);
-  t.notMatch(excerpt, /sk_live/, `no part of the token in ${JSON.stringify(excerpt)}`, {
-    todo: 'bug: redactForLog slices before masking, so a token cut by the slice is logged in part (see redact.test.ts)',
-  });
+  t.notMatch(excerpt, /sk_live/, `no part of the token in ${JSON.stringify(excerpt)}`);
 });
 
 t.test('large 5xx pages: the excerpt is bounded', async (t) => {

@@ -11,17 +11,27 @@ import { schema, type DeprecationConfig } from './schema.js';
 
 export type { DeprecationConfig } from './schema.js';
 
+/** Milliseconds of an RFC 3339 date-time, or NaN for a day that does not exist (Date.parse would roll 30 February over). */
+export function parseDateTime(text: string): number {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})/.exec(text);
+  if (m === null) return NaN;
+  const [y, mo, d, h, mi, se] = m.slice(1).map(Number) as [number, number, number, number, number, number];
+  const day = new Date(Date.UTC(y, mo - 1, d));
+  if (day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d || h > 23 || mi > 59 || se > 59) return NaN;
+  return Date.parse(text);
+}
+
 function check(config: DeprecationConfig, path: string): Problem[] {
   const problems: Problem[] = [];
-  const sunset = Date.parse(config.sunset);
-  if (Number.isNaN(Date.parse(config.deprecatedAt))) problems.push({ path: `${path}.deprecatedAt`, message: 'is not a valid date' });
+  const sunset = parseDateTime(config.sunset);
+  if (Number.isNaN(parseDateTime(config.deprecatedAt))) problems.push({ path: `${path}.deprecatedAt`, message: 'is not a valid date' });
   if (Number.isNaN(sunset)) problems.push({ path: `${path}.sunset`, message: 'is not a valid date' });
-  if (Date.parse(config.deprecatedAt) > sunset) {
+  if (parseDateTime(config.deprecatedAt) > sunset) {
     problems.push({ path: `${path}.deprecatedAt`, message: `must not be after the sunset (${config.sunset})` });
   }
   config.brownouts.forEach((b, i) => {
-    const start = Date.parse(b.start);
-    const end = Date.parse(b.end);
+    const start = parseDateTime(b.start);
+    const end = parseDateTime(b.end);
     if (Number.isNaN(start) || Number.isNaN(end)) problems.push({ path: `${path}.brownouts[${i}]`, message: 'has an invalid date' });
     else if (start >= end) problems.push({ path: `${path}.brownouts[${i}]`, message: 'must end after it starts' });
     else if (end > sunset) problems.push({ path: `${path}.brownouts[${i}].end`, message: 'must not be after the sunset: after it, getPet is removed' });
