@@ -42,14 +42,36 @@ function skipString(buf: Buffer, i: number): number {
   throw new ScanError('unterminated string');
 }
 
-/** A JSON number or literal, the whole token (RFC 8259 sections 3 and 6). */
-const SCALAR = /^(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null)$/;
+const LITERALS = [Buffer.from('true'), Buffer.from('false'), Buffer.from('null')];
 
-/** `i` at the start of a number or literal; returns the index after it. */
+function isDigit(b: number | undefined): boolean {
+  return b !== undefined && b >= 0x30 && b <= 0x39;
+}
+
+/** `i` at the start of a number or literal (RFC 8259 sections 3 and 6); returns the index after it. */
 function skipScalar(buf: Buffer, i: number): number {
-  const start = i;
-  while (i < buf.length && !isSpace(buf[i]) && buf[i] !== COMMA && buf[i] !== RBRACKET && buf[i] !== RBRACE && buf[i] !== COLON) i++;
-  if (i === start || i - start > 512 || !SCALAR.test(buf.toString('latin1', start, i))) throw new ScanError('value expected');
+  const b = buf[i];
+  for (const lit of LITERALS) {
+    if (b === lit[0]) {
+      for (let k = 1; k < lit.length; k++) if (buf[i + k] !== lit[k]) throw new ScanError('value expected');
+      return i + lit.length;
+    }
+  }
+  // number = [ minus ] int [ frac ] [ exp ]
+  if (buf[i] === 0x2d) i++;
+  if (buf[i] === 0x30) i++;
+  else if (isDigit(buf[i])) while (isDigit(buf[i])) i++;
+  else throw new ScanError('value expected');
+  if (buf[i] === 0x2e) {
+    if (!isDigit(buf[++i])) throw new ScanError('digit expected');
+    while (isDigit(buf[i])) i++;
+  }
+  if (buf[i] === 0x65 || buf[i] === 0x45) {
+    i++;
+    if (buf[i] === 0x2b || buf[i] === 0x2d) i++;
+    if (!isDigit(buf[i])) throw new ScanError('digit expected');
+    while (isDigit(buf[i])) i++;
+  }
   return i;
 }
 
@@ -105,35 +127,48 @@ function skipKey(buf: Buffer, i: number): number {
   return skipSpace(buf, i + 1);
 }
 
-/** The decoded value of a string token `buf[start, end)`. */
-function decodeString(buf: Buffer, start: number, end: number): string {
-  const raw = buf.subarray(start, end);
-  return raw.includes(BACKSLASH) ? (JSON.parse(raw.toString('utf8')) as string) : raw.subarray(1, -1).toString('utf8');
+/** Whether the string token `buf[start, end)` has an escape. */
+function hasEscape(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start + 1; i < end - 1; i++) if (buf[i] === BACKSLASH) return true;
+  return false;
 }
 
-/** `i` at `{`; returns the end of the object and its top-level `status` if it is a string. */
-function scanObject(buf: Buffer, i: number): { end: number; status: string | undefined } {
-  let status: string | undefined;
+/** The decoded value of a string token `buf[start, end)`. */
+function decodeString(buf: Buffer, start: number, end: number): string {
+  return hasEscape(buf, start, end) ? (JSON.parse(buf.toString('utf8', start, end)) as string) : buf.toString('utf8', start + 1, end - 1);
+}
+
+/** Whether the string token `buf[start, end)` means `wanted` (given as a quoted token, e.g. `"sold"`). */
+function tokenEquals(buf: Buffer, start: number, end: number, wanted: Buffer): boolean {
+  if (end - start === wanted.length) {
+    let k = 0;
+    while (k < wanted.length && buf[start + k] === wanted[k]) k++;
+    if (k === wanted.length) return true;
+  }
+  // An escaped spelling such as "st\u0061tus" still means the same string.
+  return hasEscape(buf, start, end) && decodeString(buf, start, end) === wanted.toString('utf8', 1, wanted.length - 1);
+}
+
+/**
+ * `i` at `{`; returns the end of the object, negated when its top-level `status` is not the string
+ * `wanted` (the last `status` wins, as with JSON.parse).
+ */
+function scanObject(buf: Buffer, i: number, wanted: Buffer): number {
+  let matches = false;
   i = skipSpace(buf, i + 1);
-  if (buf[i] === RBRACE) return { end: i + 1, status };
+  if (buf[i] === RBRACE) return -(i + 1);
   for (;;) {
     const keyStart = i;
     const keyEnd = buf[i] === QUOTE ? skipString(buf, i) : i;
     i = skipKey(buf, i);
     const valueStart = i;
     i = skipValue(buf, i);
-    if (buf[valueStart] === QUOTE && isStatusKey(buf, keyStart, keyEnd)) status = decodeString(buf, valueStart, i);
+    if (tokenEquals(buf, keyStart, keyEnd, STATUS_KEY)) matches = buf[valueStart] === QUOTE && tokenEquals(buf, valueStart, i, wanted);
     i = skipSpace(buf, i);
-    if (buf[i] === RBRACE) return { end: i + 1, status };
+    if (buf[i] === RBRACE) return matches ? i + 1 : -(i + 1);
     if (buf[i] !== COMMA) throw new ScanError("',' or '}' expected");
     i = skipSpace(buf, i + 1);
   }
-}
-
-function isStatusKey(buf: Buffer, start: number, end: number): boolean {
-  const key = buf.subarray(start, end);
-  // An escaped spelling such as "st\u0061tus" is still the key `status`.
-  return key.equals(STATUS_KEY) || (key.includes(BACKSLASH) && decodeString(buf, start, end) === 'status');
 }
 
 export interface ArrayFilterResult {
@@ -150,28 +185,36 @@ export interface ArrayFilterResult {
  * it reads are not a JSON array or when it needs bytes that `buf` does not hold.
  */
 export function filterArray(buf: Buffer, limit: number, status: string | undefined): ArrayFilterResult {
+  const wanted = status === undefined ? undefined : Buffer.from(JSON.stringify(status));
   let i = skipSpace(buf, 0);
   if (buf[i] !== LBRACKET) throw new ScanError('not a JSON array');
   i = skipSpace(buf, i + 1);
-  const kept: Buffer[] = [];
+  // Kept elements as [start, end) offsets; Buffers are only made if the array must be rebuilt.
+  const kept: number[] = [];
   let removed = false;
   if (buf[i] === RBRACKET) {
     if (skipSpace(buf, i + 1) !== buf.length) throw new ScanError('trailing data');
     return { body: buf, changed: false };
   }
   for (;;) {
-    if (kept.length === limit) {
+    if (kept.length === limit * 2) {
       // Another element follows the last one we may send: cut here, unread.
       removed = true;
       break;
     }
     const start = i;
     let end: number;
-    let elementStatus: string | undefined;
-    if (buf[i] === LBRACE) ({ end, status: elementStatus } = scanObject(buf, i));
-    else end = skipValue(buf, i);
-    if (status === undefined || elementStatus === status) kept.push(buf.subarray(start, end));
-    else removed = true;
+    if (wanted === undefined) {
+      end = skipValue(buf, i);
+      kept.push(start, end);
+    } else {
+      end = buf[i] === LBRACE ? scanObject(buf, i, wanted) : -skipValue(buf, i);
+      if (end > 0) kept.push(start, end);
+      else {
+        end = -end;
+        removed = true;
+      }
+    }
     i = skipSpace(buf, end);
     if (buf[i] === RBRACKET) {
       if (skipSpace(buf, i + 1) !== buf.length) throw new ScanError('trailing data');
@@ -182,10 +225,10 @@ export function filterArray(buf: Buffer, limit: number, status: string | undefin
   }
   if (!removed) return { body: buf, changed: false };
   const parts: Buffer[] = [OPEN];
-  kept.forEach((k, n) => {
-    if (n > 0) parts.push(SEPARATOR);
-    parts.push(k);
-  });
+  for (let k = 0; k < kept.length; k += 2) {
+    if (k > 0) parts.push(SEPARATOR);
+    parts.push(buf.subarray(kept[k], kept[k + 1]));
+  }
   parts.push(CLOSE);
   return { body: Buffer.concat(parts), changed: true };
 }
