@@ -17,19 +17,30 @@ const TIMEOUT_CODES = new Set([
   'ESOCKETTIMEDOUT',
 ]);
 
+/** The codes and names along an error's cause chain. */
 function codesOf(err: unknown): string[] {
   const codes: string[] = [];
   for (let e = err, depth = 0; e !== null && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
+    const { code, name } = e as { code?: unknown; name?: unknown };
     if (typeof code === 'string') codes.push(code);
+    if (typeof name === 'string') codes.push(name);
   }
   return codes;
 }
 
-/** 504 upstream_timeout or 502 upstream_unavailable; the original is kept as `cause` for the log. */
+/** An answer that is not HTTP: llhttp's parse errors (HPE_*), undici's HTTPParserError. */
+function isParseError(code: string): boolean {
+  return code.startsWith('HPE_') || code === 'HTTPParserError' || code === 'FST_REPLY_FROM_BAD_GATEWAY';
+}
+
+/**
+ * 504 upstream_timeout, 502 bad_gateway (the upstream answered something that is not HTTP) or 502
+ * upstream_unavailable (refused, reset, unreachable); the original is kept as `cause` for the log.
+ */
 export function fromTransportError(err: unknown): GatewayError {
-  const timedOut = codesOf(err).some((c) => TIMEOUT_CODES.has(c));
-  return new GatewayError(timedOut ? 'upstream_timeout' : 'upstream_unavailable', undefined, {}, err);
+  const codes = codesOf(err);
+  const code = codes.some((c) => TIMEOUT_CODES.has(c)) ? 'upstream_timeout' : codes.some(isParseError) ? 'bad_gateway' : 'upstream_unavailable';
+  return new GatewayError(code, undefined, {}, err);
 }
 
 const BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCode>([

@@ -19,12 +19,16 @@ export function clientResponseHeaders<H extends Record<string, HeaderValue | num
 }
 
 /**
- * The request headers the upstream receives: the client's, with the policies' changes applied.
- * `accept-encoding` is always removed so that the upstream answers in identity encoding and a
- * policy can read the body it must check (list enforcement, error rewriting).
+ * Request headers the upstream never receives: hop-by-hop fields (RFC 9110 section 7.6.1), `expect`
+ * (the gateway has read the body already), `proxy-authorization` (meant for a proxy, not the
+ * upstream), and `accept-encoding`, so that the upstream answers in identity encoding and a policy
+ * can read the body it must check (list enforcement, error rewriting).
  */
+const NOT_FORWARDED = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'proxy-authorization', 'accept-encoding'];
+
+/** The request headers the upstream receives: the client's, less NOT_FORWARDED, with the policies' changes applied. */
 export function upstreamRequestHeaders<H extends Record<string, HeaderValue | number>>(headers: H, ex: Exchange): H {
-  delete headers['accept-encoding'];
+  for (const name of NOT_FORWARDED) delete headers[name];
   for (const [name, value] of Object.entries(ex.upstreamHeaders)) {
     if (value === null) delete headers[name];
     else (headers as Record<string, HeaderValue | number>)[name] = value;

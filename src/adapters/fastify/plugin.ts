@@ -41,7 +41,7 @@ const EMPTY = Buffer.alloc(0);
 /** Renders an error in the Error shape, with the exchange's own response headers (e.g. deprecation). */
 export function sendError(reply: FastifyReply, ex: Exchange | null, err: GatewayError): void {
   if (err.status >= 500) reply.log.warn({ code: err.code, cause: describeCause(err.cause) }, 'gateway error');
-  if (ex !== null) reply.headers(ex.responseHeaders);
+  if (ex != null) reply.headers(ex.responseHeaders);
   reply.code(err.status).headers(err.headers).type(ERROR_CONTENT_TYPE).send(renderError(err));
 }
 

@@ -4,6 +4,7 @@
  * shape. Authentication still runs first on every path.
  */
 import type { Socket } from 'node:net';
+import fp from 'fastify-plugin';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
 import type { Gateway } from '../../gateway.js';
@@ -49,10 +50,10 @@ export async function buildServer(gateway: Gateway, options: ServerOptions = {})
       if (runRequestPhase(gateway, request, reply)) sendError(reply, request.exchange, fromFastifyError(err));
     },
   });
-  await app.register(petstoreGateway, { gateway });
-  app.setNotFoundHandler((request, reply) => {
-    if (runRequestPhase(gateway, request, reply)) sendError(reply, request.exchange, new GatewayError('not_found'));
-  });
-  app.setErrorHandler((err, request, reply) => sendError(reply, request.exchange, fromFastifyError(err)));
+  // Registered without encapsulation: its hooks, body parser and error handler govern the whole
+  // server, so a request to any path is authenticated and answered by the chain (404, 405, ...).
+  await app.register(fp(petstoreGateway), { gateway });
+  // Reached only if the chain let a request through that no route serves.
+  app.setNotFoundHandler((request, reply) => sendError(reply, request.exchange, new GatewayError('not_found')));
   return app;
 }
