@@ -5,7 +5,8 @@
 import { ReferenceBackend } from './backend/service.js';
 import type { PolicyConfig, UpstreamConfig } from './config/types.js';
 import { Chain } from './core/gateway.js';
-import type { PolicyEnv } from './core/policy.js';
+import { CircuitBreaker } from './core/breaker.js';
+import type { PolicyEnv, Problem } from './core/policy.js';
 import { POLICY_MODULES } from './policies/index.js';
 
 export interface Gateway {
@@ -36,3 +37,37 @@ export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: Re
   };
 }
 
+
+/**
+ * The gateway in force, swapped whole on a reload (SIGHUP, --watch). Each request keeps the gateway
+ * it started with, so in-flight requests finish under their policy. What the forwarding layer was
+ * built from (the upstream, the listening socket) cannot change without a restart: a reload that
+ * changes them is refused, and the old gateway stays. The circuit breaker belongs to the upstream
+ * and outlives reloads.
+ */
+export class GatewayHolder {
+  private gw: Gateway;
+  readonly breaker: CircuitBreaker | undefined;
+
+  constructor(initial: Gateway) {
+    this.gw = initial;
+    const cb = initial.upstream.circuitBreaker;
+    this.breaker = cb === null || initial.backend !== undefined ? undefined : new CircuitBreaker(cb);
+  }
+
+  get current(): Gateway {
+    return this.gw;
+  }
+
+  /** Swaps in `next`; returns the problems that prevent it (then nothing changes). */
+  replace(next: Gateway): Problem[] {
+    const problems: Problem[] = [];
+    for (const section of ['upstream', 'server'] as const) {
+      if (JSON.stringify(next.config[section]) !== JSON.stringify(this.gw.config[section])) {
+        problems.push({ path: `$.${section}`, message: 'changed: this section takes effect only on a restart' });
+      }
+    }
+    if (problems.length === 0) this.gw = next;
+    return problems;
+  }
+}

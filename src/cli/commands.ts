@@ -2,9 +2,9 @@
  * The command line: serve, check, hash-key, new-key, backend, schema. Exit codes: 0 ok, 1 runtime
  * failure, 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, watch } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { pino, type LoggerOptions } from 'pino';
@@ -12,7 +12,7 @@ import { buildServer } from '../adapters/fastify/server.js';
 import { createBackendServer } from '../backend/server.js';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
-import { createGateway } from '../gateway.js';
+import { createGateway, GatewayHolder } from '../gateway.js';
 import { buildKeyRing, hashKey, newKey } from '../policies/auth/index.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
@@ -22,10 +22,11 @@ const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const HELP = `petstore-gateway: a policy-enforcing gateway for the pet store interface
 
 Usage:
-  petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N] [--ephemeral-key]
+  petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N] [--ephemeral-key] [--watch]
       Run the gateway. Without --policy: policies/default.yaml. --upstream, --host and --port
       override the file. --ephemeral-key: when no API key is configured, make one for this run
-      and print it (the quickstart; nothing is saved).
+      and print it (the quickstart; nothing is saved). SIGHUP (and, with --watch, a change of
+      the file) reloads the policy; SIGTERM/SIGINT stop gracefully.
   petstore-gateway check FILE
       Validate a policy file; print every problem (exit 78 if any).
   petstore-gateway hash-key [--id NAME]
@@ -89,6 +90,7 @@ async function serve(args: string[]): Promise<number> {
     host: { type: 'string' },
     port: { type: 'string' },
     'ephemeral-key': { type: 'boolean' },
+    watch: { type: 'boolean' },
   });
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const env: Record<string, string | undefined> = { ...process.env };
@@ -114,9 +116,9 @@ async function serve(args: string[]): Promise<number> {
     if (!loaded.ok) return EXIT.config;
   }
   const log = pino(loggerOptions());
-  const gateway = createGateway(loaded.config, { env, log });
-  const app = await buildServer(gateway, { loggerInstance: log });
-  const { host, port } = loaded.config.server;
+  const holder = new GatewayHolder(createGateway(loaded.config, { env, log }));
+  const app = await buildServer(holder, { loggerInstance: log });
+  const { host, port, shutdownGraceMs } = loaded.config.server;
   await app.listen({ host, port });
   const addr = app.server.address() as AddressInfo;
   const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
@@ -125,15 +127,52 @@ async function serve(args: string[]): Promise<number> {
     process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
     process.stdout.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
   }
-  const stop = () => {
+
+  // Hot reload: re-read the file; an invalid file is refused with its problems logged and the old
+  // policy stays; requests in flight finish under the policy they started with.
+  const reload = (reason: string) => {
+    const next = loadPolicyFile(file, { env }, overrides);
+    const problems = next.ok ? holder.replace(createGateway(next.config, { env, log }, holder.current.backend)) : next.problems;
+    if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
+    else log.info({ file, reason }, 'policy reloaded');
+  };
+  process.on('SIGHUP', () => reload('SIGHUP'));
+  if (values.watch === true) watchFile(file, () => reload('file changed'));
+
+  // Graceful shutdown: stop accepting, let in-flight requests finish within shutdownGraceMs, exit 0.
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal, graceMs: shutdownGraceMs }, 'shutting down');
+    const force = setTimeout(() => {
+      log.warn({ graceMs: shutdownGraceMs }, 'requests still in flight after the grace period; closing their connections');
+      app.server.closeAllConnections();
+    }, shutdownGraceMs);
+    force.unref();
     app.close().then(
       () => process.exit(EXIT.ok),
       () => process.exit(EXIT.runtime),
     );
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
   return -1; // keep running
+}
+
+/** Calls `onChange` (debounced) when the file changes, also when an editor replaces it. */
+function watchFile(file: string, onChange: () => void): void {
+  let timer: NodeJS.Timeout | undefined;
+  const fire = () => {
+    clearTimeout(timer);
+    timer = setTimeout(onChange, 100);
+  };
+  const dir = dirname(file);
+  const name = basename(file);
+  // Watching the directory sees a rename-into-place as well as an in-place write.
+  watch(dir, (_event, changed) => {
+    if (changed === null || changed === name) fire();
+  }).unref();
 }
 
 function check(args: string[]): number {

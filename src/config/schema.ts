@@ -29,6 +29,22 @@ export const UPSTREAM_SCHEMA = {
       },
     },
     connections: { type: 'integer', minimum: 1, maximum: 65536, default: 128, description: 'Most keep-alive connections to the upstream.' },
+    retryIdempotent: {
+      type: 'boolean',
+      default: false,
+      description: 'Retry listPets and getPet once when the connection fails before any answer (never createPet, never on an answer such as 503).',
+    },
+    circuitBreaker: {
+      type: ['object', 'null'],
+      default: null,
+      additionalProperties: false,
+      required: ['failures', 'coolDownMs'],
+      description: 'After `failures` consecutive failures (connection errors, timeouts, 5xx), answer 503 with Retry-After for `coolDownMs` instead of calling the upstream; null (default) for none.',
+      properties: {
+        failures: { type: 'integer', minimum: 1, maximum: 1000 },
+        coolDownMs: { type: 'integer', minimum: 100, maximum: 3600000 },
+      },
+    },
     maxBufferedBytes: {
       type: 'integer',
       minimum: 1024,
@@ -47,6 +63,12 @@ export const SERVER_SCHEMA = {
   properties: {
     host: { type: 'string', minLength: 1, default: '127.0.0.1', description: 'Address to listen on; 127.0.0.1 by default, 0.0.0.0 to expose it.' },
     port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080, description: 'TCP port; 0 picks a free one.' },
+    headersTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 10000, description: 'A client must send its request headers within this time (slowloris): 408, then the connection is closed.' },
+    requestTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 30000, description: 'A client must send its whole request within this time: 408, then the connection is closed.' },
+    keepAliveTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 5000, description: 'An idle keep-alive connection is closed after this time.' },
+    maxConnections: { type: 'integer', minimum: 1, maximum: 1000000, default: 10000, description: 'Most client connections at once; more are refused at the socket.' },
+    maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 65536, default: 16384, description: 'Largest request head (request line and headers): 431 past it.' },
+    shutdownGraceMs: { type: 'integer', minimum: 0, maximum: 600000, default: 10000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.' },
   },
 } as const;
 

@@ -11,12 +11,20 @@ export interface UpstreamConfig {
   readonly url: string;
   readonly timeouts: { readonly connectMs: number; readonly headersMs: number; readonly bodyMs: number };
   readonly connections: number;
+  readonly retryIdempotent: boolean;
+  readonly circuitBreaker: { readonly failures: number; readonly coolDownMs: number } | null;
   readonly maxBufferedBytes: number;
 }
 
 export interface ServerConfig {
   readonly host: string;
   readonly port: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly maxConnections: number;
+  readonly maxHeaderBytes: number;
+  readonly shutdownGraceMs: number;
 }
 
 export interface PolicyConfig {

@@ -51,8 +51,10 @@ const BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCode>([
   [408, 'request_timeout'],
   [413, 'payload_too_large'],
   [415, 'unsupported_media_type'],
+  [429, 'too_many_requests'],
   [431, 'headers_too_large'],
   [502, 'bad_gateway'],
+  [503, 'service_unavailable'],
   [504, 'upstream_timeout'],
 ]);
 

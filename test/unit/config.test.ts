@@ -23,8 +23,24 @@ type Env = Record<string, string | undefined>;
 /** Every default of a policy file, as `{}` yields them. */
 const DEFAULTS = {
   version: 1,
-  upstream: { url: 'builtin', timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000 }, connections: 128, maxBufferedBytes: 8388608 },
-  server: { host: '127.0.0.1', port: 8080 },
+  upstream: {
+    url: 'builtin',
+    timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000 },
+    connections: 128,
+    retryIdempotent: false,
+    circuitBreaker: null,
+    maxBufferedBytes: 8388608,
+  },
+  server: {
+    host: '127.0.0.1',
+    port: 8080,
+    headersTimeoutMs: 10000,
+    requestTimeoutMs: 30000,
+    keepAliveTimeoutMs: 5000,
+    maxConnections: 10000,
+    maxHeaderBytes: 16384,
+    shutdownGraceMs: 10000,
+  },
   policies: {
     auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', realm: 'petstore', upstreamAuthorization: 'drop' },
     route: {},

@@ -21,25 +21,30 @@ import { errorForStatus, fromTransportError } from '../../core/failures.js';
 import { clientResponseHeaders, upstreamRequestHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
 import type { Exchange, ResponseBody } from '../../core/policy.js';
-import type { Gateway } from '../../gateway.js';
+import { GatewayHolder, type Gateway } from '../../gateway.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     exchange: Exchange | null;
+    /** The gateway this request started under: a reload does not change it mid-request. */
+    gateway: Gateway | null;
   }
 }
 
 export interface PetstoreGatewayOptions {
-  readonly gateway: Gateway;
+  /** A gateway, or a holder whose gateway can be replaced while serving (hot reload). */
+  readonly gateway: Gateway | GatewayHolder;
 }
 
 /** Every method reaches the chain, which answers 405 for those the interface does not define. */
 const METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
 const ROUTES = ['/v1', '/v1/*'];
 const EMPTY = Buffer.alloc(0);
+const JSON_HEADERS = { 'content-type': ERROR_CONTENT_TYPE };
 
 /** Renders an error in the Error shape, with the exchange's own response headers (e.g. deprecation). */
-export function sendError(reply: FastifyReply, ex: Exchange | null, err: GatewayError): void {
+export function sendError(reply: FastifyReply, ex: Exchange | null | undefined, err: GatewayError): void {
+  if (reply.sent) return;
   if (err.status >= 500) reply.log.warn({ code: err.code, cause: describeCause(err.cause) }, 'gateway error');
   if (ex != null) reply.headers(ex.responseHeaders);
   reply.code(err.status).headers(err.headers).type(ERROR_CONTENT_TYPE).send(renderError(err));
@@ -52,39 +57,126 @@ function describeCause(cause: unknown): string | undefined {
   return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}`;
 }
 
-/** Fastify's own errors (body too large, bad content-length, ...) in the Error shape. */
+/** Fastify's own errors (bad content-length, closing server, ...) in the Error shape. */
 export function fromFastifyError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   const status = (err as { statusCode?: unknown }).statusCode;
   return errorForStatus(typeof status === 'number' ? status : 500, err);
 }
 
-/** Runs the request phase of the chain; used by the plugin's hook and the standalone 404 handler. */
-export function runRequestPhase(gateway: Gateway, request: FastifyRequest, reply: FastifyReply): boolean {
+/** Runs the request phase of the chain under the gateway in force; false when it answered already. */
+export function runRequestPhase(holder: GatewayHolder, request: FastifyRequest, reply: FastifyReply): boolean {
+  const gateway = holder.current;
   const { ex, error } = gateway.chain.begin({ method: request.method, target: request.url, headers: request.headers });
+  request.gateway = gateway;
   request.exchange = ex;
   if (error === undefined) return true;
   sendError(reply, ex, error);
   return false;
 }
 
+/**
+ * Reads a request body as raw bytes within `limit` (413 past it, before reading it whole when the
+ * Content-Length says so). The policies check these exact bytes and the upstream receives them.
+ */
+export function readBody(stream: Readable, declaredLength: string | undefined, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    if (declaredLength !== undefined && Number(declaredLength) > limit) {
+      reject(new GatewayError('payload_too_large'));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        stream.off('data', onData);
+        reject(new GatewayError('payload_too_large'));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    stream.on('data', onData);
+    stream.on('end', () => resolve(size === 0 ? EMPTY : Buffer.concat(chunks, size)));
+    stream.on('error', reject);
+  });
+}
+
+/** Reads a stream up to `cap` bytes, failing when it pauses longer than `idleMs`; past `cap` it stops. */
+export function readCapped(stream: Readable, cap: number, idleMs: number): Promise<{ body: Buffer; truncated: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let timer = setTimeout(onIdle, idleMs);
+    function onIdle() {
+      stream.destroy();
+      reject(Object.assign(new Error('upstream body paused too long'), { code: 'UND_ERR_BODY_TIMEOUT' }));
+    }
+    stream.on('data', (chunk: Buffer) => {
+      clearTimeout(timer);
+      if (size + chunk.length > cap) {
+        chunks.push(chunk.subarray(0, cap - size));
+        stream.destroy();
+        resolve({ body: Buffer.concat(chunks), truncated: true });
+        return;
+      }
+      size += chunk.length;
+      chunks.push(chunk);
+      timer = setTimeout(onIdle, idleMs);
+    });
+    stream.on('end', () => {
+      clearTimeout(timer);
+      resolve({ body: Buffer.concat(chunks), truncated: false });
+    });
+    stream.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+/**
+ * Destroys a streamed upstream body that pauses longer than `idleMs` (the status has been sent:
+ * the client's connection is closed, the gateway logs it). undici's own body timeout checks its
+ * clock every 500 ms; this one is a plain timer.
+ */
+function guardIdle(stream: Readable, idleMs: number, onTimeout: () => void): void {
+  let timer = setTimeout(fire, idleMs);
+  function fire() {
+    onTimeout();
+    stream.destroy(Object.assign(new Error('upstream body paused too long'), { code: 'UND_ERR_BODY_TIMEOUT' }));
+  }
+  stream.on('data', () => {
+    clearTimeout(timer);
+    timer = setTimeout(fire, idleMs);
+  });
+  stream.once('close', () => clearTimeout(timer));
+}
+
 export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewayOptions): Promise<void> {
-  const gw = opts.gateway;
+  const holder = opts.gateway instanceof GatewayHolder ? opts.gateway : new GatewayHolder(opts.gateway);
+  // What forwarding is built from never changes on a reload (GatewayHolder refuses it).
+  const { upstream, upstreamOrigin, upstreamBasePath, backend } = holder.current;
+  const { timeouts, connections, maxBufferedBytes } = upstream;
+  const breaker = holder.breaker;
 
-  // The policies read the exact bytes the client sent and forward them unchanged (lossless), so
-  // every body is taken as a Buffer, within the policy's size limit (413 past it).
+  // Every body is read as raw bytes, within the limit of the request's own policy.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: gw.bodyLimit }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', (request, payload, done) => {
+    const limit = (request.gateway ?? holder.current).bodyLimit;
+    readBody(payload, request.headers['content-length'], limit).then((b) => done(null, b), done);
+  });
   if (!app.hasRequestDecorator('exchange')) app.decorateRequest('exchange', null);
+  if (!app.hasRequestDecorator('gateway')) app.decorateRequest('gateway', null);
 
-  // Authentication and routing run before Fastify reads any body.
+  // Authentication and routing run before any body is read.
   app.addHook('onRequest', (request, reply, done) => {
-    if (runRequestPhase(gw, request, reply)) done();
+    if (runRequestPhase(holder, request, reply)) done();
   });
   app.addHook('preHandler', (request, reply, done) => {
     const ex = request.exchange!;
     if (ex.operation?.hasBody === true) {
-      const error = gw.chain.acceptBody(ex, (request.body as Buffer | undefined) ?? EMPTY);
+      const error = request.gateway!.chain.acceptBody(ex, (request.body as Buffer | undefined) ?? EMPTY);
       if (error !== undefined) return sendError(reply, ex, error);
     }
     done();
@@ -92,15 +184,15 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
   app.setErrorHandler((err, request, reply) => sendError(reply, request.exchange, fromFastifyError(err)));
 
   /** Sends a response the chain may still rewrite: buffered only when some policy must read it. */
-  function respond(reply: FastifyReply, ex: Exchange, res: ResponseBody): void {
-    const out = gw.chain.finishResponse(ex, res);
+  function respond(reply: FastifyReply, request: FastifyRequest, res: ResponseBody): void {
+    const ex = request.exchange!;
+    const out = request.gateway!.chain.finishResponse(ex, res);
     const headers = clientResponseHeaders(out.headers, ex);
     delete headers['content-length'];
     reply.code(out.status).headers(headers).send(out.body);
   }
 
-  if (gw.backend !== undefined) {
-    const backend = gw.backend;
+  if (backend !== undefined) {
     const handler = (request: FastifyRequest, reply: FastifyReply) => {
       const ex = request.exchange!;
       const res = backend.handle({
@@ -109,15 +201,14 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
         query: ex.upstreamQuery,
         body: ex.upstreamBody ?? (request.body as Buffer | undefined),
       });
-      respond(reply, ex, { status: res.status, headers: { 'content-type': ERROR_CONTENT_TYPE }, body: Buffer.from(res.body), truncated: false });
+      respond(reply, request, { status: res.status, headers: { ...JSON_HEADERS }, body: Buffer.from(res.body), truncated: false });
     };
     for (const url of ROUTES) app.route({ method: METHODS, url, handler, exposeHeadRoute: false });
     return;
   }
 
-  const { timeouts, connections, maxBufferedBytes } = gw.upstream;
   await app.register(httpProxy, {
-    upstream: gw.upstreamOrigin!,
+    upstream: upstreamOrigin!,
     routes: ROUTES,
     httpMethods: METHODS,
     // Our own parser above keeps the raw bytes; http-proxy's pass-through parsers would stream them.
@@ -132,52 +223,54 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
     },
     handler: (request, reply) => {
       const ex = request.exchange!;
+      const closed = breaker?.admit();
+      if (closed !== undefined) return sendError(reply, ex, closed);
       const body = ex.operation!.hasBody ? (ex.upstreamBody ?? (request.body as Buffer | undefined) ?? EMPTY) : undefined;
-      return reply.from(gw.upstreamBasePath + operationPath(ex.operation!, ex.petId), {
+      // undici checks timeouts over one second on a 500 ms clock; this timer holds the gateway to
+      // headersMs: past it the client gets 504 and the late answer is thrown away.
+      const deadline = setTimeout(() => {
+        breaker?.record(false);
+        sendError(reply, ex, new GatewayError('upstream_timeout'));
+      }, timeouts.headersMs);
+      return reply.from(upstreamBasePath + operationPath(ex.operation!, ex.petId), {
         body,
         contentType: body === undefined ? undefined : String(request.headers['content-type']),
         queryString: () => ex.upstreamQuery,
         rewriteRequestHeaders: (_req, headers) => upstreamRequestHeaders(headers, ex),
         // Headers are set in onResponse, once the chain has decided what the client gets.
         rewriteHeaders: () => ({}),
-        // Never retry: createPet is not idempotent, and a 503 must not start a retry storm.
-        retryDelay: () => null,
-        onError: (r, { error }) => sendError(r as FastifyReply, ex, fromTransportError(error)),
+        // Never on an answer (a 503 must not start a retry storm), never for createPet; listPets
+        // and getPet once on a failed connection when the policy allows it.
+        retriesCount: upstream.retryIdempotent ? 1 : 0,
+        retryDelay: ({ err, attempt }) => (upstream.retryIdempotent && err && attempt < 1 && !ex.operation!.hasBody ? 1 : null),
+        onError: (r, { error }) => {
+          clearTimeout(deadline);
+          if (r.sent) return;
+          breaker?.record(false);
+          sendError(r as FastifyReply, ex, fromTransportError(error));
+        },
         onResponse: (_request, r, raw) => {
+          clearTimeout(deadline);
           // reply-from's types call this a ServerResponse; it is undici's response.
           const res = raw as unknown as { statusCode: number; headers: IncomingHttpHeaders; stream: Readable };
           const rep = r as FastifyReply;
+          if (rep.sent) {
+            res.stream.destroy();
+            return;
+          }
+          breaker?.record(res.statusCode < 500);
           const head = { status: res.statusCode, headers: { ...res.headers } };
-          if (!gw.chain.wantsResponseBody(ex, head)) {
+          if (!request.gateway!.chain.wantsResponseBody(ex, head)) {
+            guardIdle(res.stream, timeouts.bodyMs, () => rep.log.warn({ code: 'upstream_timeout' }, 'upstream body paused too long; connection closed'));
             rep.headers(clientResponseHeaders(head.headers, ex)).send(res.stream);
             return;
           }
-          readCapped(res.stream, maxBufferedBytes).then(
-            ({ body, truncated }) => respond(rep, ex, { ...head, body, truncated }),
+          readCapped(res.stream, maxBufferedBytes, timeouts.bodyMs).then(
+            ({ body, truncated }) => respond(rep, request, { ...head, body, truncated }),
             (err: unknown) => sendError(rep, ex, fromTransportError(err)),
           );
         },
       });
     },
-  });
-}
-
-/** Reads a stream up to `cap` bytes; past it, stops reading and destroys the stream. */
-export function readCapped(stream: Readable, cap: number): Promise<{ body: Buffer; truncated: boolean }> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (chunk: Buffer) => {
-      if (size + chunk.length > cap) {
-        chunks.push(chunk.subarray(0, cap - size));
-        stream.destroy();
-        resolve({ body: Buffer.concat(chunks), truncated: true });
-        return;
-      }
-      size += chunk.length;
-      chunks.push(chunk);
-    });
-    stream.on('end', () => resolve({ body: Buffer.concat(chunks), truncated: false }));
-    stream.on('error', reject);
   });
 }

@@ -1,0 +1,51 @@
+/**
+ * A circuit breaker for one upstream: after `failures` consecutive failed exchanges (transport
+ * errors, timeouts, 5xx answers) it opens, and for `coolDownMs` the gateway answers 503 at once
+ * instead of queueing clients behind a dead backend. Then one request is let through (half-open):
+ * its success closes the circuit, its failure opens it again. Framework-free; both adapters use it.
+ */
+import { GatewayError } from './errors.js';
+
+export interface BreakerConfig {
+  readonly failures: number;
+  readonly coolDownMs: number;
+}
+
+export class CircuitBreaker {
+  private consecutive = 0;
+  private openUntil = 0;
+  private probing = false;
+
+  constructor(
+    private readonly config: BreakerConfig,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Undefined when a request may go upstream; else the 503 to answer (with Retry-After). */
+  admit(): GatewayError | undefined {
+    if (this.openUntil === 0) return undefined;
+    const t = this.now();
+    if (t >= this.openUntil && !this.probing) {
+      this.probing = true; // half-open: this one request probes the upstream
+      return undefined;
+    }
+    const seconds = Math.max(1, Math.ceil((this.openUntil - t) / 1000));
+    return new GatewayError('service_unavailable', 'The upstream service is failing: retry later.', { 'retry-after': String(seconds) });
+  }
+
+  /** Records the outcome of an exchange that went upstream. */
+  record(ok: boolean): void {
+    this.probing = false;
+    if (ok) {
+      this.consecutive = 0;
+      this.openUntil = 0;
+      return;
+    }
+    this.consecutive++;
+    if (this.consecutive >= this.config.failures) this.openUntil = this.now() + this.config.coolDownMs;
+  }
+
+  get open(): boolean {
+    return this.openUntil !== 0;
+  }
+}
