@@ -4,6 +4,8 @@
  */
 export { petstoreGateway, type PetstoreGatewayOptions } from './adapters/fastify/plugin.js';
 export { buildServer } from './adapters/fastify/server.js';
+export { createPetstoreHandler, type PetstoreHandler } from './adapters/http-proxy-3/handler.js';
+export { buildProxyServer, type ProxyServerHandle } from './adapters/http-proxy-3/server.js';
 export { ReferenceBackend } from './backend/service.js';
 export { createBackendServer } from './backend/server.js';
 export { formatProblems, loadPolicyFile, parsePolicy, type LoadResult, type Overrides } from './config/load.js';
@@ -11,6 +13,6 @@ export { policyFileSchema } from './config/schema.js';
 export type { PolicyConfig } from './config/types.js';
 export { CATALOGUE, GatewayError, renderError, type ErrorCode } from './core/errors.js';
 export type { Exchange, Policy, PolicyEnv, PolicyModule, Problem, RequestHead } from './core/policy.js';
-export { createGateway, type Gateway } from './gateway.js';
+export { createGateway, GatewayHolder, type Gateway } from './gateway.js';
 export { hashKey, newKey } from './policies/auth/index.js';
 export { POLICY_MODULES } from './policies/index.js';

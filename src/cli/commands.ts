@@ -7,8 +7,10 @@ import type { AddressInfo } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { pino, type LoggerOptions } from 'pino';
+import type { Server } from 'node:http';
+import { pino, type Logger, type LoggerOptions } from 'pino';
 import { buildServer } from '../adapters/fastify/server.js';
+import { buildProxyServer } from '../adapters/http-proxy-3/server.js';
 import { createBackendServer } from '../backend/server.js';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
@@ -23,10 +25,12 @@ const HELP = `petstore-gateway: a policy-enforcing gateway for the pet store int
 
 Usage:
   petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N] [--ephemeral-key] [--watch]
+                         [--engine fastify|http-proxy-3]
       Run the gateway. Without --policy: policies/default.yaml. --upstream, --host and --port
       override the file. --ephemeral-key: when no API key is configured, make one for this run
       and print it (the quickstart; nothing is saved). SIGHUP (and, with --watch, a change of
-      the file) reloads the policy; SIGTERM/SIGINT stop gracefully.
+      the file) reloads the policy; SIGTERM/SIGINT stop gracefully. --engine: the adapter
+      (fastify, the default, or http-proxy-3); both enforce the same policies.
   petstore-gateway check FILE
       Validate a policy file; print every problem (exit 78 if any).
   petstore-gateway hash-key [--id NAME]
@@ -91,7 +95,10 @@ async function serve(args: string[]): Promise<number> {
     port: { type: 'string' },
     'ephemeral-key': { type: 'boolean' },
     watch: { type: 'boolean' },
+    engine: { type: 'string' },
   });
+  const engine = (values.engine as string | undefined) ?? 'fastify';
+  if (engine !== 'fastify' && engine !== 'http-proxy-3') throw new UsageError(`--engine must be fastify or http-proxy-3, not '${engine}'`);
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const env: Record<string, string | undefined> = { ...process.env };
   const overrides = { upstreamUrl: values.upstream as string | undefined, host: values.host as string | undefined, port: portOf(values.port) };
@@ -117,12 +124,12 @@ async function serve(args: string[]): Promise<number> {
   }
   const log = pino(loggerOptions());
   const holder = new GatewayHolder(createGateway(loaded.config, { env, log }));
-  const app = await buildServer(holder, { loggerInstance: log });
+  const running = await startEngine(engine, holder, log);
   const { host, port, shutdownGraceMs } = loaded.config.server;
-  await app.listen({ host, port });
-  const addr = app.server.address() as AddressInfo;
+  await running.listen(host, port);
+  const addr = running.server.address() as AddressInfo;
   const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  process.stdout.write(`petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url})\n`);
+  process.stdout.write(`petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})\n`);
   if (ephemeral !== undefined) {
     process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
     process.stdout.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
@@ -147,10 +154,10 @@ async function serve(args: string[]): Promise<number> {
     log.info({ signal, graceMs: shutdownGraceMs }, 'shutting down');
     const force = setTimeout(() => {
       log.warn({ graceMs: shutdownGraceMs }, 'requests still in flight after the grace period; closing their connections');
-      app.server.closeAllConnections();
+      running.server.closeAllConnections();
     }, shutdownGraceMs);
     force.unref();
-    app.close().then(
+    running.close().then(
       () => process.exit(EXIT.ok),
       () => process.exit(EXIT.runtime),
     );
@@ -158,6 +165,36 @@ async function serve(args: string[]): Promise<number> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   return -1; // keep running
+}
+
+interface RunningEngine {
+  readonly server: Server;
+  listen(host: string, port: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The standalone server of an engine: Fastify + @fastify/http-proxy, or node:http + http-proxy-3. */
+async function startEngine(engine: string, holder: GatewayHolder, log: Logger): Promise<RunningEngine> {
+  if (engine === 'http-proxy-3') {
+    const handle = buildProxyServer(holder, { log });
+    return {
+      server: handle.server,
+      listen: (host, port) =>
+        new Promise((resolve, reject) => {
+          handle.server.once('error', reject);
+          handle.server.listen(port, host, () => resolve());
+        }),
+      close: () => handle.close(),
+    };
+  }
+  const app = await buildServer(holder, { loggerInstance: log });
+  return {
+    server: app.server,
+    listen: async (host, port) => {
+      await app.listen({ host, port });
+    },
+    close: () => app.close(),
+  };
 }
 
 /** Calls `onChange` (debounced) when the file changes, also when an editor replaces it. */

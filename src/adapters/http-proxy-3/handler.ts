@@ -1,0 +1,200 @@
+/**
+ * The http-proxy-3 adapter: the same policy chain as the Fastify adapter, for a team that runs
+ * node:http + http-proxy-3. `createPetstoreHandler` returns a request handler (and the proxy it
+ * drives). It only translates: IncomingMessage -> RequestHead, chain decision -> ServerResponse.
+ *
+ * What http-proxy-3 1.x needs (and gets here): an `error` listener on every call (it throws
+ * otherwise), a keep-alive agent (its default opens a connection per request), our own upstream
+ * deadline (it applies none and reports a timeout as a plain socket hang-up), and upstream bodies
+ * read only where a policy needs them (`selfHandleResponse`).
+ *
+ * @example
+ *   import { createServer } from 'node:http';
+ *   import { createGateway, createPetstoreHandler, loadPolicyFile } from 'petstore-gateway';
+ *   const env = { env: process.env };
+ *   const loaded = loadPolicyFile('policies/upstream.yaml', env);
+ *   if (!loaded.ok) throw new Error('bad policy');
+ *   const { handler } = createPetstoreHandler(createGateway(loaded.config, env));
+ *   createServer(handler).listen(8080);
+ */
+import { Agent, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import { createProxyServer, type ProxyServer } from 'http-proxy-3';
+import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
+import { fromTransportError } from '../../core/failures.js';
+import { clientResponseHeaders, upstreamRequestHeaders } from '../../core/headers.js';
+import { operationPath } from '../../core/operations.js';
+import type { Exchange, PolicyLog, ResponseBody } from '../../core/policy.js';
+import { GatewayHolder, type Gateway } from '../../gateway.js';
+import { guardIdle, readBody, readCapped } from '../shared/streams.js';
+
+export interface PetstoreHandler {
+  /** The request handler for node:http's createServer. */
+  readonly handler: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The proxy it drives (undefined with the built-in backend). */
+  readonly proxy: ProxyServer | undefined;
+  /** Closes the proxy's keep-alive connections. */
+  close(): void;
+}
+
+export interface HandlerOptions {
+  /** Where failures are logged (5xx with their cause); nothing is logged when absent. */
+  readonly log?: PolicyLog;
+}
+
+/** Writes an error in the Error shape, with the exchange's own headers (e.g. deprecation). */
+function sendError(res: ServerResponse, ex: Exchange | undefined, err: GatewayError, log: PolicyLog | undefined): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (err.status >= 500) log?.warn({ code: err.code, cause: err.cause instanceof Error ? err.cause.message : undefined }, 'gateway error');
+  send(res, { status: err.status, headers: { ...ex?.responseHeaders, ...err.headers, 'content-type': ERROR_CONTENT_TYPE }, body: Buffer.from(renderError(err)), truncated: false });
+}
+
+function send(res: ServerResponse, out: ResponseBody): void {
+  if (res.headersSent) return;
+  const headers = { ...out.headers, 'content-length': out.body.length };
+  res.writeHead(out.status, headers as Record<string, string | string[] | number>);
+  res.end(out.body);
+}
+
+/** One upstream call of a request, while it waits for the response headers. */
+interface Call {
+  settled: boolean;
+  proxyReq: { destroy(): void } | undefined;
+  onResponse(proxyRes: IncomingMessage): void;
+}
+
+export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options: HandlerOptions = {}): PetstoreHandler {
+  const holder = gateway instanceof GatewayHolder ? gateway : new GatewayHolder(gateway);
+  const { upstream, upstreamOrigin, upstreamBasePath, backend } = holder.current;
+  const { timeouts, maxBufferedBytes } = upstream;
+  const breaker = holder.breaker;
+  const log = options.log;
+  const agent = backend === undefined ? new Agent({ keepAlive: true, maxSockets: upstream.connections }) : undefined;
+  const proxy = backend === undefined ? createProxyServer({ agent, selfHandleResponse: true, ignorePath: true, changeOrigin: true }) : undefined;
+  // A listener for every error the proxy may emit outside a call's own callback.
+  proxy?.on('error', (err) => log?.warn({ cause: err.message }, 'proxy error'));
+  // One listener per event, dispatching to the call of each request (not one listener per call).
+  const calls = new WeakMap<IncomingMessage, Call>();
+  proxy?.on('proxyReq', (proxyReq, req) => {
+    const call = calls.get(req);
+    if (call !== undefined) call.proxyReq = proxyReq;
+  });
+  proxy?.on('proxyRes', (proxyRes, req) => calls.get(req)?.onResponse(proxyRes));
+
+  /** The final answer of the chain for a complete upstream (or built-in) response. */
+  function finish(gw: Gateway, ex: Exchange, res: ResponseBody, out: ServerResponse): void {
+    const final = gw.chain.finishResponse(ex, res);
+    send(out, { ...final, headers: clientResponseHeaders(final.headers, ex) });
+  }
+
+  function forward(gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined): void {
+    if (backend !== undefined) {
+      const r = backend.handle({ operation: ex.operation!.id, petId: ex.petId, query: ex.upstreamQuery, body });
+      finish(gw, ex, { status: r.status, headers: { 'content-type': ERROR_CONTENT_TYPE }, body: Buffer.from(r.body), truncated: false }, res);
+      return;
+    }
+    const closed = breaker?.admit();
+    if (closed !== undefined) return sendError(res, ex, closed, log);
+
+    const query = ex.upstreamQuery === '' ? '' : `?${ex.upstreamQuery}`;
+    const target = new URL(upstreamOrigin + upstreamBasePath + operationPath(ex.operation!, ex.petId) + query);
+    const headers = upstreamRequestHeaders({ ...req.headers } as Record<string, string | string[] | number | undefined>, ex);
+    if (body !== undefined) headers['content-length'] = body.length;
+    else delete headers['content-length'];
+    // http-proxy-3 copies req.headers into the upstream request.
+    req.headers = headers as IncomingMessage['headers'];
+
+    let attempt = 0;
+    const start = () => {
+      const call: Call = { settled: false, proxyReq: undefined, onResponse };
+      calls.set(req, call);
+      const done = () => {
+        call.settled = true;
+        clearTimeout(deadline);
+        calls.delete(req);
+      };
+      // http-proxy-3 1.x applies no upstream timeout: this timer holds the gateway to headersMs.
+      const deadline = setTimeout(() => {
+        if (call.settled) return;
+        done();
+        call.proxyReq?.destroy();
+        breaker?.record(false);
+        sendError(res, ex, new GatewayError('upstream_timeout'), log);
+      }, timeouts.headersMs);
+
+      function onResponse(proxyRes: IncomingMessage) {
+        if (call.settled) return proxyRes.destroy();
+        done();
+        const status = proxyRes.statusCode ?? 502;
+        breaker?.record(status < 500);
+        const head = { status, headers: { ...proxyRes.headers } };
+        if (!gw.chain.wantsResponseBody(ex, head)) {
+          guardIdle(proxyRes, timeouts.bodyMs, () => log?.warn({ code: 'upstream_timeout' }, 'upstream body paused too long; connection closed'));
+          proxyRes.on('error', () => res.destroy());
+          res.writeHead(status, clientResponseHeaders(head.headers, ex) as Record<string, string | string[]>);
+          proxyRes.pipe(res);
+          return;
+        }
+        readCapped(proxyRes, maxBufferedBytes, timeouts.bodyMs).then(
+          ({ body: b, truncated }) => finish(gw, ex, { ...head, body: b, truncated }, res),
+          (err: unknown) => sendError(res, ex, fromTransportError(err), log),
+        );
+      }
+
+      const buffer = Readable.from(body === undefined ? [] : [body]);
+      proxy!.web(req, res, { target, buffer }, (err) => {
+        if (call.settled) return;
+        done();
+        // Never on an answer, never createPet: listPets and getPet once on a failed connection.
+        if (upstream.retryIdempotent && attempt === 0 && !ex.operation!.hasBody && !res.headersSent) {
+          attempt++;
+          start();
+          return;
+        }
+        breaker?.record(false);
+        sendError(res, ex, fromTransportError(err), log);
+      });
+    };
+    start();
+  }
+
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    const gw = holder.current; // kept for the whole request: a reload does not change it mid-way
+    const { ex, error } = gw.chain.begin({ method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers });
+    if (error !== undefined) {
+      req.resume(); // the body is not read: let it drain
+      return sendError(res, ex, error, log);
+    }
+    if (ex.operation?.hasBody !== true) {
+      req.resume();
+      return forward(gw, ex, req, res, undefined);
+    }
+    readBody(req, req.headers['content-length'], gw.bodyLimit).then(
+      (body) => {
+        const denied = gw.chain.acceptBody(ex, body);
+        if (denied !== undefined) return sendError(res, ex, denied, log);
+        forward(gw, ex, req, res, ex.upstreamBody ?? body);
+      },
+      (err: unknown) => {
+        if (err instanceof GatewayError) {
+          // 413 before the body is read whole: close the connection rather than drain it.
+          res.setHeader('connection', 'close');
+          return sendError(res, ex, err, log);
+        }
+        res.destroy();
+      },
+    );
+  };
+
+  return {
+    handler,
+    proxy,
+    close() {
+      proxy?.close();
+      agent?.destroy();
+    },
+  };
+}
