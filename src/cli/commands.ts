@@ -129,6 +129,7 @@ async function serve(args: string[]): Promise<number> {
   await running.listen(host, port);
   const addr = running.server.address() as AddressInfo;
   const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
   process.stdout.write(`petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})\n`);
   if (ephemeral !== undefined) {
     process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
-import { bearer, ensureBuilt, request, runCli, spawnCliUntil } from '../helpers/servers.js';
+import { bearer, ENGINES, ensureBuilt, request, runCli, spawnCliUntil } from '../helpers/servers.js';
 
 ensureBuilt();
 
@@ -50,15 +50,21 @@ const runs = {
   serveNoKey: runCli(t, SERVE, { timeoutMs: 30_000 }),
   serveBadUpstream: runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'not-a-url'], { timeoutMs: 30_000 }),
 };
-// At LOG_LEVEL info, so that the test can check the key reaches no log line.
-const ephemeral = spawnCliUntil(
-  t,
-  [...SERVE, '--ephemeral-key'],
-  /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) \(upstream: builtin\)\n)(?=[\s\S]*API key for this run \(kept in memory only\): (psg_[A-Za-z0-9_-]{43})\n)/,
-  { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' } },
+// At LOG_LEVEL info, so that the test can check the key reaches no log line. `serve` is the one
+// command that depends on the engine: it runs once per engine.
+const ephemerals = ENGINES.map((engine) =>
+  spawnCliUntil(
+    t,
+    [...SERVE, '--ephemeral-key', '--engine', engine],
+    new RegExp(
+      `^(?=[\\s\\S]*petstore-gateway listening on (http://127\\.0\\.0\\.1:\\d+) \\(upstream: builtin, engine: ${engine}\\)\\n)` +
+        '(?=[\\s\\S]*API key for this run \\(kept in memory only\\): (psg_[A-Za-z0-9_-]{43})\\n)',
+    ),
+    { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' } },
+  ),
 );
 // A rejection is reported by the test that awaits it, not as an unhandled rejection first.
-for (const p of [...Object.values(runs), ephemeral]) p.catch(() => undefined);
+for (const p of [...Object.values(runs), ...ephemerals]) p.catch(() => undefined);
 
 t.test('--help prints the usage and exits 0', async (t) => {
   const r = await runs.help;
@@ -121,8 +127,8 @@ t.test('new-key prints a psg_ key of 256 bits', async (t) => {
   t.match(r.stdout, /^psg_[A-Za-z0-9_-]{43}\n$/);
 });
 
-t.test('serve --port 0 --ephemeral-key: the printed key works', async (t) => {
-  const { handle, match } = await ephemeral;
+ENGINES.forEach((engine, i) => t.test(`serve --port 0 --ephemeral-key --engine ${engine}: the printed key works`, async (t) => {
+  const { handle, match } = await ephemerals[i]!;
   const [, url, key] = match as unknown as [string, string, string];
   const list = await request(`${url}/v1/pets`, { headers: bearer(key) });
   t.equal(assertJson(t, list, 200), '[]', 'the printed key lists pets');
@@ -145,7 +151,7 @@ t.test('serve --port 0 --ephemeral-key: the printed key works', async (t) => {
   const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5000))]);
   t.not(exit, 'timeout', 'it stops on SIGTERM');
   if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0');
-});
+}));
 
 t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {
   const r = await runs.serveNoKey;

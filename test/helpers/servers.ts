@@ -14,8 +14,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify as yamlStringify } from 'yaml';
-import type { FastifyInstance } from 'fastify';
+import type { TapTest } from './assert.js';
 import { buildServer } from '../../src/adapters/fastify/server.js';
+import { buildProxyServer } from '../../src/adapters/http-proxy-3/server.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
 
@@ -109,16 +110,30 @@ export function bearer(key: string, extra: Record<string, string | number> = {})
 
 export type PolicyInput = string | Record<string, unknown>;
 
+/**
+ * The adapters: every end-to-end file runs its tests against each (test/meta/parity.test.ts checks
+ * that), so a behaviour cannot exist in one and not the other.
+ */
+export const ENGINES = ['fastify', 'http-proxy-3'] as const;
+export type Engine = (typeof ENGINES)[number];
+
+/** Runs `body` once per engine, as a subtest named after it. */
+export function forEachEngine(t: TapTest, body: (t: TapTest, engine: Engine) => Promise<void>): void {
+  for (const engine of ENGINES) void t.test(`engine: ${engine}`, (tt) => body(tt, engine));
+}
+
 export interface GatewayHandle {
   /** `http://127.0.0.1:PORT` (no /v1). */
   readonly url: string;
   /** A key the gateway accepts (from the env map, never process.env). */
   readonly key: string;
-  readonly app: FastifyInstance;
   readonly gateway: Gateway;
+  readonly engine: Engine;
 }
 
 export interface StartGatewayOptions {
+  /** The adapter; fastify by default. */
+  readonly engine?: Engine;
   /** More environment entries for the policies (e.g. an upstreamAuthorization variable). */
   readonly env?: Record<string, string>;
   /** The key to accept; a fresh one by default. */
@@ -155,11 +170,24 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
   const loaded = parsePolicy(policyText(policy), { env });
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
   const gateway = createGateway(loaded.config, { env });
-  const app = await buildServer(gateway);
-  t.teardown(() => app.close());
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = app.server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, key, app, gateway };
+  const engine = options.engine ?? 'fastify';
+  let server: Server;
+  if (engine === 'fastify') {
+    const app = await buildServer(gateway);
+    t.teardown(() => app.close());
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    server = app.server;
+  } else {
+    const handle = buildProxyServer(gateway);
+    server = handle.server;
+    t.teardown(() => {
+      server.closeAllConnections();
+      return handle.close();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  }
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, key, gateway, engine };
 }
 
 // ---------------------------------------------------------------------------------------------
