@@ -45,6 +45,11 @@ export class CircuitBreaker {
     if (this.consecutive >= this.config.failures) this.openUntil = this.now() + this.config.coolDownMs;
   }
 
+  /** An admitted request that ended without telling anything (its client left): frees the probe slot. */
+  release(): void {
+    this.probing = false;
+  }
+
   get open(): boolean {
     return this.openUntil !== 0;
   }

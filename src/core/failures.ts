@@ -28,9 +28,20 @@ function codesOf(err: unknown): string[] {
   return codes;
 }
 
-/** An answer that is not HTTP: llhttp's parse errors (HPE_*), undici's HTTPParserError. */
+/** An answer that is not HTTP, or too big to be one: llhttp's parse errors, undici's HTTPParserError. */
 function isParseError(code: string): boolean {
-  return code.startsWith('HPE_') || code === 'HTTPParserError' || code === 'FST_REPLY_FROM_BAD_GATEWAY';
+  return code.startsWith('HPE_') || code === 'HTTPParserError' || code === 'FST_REPLY_FROM_BAD_GATEWAY' || code === 'UND_ERR_HEADERS_OVERFLOW';
+}
+
+const CONNECTION_FAILURES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ECONNABORTED']);
+
+/**
+ * Whether the connection failed before any answer, the one case where a read may be retried: never
+ * when the upstream answered something (even garbage), never on a timeout.
+ */
+export function isConnectionFailure(err: unknown): boolean {
+  const codes = codesOf(err);
+  return codes.some((c) => CONNECTION_FAILURES.has(c)) && !codes.some((c) => isParseError(c) || TIMEOUT_CODES.has(c));
 }
 
 /**

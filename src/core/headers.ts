@@ -35,3 +35,12 @@ export function upstreamRequestHeaders<H extends Record<string, HeaderValue | nu
   }
   return headers;
 }
+
+/** More response header fields than any pet store answer needs: a flood is a 502, not forwarded. */
+export const MAX_UPSTREAM_HEADERS = 100;
+
+export function tooManyHeaders(headers: Record<string, unknown>): boolean {
+  let n = 0;
+  for (const _ in headers) if (++n > MAX_UPSTREAM_HEADERS) return true;
+  return false;
+}

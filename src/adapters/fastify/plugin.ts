@@ -17,12 +17,13 @@ import type { Readable } from 'node:stream';
 import httpProxy from '@fastify/http-proxy';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
-import { errorForStatus, fromTransportError } from '../../core/failures.js';
-import { clientResponseHeaders, upstreamRequestHeaders } from '../../core/headers.js';
+import { errorForStatus, fromTransportError, isConnectionFailure } from '../../core/failures.js';
+import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
 import type { Exchange, ResponseBody } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
 import { guardIdle, readBody, readCapped } from '../shared/streams.js';
+import { UpstreamCall } from '../shared/upstream-call.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -149,12 +150,11 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
       const closed = breaker?.admit();
       if (closed !== undefined) return sendError(reply, ex, closed);
       const body = ex.operation!.hasBody ? (ex.upstreamBody ?? (request.body as Buffer | undefined) ?? EMPTY) : undefined;
-      // undici checks timeouts over one second on a 500 ms clock; this timer holds the gateway to
-      // headersMs: past it the client gets 504 and the late answer is thrown away.
-      const deadline = setTimeout(() => {
-        breaker?.record(false);
-        sendError(reply, ex, new GatewayError('upstream_timeout'));
-      }, timeouts.headersMs);
+      // Past headersMs the client gets 504 and a late answer is thrown away.
+      const call = new UpstreamCall(breaker, timeouts.headersMs, () => sendError(reply, ex, new GatewayError('upstream_timeout')));
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) call.abandon();
+      });
       return reply.from(upstreamBasePath + operationPath(ex.operation!, ex.petId), {
         body,
         contentType: body === undefined ? undefined : String(request.headers['content-type']),
@@ -163,34 +163,45 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
         // Headers are set in onResponse, once the chain has decided what the client gets.
         rewriteHeaders: () => ({}),
         // Never on an answer (a 503 must not start a retry storm), never for createPet; listPets
-        // and getPet once on a failed connection when the policy allows it.
+        // and getPet once when the connection failed before any answer, if the policy allows it.
         retriesCount: upstream.retryIdempotent ? 1 : 0,
-        retryDelay: ({ err, attempt }) => (upstream.retryIdempotent && err && attempt < 1 && !ex.operation!.hasBody ? 1 : null),
+        retryDelay: ({ err, attempt }) =>
+          upstream.retryIdempotent && attempt < 1 && !ex.operation!.hasBody && !call.settled && isConnectionFailure(err) ? 1 : null,
         onError: (r, { error }) => {
-          clearTimeout(deadline);
-          if (r.sent) return;
-          breaker?.record(false);
+          if (call.settled) return;
+          call.finish(false);
           sendError(r as FastifyReply, ex, fromTransportError(error));
         },
         onResponse: (_request, r, raw) => {
-          clearTimeout(deadline);
           // reply-from's types call this a ServerResponse; it is undici's response.
           const res = raw as unknown as { statusCode: number; headers: IncomingHttpHeaders; stream: Readable };
           const rep = r as FastifyReply;
-          if (rep.sent) {
+          if (call.settled || rep.sent) {
             res.stream.destroy();
             return;
           }
-          breaker?.record(res.statusCode < 500);
+          call.headersArrived();
+          if (tooManyHeaders(res.headers)) {
+            res.stream.destroy();
+            call.finish(false);
+            return sendError(rep, ex, new GatewayError('bad_gateway'));
+          }
           const head = { status: res.statusCode, headers: { ...res.headers } };
           if (!request.gateway!.chain.wantsResponseBody(ex, head)) {
+            call.watch(res.stream, head.status);
             guardIdle(res.stream, timeouts.bodyMs, () => rep.log.warn({ code: 'upstream_timeout' }, 'upstream body paused too long; connection closed'));
             rep.headers(clientResponseHeaders(head.headers, ex)).send(res.stream);
             return;
           }
           readCapped(res.stream, maxBufferedBytes, timeouts.bodyMs).then(
-            ({ body, truncated }) => respond(rep, request, { ...head, body, truncated }),
-            (err: unknown) => sendError(rep, ex, fromTransportError(err)),
+            ({ body, truncated }) => {
+              call.finish(head.status < 500);
+              respond(rep, request, { ...head, body, truncated });
+            },
+            (err: unknown) => {
+              call.finish(false);
+              sendError(rep, ex, fromTransportError(err));
+            },
           );
         },
       });

@@ -21,12 +21,13 @@ import { Agent, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
-import { fromTransportError } from '../../core/failures.js';
-import { clientResponseHeaders, upstreamRequestHeaders } from '../../core/headers.js';
+import { fromTransportError, isConnectionFailure } from '../../core/failures.js';
+import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
 import type { Exchange, PolicyLog, ResponseBody } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
 import { guardIdle, readBody, readCapped } from '../shared/streams.js';
+import { UpstreamCall } from '../shared/upstream-call.js';
 
 export interface PetstoreHandler {
   /** The request handler for node:http's createServer. */
@@ -59,9 +60,8 @@ function send(res: ServerResponse, out: ResponseBody): void {
   res.end(out.body);
 }
 
-/** One upstream call of a request, while it waits for the response headers. */
-interface Call {
-  settled: boolean;
+/** One attempt of an upstream call, while it waits for the response headers. */
+interface Attempt {
   proxyReq: { destroy(): void } | undefined;
   onResponse(proxyRes: IncomingMessage): void;
 }
@@ -76,13 +76,13 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
   const proxy = backend === undefined ? createProxyServer({ agent, selfHandleResponse: true, ignorePath: true, changeOrigin: true }) : undefined;
   // A listener for every error the proxy may emit outside a call's own callback.
   proxy?.on('error', (err) => log?.warn({ cause: err.message }, 'proxy error'));
-  // One listener per event, dispatching to the call of each request (not one listener per call).
-  const calls = new WeakMap<IncomingMessage, Call>();
+  // One listener per event, dispatching to the attempt of each request (not one listener per call).
+  const pending = new WeakMap<IncomingMessage, Attempt>();
   proxy?.on('proxyReq', (proxyReq, req) => {
-    const call = calls.get(req);
-    if (call !== undefined) call.proxyReq = proxyReq;
+    const attempt = pending.get(req);
+    if (attempt !== undefined) attempt.proxyReq = proxyReq;
   });
-  proxy?.on('proxyRes', (proxyRes, req) => calls.get(req)?.onResponse(proxyRes));
+  proxy?.on('proxyRes', (proxyRes, req) => pending.get(req)?.onResponse(proxyRes));
 
   /** The final answer of the chain for a complete upstream (or built-in) response. */
   function finish(gw: Gateway, ex: Exchange, res: ResponseBody, out: ServerResponse): void {
@@ -107,31 +107,31 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
     // http-proxy-3 copies req.headers into the upstream request.
     req.headers = headers as IncomingMessage['headers'];
 
+    // Past headersMs the client gets 504, the upstream request is destroyed, a late answer dropped.
+    const call = new UpstreamCall(breaker, timeouts.headersMs, () => {
+      pending.get(req)?.proxyReq?.destroy();
+      sendError(res, ex, new GatewayError('upstream_timeout'), log);
+    });
+    res.once('close', () => {
+      if (!res.writableFinished) call.abandon();
+    });
     let attempt = 0;
     const start = () => {
-      const call: Call = { settled: false, proxyReq: undefined, onResponse };
-      calls.set(req, call);
-      const done = () => {
-        call.settled = true;
-        clearTimeout(deadline);
-        calls.delete(req);
-      };
-      // http-proxy-3 1.x applies no upstream timeout: this timer holds the gateway to headersMs.
-      const deadline = setTimeout(() => {
-        if (call.settled) return;
-        done();
-        call.proxyReq?.destroy();
-        breaker?.record(false);
-        sendError(res, ex, new GatewayError('upstream_timeout'), log);
-      }, timeouts.headersMs);
+      pending.set(req, { proxyReq: undefined, onResponse });
 
       function onResponse(proxyRes: IncomingMessage) {
+        pending.delete(req);
         if (call.settled) return proxyRes.destroy();
-        done();
+        call.headersArrived();
+        if (tooManyHeaders(proxyRes.headers)) {
+          proxyRes.destroy();
+          call.finish(false);
+          return sendError(res, ex, new GatewayError('bad_gateway'), log);
+        }
         const status = proxyRes.statusCode ?? 502;
-        breaker?.record(status < 500);
         const head = { status, headers: { ...proxyRes.headers } };
         if (!gw.chain.wantsResponseBody(ex, head)) {
+          call.watch(proxyRes, status);
           guardIdle(proxyRes, timeouts.bodyMs, () => log?.warn({ code: 'upstream_timeout' }, 'upstream body paused too long; connection closed'));
           proxyRes.on('error', () => res.destroy());
           res.writeHead(status, clientResponseHeaders(head.headers, ex) as Record<string, string | string[]>);
@@ -139,22 +139,29 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
           return;
         }
         readCapped(proxyRes, maxBufferedBytes, timeouts.bodyMs).then(
-          ({ body: b, truncated }) => finish(gw, ex, { ...head, body: b, truncated }, res),
-          (err: unknown) => sendError(res, ex, fromTransportError(err), log),
+          ({ body: b, truncated }) => {
+            call.finish(status < 500);
+            finish(gw, ex, { ...head, body: b, truncated }, res);
+          },
+          (err: unknown) => {
+            call.finish(false);
+            sendError(res, ex, fromTransportError(err), log);
+          },
         );
       }
 
       const buffer = Readable.from(body === undefined ? [] : [body]);
       proxy!.web(req, res, { target, buffer }, (err) => {
+        pending.delete(req);
         if (call.settled) return;
-        done();
-        // Never on an answer, never createPet: listPets and getPet once on a failed connection.
-        if (upstream.retryIdempotent && attempt === 0 && !ex.operation!.hasBody && !res.headersSent) {
+        // Never on an answer, never createPet: listPets and getPet once when the connection
+        // failed before any answer, if the policy allows it.
+        if (upstream.retryIdempotent && attempt === 0 && !ex.operation!.hasBody && isConnectionFailure(err)) {
           attempt++;
           start();
           return;
         }
-        breaker?.record(false);
+        call.finish(false);
         sendError(res, ex, fromTransportError(err), log);
       });
     };
