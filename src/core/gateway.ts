@@ -33,7 +33,9 @@ export class Chain {
       operation: route.kind === 'operation' ? route.operation : undefined,
       petId: route.kind === 'operation' ? route.petId : undefined,
       rawQuery: query,
-      upstreamQuery: query,
+      // Only listPets has query parameters ("Endpoints"); `list-pets` rebuilds them from the
+      // validated values. Nothing of the client's query reaches the upstream otherwise.
+      upstreamQuery: '',
       upstreamHeaders: {},
       responseHeaders: {},
       upstreamBody: undefined,

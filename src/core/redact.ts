@@ -27,7 +27,12 @@ export function isPlainMessage(text: unknown): text is string {
 }
 
 const MASKS: ReadonlyArray<[RegExp, string]> = [
-  [/((?:pass(?:word|wd)?|secret|token|api[_-]?key|credential|session|cookie)["']?\s*[:=]\s*["']?)[^\s"'&,;<]+/gi, '$1[redacted]'],
+  // name: "value": a quoted value is masked up to its closing quote, whatever it contains.
+  [/((?:pass(?:word|wd)?|secret|token|api[_-]?key|credential|session|cookie)["']?\s*[:=]\s*)(["'])(?:(?!\2)[^\\]|\\.)*\2/gi, '$1$2[redacted]$2'],
+  // name=value: unquoted, up to a space, a quote or a tag; & , ; end it only before another name= or a space.
+  [/((?:pass(?:word|wd)?|secret|token|api[_-]?key|credential|session|cookie)["']?\s*[:=]\s*["']?)(?:[^\s"'&,;<]|[&,;](?!\s|$|[\w.-]+\s*[:=]))+/gi, '$1[redacted]'],
+  // <td>DB_PASSWORD</td><td>value</td>: the name and the value in separate elements.
+  [/((?:pass(?:word|wd)?|secret|token|api[_-]?key|credential)["']?\s*[:=]?\s*(?:<[^>]*>\s*)+)[^<\s]+/gi, '$1[redacted]'],
   [/(bearer|basic)\s+[A-Za-z0-9\-._~+/]+=*/gi, '$1 [redacted]'],
   [/([a-z][a-z0-9+.-]*:\/\/)[^\s/@]*@/gi, '$1[redacted]@'],
   [/[A-Za-z0-9+/_=-]{32,}/g, '[redacted]'],
