@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { pino, type Logger, type LoggerOptions } from 'pino';
 import { buildServer } from '../adapters/fastify/server.js';
 import { buildProxyServer } from '../adapters/http-proxy-3/server.js';
@@ -140,7 +140,11 @@ async function serve(args: string[]): Promise<number> {
   // policy stays; requests in flight finish under the policy they started with.
   const reload = (reason: string) => {
     const next = loadPolicyFile(file, { env }, overrides);
-    const problems = next.ok ? holder.replace(createGateway(next.config, { env, log }, holder.current.backend)) : next.problems;
+    const problems = !next.ok
+      ? next.problems
+      : buildKeyRing(next.config.policies.auth, { env }).size === 0
+        ? [{ path: '$.policies.auth', message: 'no API key is configured, so every request would be refused' }]
+        : holder.replace(createGateway(next.config, { env, log }, holder.current.backend));
     if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
     else log.info({ file, reason }, 'policy reloaded');
   };
@@ -148,10 +152,19 @@ async function serve(args: string[]): Promise<number> {
   if (values.watch === true) watchFile(file, () => reload('file changed'));
 
   // Graceful shutdown: stop accepting, let in-flight requests finish within shutdownGraceMs, exit 0.
+  // Answers from then on say `Connection: close`, so a keep-alive client does not hold the process
+  // open for the keep-alive timeout, nor send more requests on its connection.
   let stopping = false;
+  const active = new Set<ServerResponse>();
+  running.server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
+    if (stopping) res.shouldKeepAlive = false;
+    active.add(res);
+    res.once('close', () => active.delete(res));
+  });
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
     log.info({ signal, graceMs: shutdownGraceMs }, 'shutting down');
     const force = setTimeout(() => {
       log.warn({ graceMs: shutdownGraceMs }, 'requests still in flight after the grace period; closing their connections');

@@ -167,18 +167,32 @@ function contractAjv(): Ajv {
  * Compiles validators of the response shapes, Pet and Pets, once. They take a value from
  * `parseLossless` and return the violations (`/3/id must be an integer within int64`), empty when valid.
  */
+let responseShapes: { pet: (v: LosslessValue) => string[]; pets: (v: LosslessValue) => string[] } | undefined;
+
 export function compileResponseShapes(): { pet: (v: LosslessValue) => string[]; pets: (v: LosslessValue) => string[] } {
+  // Compiled once per process: a reload does not pay for it again.
+  if (responseShapes !== undefined) return responseShapes;
   const ajv = contractAjv();
   const wrap = (validate: ReturnType<Ajv['compile']>) => (value: LosslessValue) =>
     validate(value) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.keyword === 'int64' ? 'must be an integer within int64' : (e.message ?? 'is not valid')}`);
-  return { pet: wrap(ajv.compile(PET_SCHEMA)), pets: wrap(ajv.compile({ type: 'array', items: PET_SCHEMA })) };
+  responseShapes = { pet: wrap(ajv.compile(PET_SCHEMA)), pets: wrap(ajv.compile({ type: 'array', items: PET_SCHEMA })) };
+  return responseShapes;
 }
 
 /**
  * Compiles a NewPet validator once (at policy load, never per request). It takes a value from
  * `parseLossless` and reports every violation at once.
  */
+const newPetValidators = new Map<UnknownFields, (value: LosslessValue) => NewPetCheck>();
+
 export function compileNewPet(unknownFields: UnknownFields): (value: LosslessValue) => NewPetCheck {
+  // One validator per mode for the process: policies created on a reload reuse it.
+  let check = newPetValidators.get(unknownFields);
+  if (check === undefined) newPetValidators.set(unknownFields, (check = buildNewPet(unknownFields)));
+  return check;
+}
+
+function buildNewPet(unknownFields: UnknownFields): (value: LosslessValue) => NewPetCheck {
   const validate = contractAjv().compile(newPetSchema(unknownFields));
   return (value) => {
     // A bare number is a LosslessNumber object: not a NewPet, whatever Ajv would say of its fields.

@@ -23,7 +23,8 @@ export async function buildServer(gateway: Gateway | GatewayHolder, options: Ser
     ...(options.loggerInstance === undefined ? { logger: false } : { loggerInstance: options.loggerInstance }),
     // One line per request costs more than the policies do; errors are logged where they happen.
     logController: new LogController({ disableRequestLogging: true }),
-    return503OnClosing: true,
+    // While closing, requests on open connections are still served (and told Connection: close).
+    return503OnClosing: false,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
     routerOptions: { caseSensitive: true, ignoreTrailingSlash: false, ignoreDuplicateSlashes: false },

@@ -17,6 +17,16 @@ export function clientErrorResponse(err: NodeJS.ErrnoException, socket: Socket):
     socket.destroy();
     return;
   }
+  // Bytes after a request whose answer has started on this connection (e.g. one that said
+  // Connection: close): no second response (RFC 9112 section 9.6); close once the first is out.
+  // (A request still arriving, e.g. too slowly, has a response whose headers are not sent: it gets
+  // its 408 below, as node itself would answer.)
+  const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (current?.headersSent) {
+    if (current.writableFinished) socket.destroy();
+    else current.once('finish', () => socket.end());
+    return;
+  }
   const error =
     err.code === 'HPE_HEADER_OVERFLOW'
       ? new GatewayError('headers_too_large')
