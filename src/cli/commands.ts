@@ -2,6 +2,7 @@
  * The command line: serve, check, hash-key, new-key, backend, schema. Exit codes: 0 ok, 1 runtime
  * failure, 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
  */
+import cluster from 'node:cluster';
 import { existsSync, readFileSync, watch } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { basename, dirname, join } from 'node:path';
@@ -25,12 +26,14 @@ const HELP = `petstore-gateway: a policy-enforcing gateway for the pet store int
 
 Usage:
   petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N] [--ephemeral-key] [--watch]
-                         [--engine fastify|http-proxy-3]
+                         [--engine fastify|http-proxy-3] [--workers N]
       Run the gateway. Without --policy: policies/default.yaml. --upstream, --host and --port
       override the file. --ephemeral-key: when no API key is configured, make one for this run
       and print it (the quickstart; nothing is saved). SIGHUP (and, with --watch, a change of
       the file) reloads the policy; SIGTERM/SIGINT stop gracefully. --engine: the adapter
-      (fastify, the default, or http-proxy-3); both enforce the same policies.
+      (fastify, the default, or http-proxy-3); both enforce the same policies. --workers N: N
+      processes share the port (node:cluster); SIGHUP reloads every one. With the built-in
+      backend each worker has its own in-memory store.
   petstore-gateway check FILE
       Validate a policy file; print every problem (exit 78 if any).
   petstore-gateway hash-key [--id NAME]
@@ -96,8 +99,12 @@ async function serve(args: string[]): Promise<number> {
     'ephemeral-key': { type: 'boolean' },
     watch: { type: 'boolean' },
     engine: { type: 'string' },
+    workers: { type: 'string' },
   });
   const engine = (values.engine as string | undefined) ?? 'fastify';
+  const workersText = (values.workers as string | undefined) ?? '1';
+  if (!/^[1-9][0-9]{0,2}$/.test(workersText)) throw new UsageError(`--workers must be a whole number from 1 to 999, not '${workersText}'`);
+  const workers = Number(workersText);
   if (engine !== 'fastify' && engine !== 'http-proxy-3') throw new UsageError(`--engine must be fastify or http-proxy-3, not '${engine}'`);
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const env: Record<string, string | undefined> = { ...process.env };
@@ -123,6 +130,7 @@ async function serve(args: string[]): Promise<number> {
     if (!loaded.ok) return EXIT.config;
   }
   const log = pino(loggerOptions());
+  if (workers > 1 && cluster.isPrimary) return runPrimary(workers, env, ephemeral, log);
   const holder = new GatewayHolder(createGateway(loaded.config, { env, log }));
   const running = await startEngine(engine, holder, log);
   const { host, port, shutdownGraceMs } = loaded.config.server;
@@ -130,7 +138,10 @@ async function serve(args: string[]): Promise<number> {
   const addr = running.server.address() as AddressInfo;
   const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
   log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
-  process.stdout.write(`petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})\n`);
+  const banner = `petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})`;
+  // A cluster worker tells the primary, which prints one banner for all.
+  if (cluster.isWorker) process.send?.({ type: 'listening', banner });
+  else process.stdout.write(banner + '\n');
   if (ephemeral !== undefined) {
     process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
     process.stdout.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
@@ -209,6 +220,49 @@ async function startEngine(engine: string, holder: GatewayHolder, log: Logger): 
     },
     close: () => app.close(),
   };
+}
+
+/**
+ * `serve --workers N`: the primary forks N workers (node:cluster; they share the listening socket),
+ * hands each the same environment (an ephemeral key included), prints one banner, forwards SIGHUP
+ * (every worker reloads the same file) and SIGTERM/SIGINT (each stops gracefully), and exits 0 once
+ * all have. A worker that dies unexpectedly is replaced.
+ */
+function runPrimary(workers: number, env: Record<string, string | undefined>, ephemeral: string | undefined, log: Logger): number {
+  let stopping = false;
+  let announced = false;
+  const fork = () => {
+    const worker = cluster.fork(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined)));
+    worker.on('message', (msg: { type?: string; banner?: string }) => {
+      if (msg.type !== 'listening' || announced) return;
+      announced = true;
+      process.stdout.write(`${msg.banner} with ${workers} workers\n`);
+      if (ephemeral !== undefined) {
+        process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
+      }
+    });
+  };
+  for (let i = 0; i < workers; i++) fork();
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) {
+      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(EXIT.ok);
+      return;
+    }
+    log.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
+    fork();
+  });
+  const each = (signal: NodeJS.Signals) => {
+    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal);
+  };
+  process.on('SIGHUP', () => each('SIGHUP'));
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    each(signal);
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  return -1;
 }
 
 /** Calls `onChange` (debounced) when the file changes, also when an editor replaces it. */
