@@ -166,3 +166,34 @@ t.test('serve --upstream not-a-url exits 78', async (t) => {
   t.match(r.stderr, /: \$\.upstream\.url: has the wrong format/);
   t.equal(r.stdout, '', 'it never listened');
 });
+
+t.test('serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTERM stops all with exit 0', async (t) => {
+  const { handle, match } = await spawnCliUntil(
+    t,
+    [...SERVE, '--ephemeral-key', '--workers', '2'],
+    /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) \(upstream: builtin, engine: fastify\) with 2 workers\n)(?=[\s\S]*API key for this run \(kept in memory only\): (psg_[A-Za-z0-9_-]{43})\n)/,
+    { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' } },
+  );
+  const [, url, key] = match as unknown as [string, string, string];
+  const statuses: number[] = [];
+  for (let i = 0; i < 10; i++) statuses.push((await request(`${url}/v1/pets`, { headers: bearer(key) })).status);
+  t.strictSame(statuses, Array(10).fill(200), 'every request is served with the one printed key');
+  handle.child.kill('SIGHUP');
+  const reloaded = await new Promise<boolean>((resolve) => {
+    const deadline = setTimeout(() => resolve(false), 10_000);
+    const poll = setInterval(() => {
+      if ((handle.output().stdout.match(/"msg":"policy reloaded"/g) ?? []).length >= 2) {
+        clearInterval(poll);
+        clearTimeout(deadline);
+        resolve(true);
+      }
+    }, 50);
+  });
+  t.ok(reloaded, 'both workers logged the reload');
+  t.equal((await request(`${url}/v1/pets`, { headers: bearer(key) })).status, 200, 'still serving after the reload');
+  handle.child.kill('SIGTERM');
+  const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 10_000))]);
+  t.not(exit, 'timeout', 'the primary stops on SIGTERM');
+  if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0 once its workers have');
+  t.equal(handle.output().stdout.split(key).length - 1, 1, 'the key is printed once, by the primary, and in no log line');
+});
