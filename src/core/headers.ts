@@ -8,14 +8,22 @@ import type { Exchange, HeaderValue } from './policy.js';
 
 const DROPPED = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'server', 'x-powered-by']);
 
-/** Rewrites a response header object in place for the client, and returns it. */
-export function clientResponseHeaders<H extends Record<string, HeaderValue | number>>(headers: H, ex: Exchange): H {
+type Headers = Record<string, HeaderValue | number>;
+
+/**
+ * The headers the client gets for an upstream response: a new object (copying beats deleting on
+ * the hot path). `withoutLength` leaves out content-length, for a body the gateway rewrote.
+ */
+export function clientResponseHeaders(headers: Readonly<Headers>, ex: Exchange, withoutLength = false): Headers {
   const connection = headers.connection;
-  if (typeof connection === 'string') {
-    for (const name of connection.split(',')) delete headers[name.trim().toLowerCase()];
+  const named = typeof connection === 'string' ? connection.toLowerCase().split(',').map((n) => n.trim()) : undefined;
+  const out: Headers = {};
+  for (const name in headers) {
+    if (DROPPED.has(name) || (withoutLength && name === 'content-length') || named?.includes(name) === true) continue;
+    out[name] = headers[name];
   }
-  for (const name of Object.keys(headers)) if (DROPPED.has(name)) delete headers[name];
-  return Object.assign(headers, ex.responseHeaders);
+  for (const name in ex.responseHeaders) out[name] = ex.responseHeaders[name];
+  return out;
 }
 
 /**

@@ -111,9 +111,7 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
   function respond(reply: FastifyReply, request: FastifyRequest, res: ResponseBody): void {
     const ex = request.exchange!;
     const out = request.gateway!.chain.finishResponse(ex, res);
-    const headers = clientResponseHeaders(out.headers, ex);
-    delete headers['content-length'];
-    reply.code(out.status).headers(headers).send(out.body);
+    reply.code(out.status).headers(clientResponseHeaders(out.headers, ex, true)).send(out.body);
   }
 
   if (backend !== undefined) {

@@ -87,7 +87,7 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
   /** The final answer of the chain for a complete upstream (or built-in) response. */
   function finish(gw: Gateway, ex: Exchange, res: ResponseBody, out: ServerResponse): void {
     const final = gw.chain.finishResponse(ex, res);
-    send(out, { ...final, headers: clientResponseHeaders(final.headers, ex) });
+    send(out, { ...final, headers: clientResponseHeaders(final.headers, ex, true) });
   }
 
   function forward(gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined): void {
