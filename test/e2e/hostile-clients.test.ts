@@ -14,13 +14,9 @@
 import t from 'tap';
 import { request as httpRequest, Agent, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { buildServer } from '../../src/adapters/fastify/server.js';
-import { buildProxyServer } from '../../src/adapters/http-proxy-3/server.js';
-import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { isInt64Text } from '../../src/core/contract.js';
-import { createGateway } from '../../src/gateway.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
-import { bearer, JSON_TYPE, parseRawResponse, policyText, request, startStubUpstream, testKey, type Response, type StubUpstream } from '../helpers/servers.js';
+import { bearer, JSON_TYPE, parseRawResponse, request, startGateway, startStubUpstream, testKey, type Response, type StubUpstream } from '../helpers/servers.js';
 
 type Engine = 'fastify' | 'http-proxy-3';
 const ENGINES: readonly Engine[] = ['fastify', 'http-proxy-3'];
@@ -52,28 +48,8 @@ async function goodStub(t: TapTest): Promise<StubUpstream> {
 /** The gateway of `engine` on 127.0.0.1:0 in front of a fresh stub upstream, with policy overrides. */
 async function startEngine(t: TapTest, engine: Engine, policy: Record<string, unknown> = {}): Promise<Gw> {
   const stub = await goodStub(t);
-  const key = testKey();
-  const env = { PETSTORE_API_KEYS: key };
-  const loaded = parsePolicy(policyText({ ...policy, upstream: { url: `${stub.origin}/v1` } }), { env });
-  if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
-  const gateway = createGateway(loaded.config, { env });
-  let server: Server;
-  if (engine === 'fastify') {
-    const app = await buildServer(gateway);
-    t.teardown(() => app.close());
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    server = app.server;
-  } else {
-    const handle = buildProxyServer(gateway);
-    server = handle.server;
-    t.teardown(() => {
-      server.closeAllConnections();
-      return handle.close();
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  }
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, port, key, server, stub };
+  const gw = await startGateway(t, { ...policy, upstream: { url: `${stub.origin}/v1` } }, { engine });
+  return { url: gw.url, port: (gw.server.address() as AddressInfo).port, key: gw.key, server: gw.server, stub };
 }
 
 interface RawOutcome {

@@ -129,6 +129,8 @@ export interface GatewayHandle {
   readonly key: string;
   readonly gateway: Gateway;
   readonly engine: Engine;
+  /** The listening node:http server (to count its connections, for instance). */
+  readonly server: Server;
 }
 
 export interface StartGatewayOptions {
@@ -187,7 +189,7 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   }
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, key, gateway, engine };
+  return { url: `http://127.0.0.1:${port}`, key, gateway, engine, server };
 }
 
 // ---------------------------------------------------------------------------------------------
