@@ -1,39 +1,91 @@
 // One benchmark target in its own process: prints "ready http://127.0.0.1:PORT" and serves until
-// killed. Usage: node bench/target.mjs upstream | bare-proxy URL | gateway URL|builtin
+// SIGTERM/SIGINT (then exits 0). Usage:
+//   node bench/target.mjs upstream                      the reference backend on node:http, seeded
+//   node bench/target.mjs bare-proxy URL                bare @fastify/http-proxy to URL, no policy
+//   node bench/target.mjs gateway URL|builtin [--engine fastify|http-proxy-3] [--contract off|monitor|enforce]
+//                                                       the gateway with every policy on (bench/fixtures.mjs)
+// Every upstream and built-in backend serves SEED_PETS (150) animals. With BENCH_PROFILE_FILE set,
+// SIGUSR2 starts the CPU profiler and SIGTERM writes the profile there (bench/profile.mjs).
+import { writeFileSync } from 'node:fs';
+import inspector from 'node:inspector';
 import Fastify from 'fastify';
 import httpProxy from '@fastify/http-proxy';
-import { createBackendServer, ReferenceBackend, buildServer, createGateway, parsePolicy } from '../dist/index.js';
+import { buildProxyServer, buildServer, createBackendServer } from '../dist/index.js';
+import { benchGateway, seededBackend } from './fixtures.mjs';
 
-const KEY = 'bench_' + 'k'.repeat(32);
-const [kind, url] = process.argv.slice(2);
+const [kind, url, ...rest] = process.argv.slice(2);
+const flag = (name, def) => {
+  const i = rest.indexOf(name);
+  return i === -1 ? def : rest[i + 1];
+};
+let close = async () => {};
 
-function seeded() {
-  const backend = new ReferenceBackend();
-  for (let i = 0; i < 120; i++) {
-    backend.handle({ operation: 'createPet', query: '', body: Buffer.from(`{"name":"pet ${i}","categoryId":${i},"status":"available"}`) });
-  }
-  return backend;
+async function listen(server) {
+  await new Promise((r, j) => server.listen(0, '127.0.0.1', r).once('error', j));
+  return `http://127.0.0.1:${server.address().port}`;
 }
 
 async function main() {
   if (kind === 'upstream') {
-    const server = createBackendServer({ backend: seeded() });
-    await new Promise((r) => server.listen(0, '127.0.0.1', r));
-    return `http://127.0.0.1:${server.address().port}`;
+    const server = createBackendServer({ backend: seededBackend() });
+    close = () => new Promise((r) => server.close(r));
+    return listen(server);
   }
   if (kind === 'bare-proxy') {
     const app = Fastify({ logger: false });
     await app.register(httpProxy, { upstream: url });
     await app.listen({ host: '127.0.0.1', port: 0 });
+    close = () => app.close();
     return `http://127.0.0.1:${app.server.address().port}`;
   }
-  const env = { env: { PETSTORE_API_KEYS: KEY } };
-  const loaded = parsePolicy(`upstream: { url: ${url === 'builtin' ? 'builtin' : url + '/v1'} }`, env);
-  if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
-  const gateway = createGateway(loaded.config, env, url === 'builtin' ? seeded() : undefined);
-  const app = await buildServer(gateway);
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  return `http://127.0.0.1:${app.server.address().port}`;
+  if (kind === 'gateway') {
+    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off') });
+    const engine = flag('--engine', 'fastify');
+    if (engine === 'http-proxy-3') {
+      const handle = buildProxyServer(gateway);
+      close = () => handle.close();
+      return listen(handle.server);
+    }
+    if (engine !== 'fastify') throw new Error(`unknown engine ${engine}`);
+    const app = await buildServer(gateway);
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    close = () => app.close();
+    return `http://127.0.0.1:${app.server.address().port}`;
+  }
+  throw new Error(`unknown target kind ${kind}`);
+}
+
+// With BENCH_PROFILE_FILE set: SIGUSR2 starts the CPU profiler (after start-up and warm-up, so
+// module loading is not in the profile); SIGTERM stops it and writes the profile there.
+const profileFile = process.env.BENCH_PROFILE_FILE;
+let session;
+if (profileFile) {
+  process.on('SIGUSR2', () => {
+    if (session !== undefined) return;
+    session = new inspector.Session();
+    session.connect();
+    session.post('Profiler.enable');
+    session.post('Profiler.setSamplingInterval', { interval: Number(process.env.BENCH_PROFILE_INTERVAL_US ?? 200) });
+    session.post('Profiler.start', () => process.stdout.write('profiling\n'));
+  });
+}
+function writeProfile() {
+  return new Promise((r) => {
+    if (session === undefined) return r();
+    session.post('Profiler.stop', (err, result) => {
+      if (!err) writeFileSync(profileFile, JSON.stringify(result.profile));
+      r();
+    });
+  });
+}
+
+for (const sig of ['SIGTERM', 'SIGINT']) {
+  process.once(sig, async () => {
+    await writeProfile();
+    // Exit promptly even with connections open.
+    setTimeout(() => process.exit(0), 1000).unref();
+    close().finally(() => process.exit(0));
+  });
 }
 
 main().then((u) => process.stdout.write(`ready ${u}\n`), (err) => {

@@ -1,0 +1,67 @@
+// What every bench script shares of the gateway: the "every policy on" policy, the seeded reference
+// backend and the bodies. Imports only dist (run `npm run build` first).
+import { ReferenceBackend, createGateway, parsePolicy } from '../dist/index.js';
+
+export const KEY = 'bench_' + 'k'.repeat(32);
+export const STATUSES = ['available', 'pending', 'sold'];
+/** Animals served by every upstream and built-in backend: more than 100, so limit=100 returns 100. */
+export const SEED_PETS = 150;
+/** Room for every createPet of a long run (the reference backend's default is 100,000). */
+export const MAX_PETS = 5_000_000;
+
+/**
+ * Every policy on: auth (keys from PETSTORE_API_KEYS), route, deprecation (getPet headers, sunset
+ * 2030), list-pets with response enforcement, new-pet (unknown fields rejected), upstream-errors,
+ * and response-contract (`off` unless `contract` says `monitor` or `enforce`).
+ */
+export function policyText(upstream, contract = 'off') {
+  return JSON.stringify({
+    version: 1,
+    upstream: { url: upstream },
+    policies: {
+      auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', upstreamAuthorization: 'drop' },
+      route: {},
+      deprecation: { deprecatedAt: '2026-01-01T00:00:00Z', sunset: '2030-12-05T00:00:00Z', removeAfterSunset: true },
+      'list-pets': { outOfRange: 'reject', unknownParams: 'drop', enforceResponse: true },
+      'new-pet': { maxBytes: 16384, unknownFields: 'reject' },
+      'upstream-errors': {},
+      'response-contract': { mode: contract },
+    },
+  });
+}
+
+/** A gateway (dist's createGateway) with every policy on; `keys` is PETSTORE_API_KEYS. */
+export function benchGateway({ upstream = 'builtin', contract = 'off', keys = KEY, backend } = {}) {
+  const env = { env: { PETSTORE_API_KEYS: keys } };
+  const loaded = parsePolicy(policyText(upstream, contract), env);
+  if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
+  return createGateway(loaded.config, env, upstream === 'builtin' ? (backend ?? seededBackend()) : undefined);
+}
+
+export function petText(i) {
+  return `{"name":"pet ${i}","categoryId":${i},"status":"${STATUSES[i % 3]}"}`;
+}
+
+export function seededBackend(n = SEED_PETS) {
+  const backend = new ReferenceBackend({ maxPets: MAX_PETS });
+  for (let i = 0; i < n; i++) {
+    const r = backend.handle({ operation: 'createPet', query: '', body: Buffer.from(petText(i)) });
+    if (r.status !== 201) throw new Error(`seeding: ${r.status} ${r.body}`);
+  }
+  return backend;
+}
+
+/** A valid NewPet of exactly `bytes` bytes (the name is padded). */
+export function newPetOfSize(bytes) {
+  const shell = '{"name":"","categoryId":9223372036854775807,"status":"available"}';
+  if (bytes < shell.length) throw new Error(`a NewPet needs at least ${shell.length} bytes`);
+  const body = `{"name":"${'n'.repeat(bytes - shell.length)}","categoryId":9223372036854775807,"status":"available"}`;
+  return body;
+}
+
+/** A JSON array of `n` Pets as an upstream sends it (ids above 2^53, int64 categoryId). */
+export function petList(n) {
+  const items = [];
+  for (let i = 0; i < n; i++) items.push(`{"id":${9007199254740993n + BigInt(i)},"name":"pet number ${i}","categoryId":9223372036854775807,"status":"${STATUSES[i % 3]}"}`);
+  return Buffer.from('[' + items.join(',') + ']');
+}

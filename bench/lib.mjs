@@ -1,0 +1,371 @@
+// Helpers shared by the benchmark scripts: target processes, /proc readings (CPU time, RSS), the
+// load generator (autocannon, programmatic, in this process), statistics and Markdown output.
+// Everything is bounded: every load has a duration or an amount, every wait a deadline.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const BENCH = join(ROOT, 'bench');
+/** The API key every bench target accepts (a bench-only constant, not a secret). */
+export const KEY = 'bench_' + 'k'.repeat(32);
+export const AUTH = `Bearer ${KEY}`;
+export const NEW_PET = '{"name":"bench pet","categoryId":9223372036854775807,"status":"available"}';
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A number from the environment, with a default and bounds (a typo never makes a run unbounded). */
+export function envNum(name, def, min = 0, max = Number.MAX_SAFE_INTEGER) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return def;
+  const n = Number(raw);
+  if (!Number.isFinite(n)) throw new Error(`${name}=${raw} is not a number`);
+  return Math.min(max, Math.max(min, n));
+}
+
+/** True when a script is run directly (not imported by bench/run.mjs). */
+export function isMain(metaUrl) {
+  return process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(metaUrl);
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc
+
+let tck;
+/** Clock ticks per second of /proc/<pid>/stat (getconf CLK_TCK, 100 on Linux). */
+export function clockTicks() {
+  if (tck === undefined) {
+    const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8', timeout: 5000 });
+    tck = Number(r.stdout?.trim()) || 100;
+  }
+  return tck;
+}
+
+/** utime + stime of a process (all its threads) in ms. */
+export function cpuMs(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks();
+}
+
+/** The process and all its descendants (for a CLI that forks workers). */
+export function processTree(pid) {
+  const parentOf = new Map();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      parentOf.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) for (const [child, parent] of parentOf) if (parent === out[i]) out.push(child);
+  return out;
+}
+
+export function treeCpuMs(pids) {
+  let sum = 0;
+  for (const p of pids) {
+    try {
+      sum += cpuMs(p);
+    } catch {
+      // gone
+    }
+  }
+  return sum;
+}
+
+/** A field of /proc/<pid>/status in MB (VmRSS, VmHWM); NaN when the process is gone. */
+export function statusMb(pid, field = 'VmRSS') {
+  try {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m === null ? NaN : Number(m[1]) / 1024;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Samples the summed VmRSS of some processes every `everyMs`; stop() returns the samples. */
+export function rssSampler(pids, everyMs = 200) {
+  const samples = [];
+  const take = () => samples.push(pids.reduce((a, p) => a + statusMb(p), 0));
+  take();
+  const timer = setInterval(take, everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      take();
+      return { samples, peak: Math.max(...samples.filter(Number.isFinite)), last: samples[samples.length - 1] };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target processes
+
+const children = new Set();
+process.once('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.once(sig, () => {
+    for (const c of children) c.kill('SIGKILL');
+    process.exit(130);
+  });
+}
+
+/**
+ * Starts a child process and waits (at most `timeoutMs`) until its stdout matches `ready`
+ * (first group: the URL). Returns { child, pid, url, stop }.
+ */
+export function startProcess(args, { ready = /ready (\S+)/, env = process.env, execArgv = [], timeoutMs = 30_000, cwd = ROOT } = {}) {
+  const child = spawn(process.execPath, [...execArgv, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let stopping = false;
+  child.once('exit', (code, signal) => {
+    children.delete(child);
+    if (!stopping && readyDone) {
+      process.stderr.write(`bench: ${args.map((a) => a.replace(ROOT + '/', '')).join(' ')} (pid ${child.pid}) exited unexpectedly (${code ?? signal})\n${err.slice(-3000)}\n`);
+    }
+  });
+  let readyDone = false;
+  let out = '';
+  let err = '';
+  child.stderr.setEncoding('utf8').on('data', (s) => (err = (err + s).slice(-10_000)));
+  return new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${args.join(' ')}: not ready within ${timeoutMs} ms\n${out}\n${err}`));
+    }, timeoutMs);
+    child.stdout.setEncoding('utf8').on('data', (s) => {
+      if (out.length < 100_000) out += s;
+      const m = ready.exec(out);
+      if (m !== null && !readyDone) {
+        clearTimeout(timer);
+        readyDone = true;
+        resolvePromise({
+          child,
+          pid: child.pid,
+          url: m[1],
+          output: () => ({ out, err }),
+          stop: () => {
+            stopping = true;
+            return stopProcess(child);
+          },
+        });
+      }
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${args.join(' ')} exited (${code ?? signal}) before it was ready\n${out}\n${err}`));
+    });
+  });
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; resolves when the process has exited. */
+export function stopProcess(child, graceMs = 5000) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((r) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      r();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** A bench target (bench/target.mjs) in its own process. */
+export function startTarget(kind, ...args) {
+  const opts = typeof args[args.length - 1] === 'object' ? args.pop() : {};
+  return startProcess([join(BENCH, 'target.mjs'), kind, ...args], opts);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+/**
+ * One autocannon run against `url` (bounded by `duration` seconds or `amount` requests). Latencies
+ * are collected exactly from autocannon's response events (its histogram rounds to whole ms).
+ */
+export function load(url, { path = '/', method = 'GET', headers = {}, body, requests, connections = 50, duration = 3, amount, maxSeconds = 120, timeout = 10 } = {}) {
+  const opts = { url: url + path, method, headers, body, connections, timeout, requests };
+  if (amount !== undefined) opts.amount = amount;
+  else opts.duration = duration;
+  let lat = new Float64Array(1 << 16);
+  let n = 0;
+  return new Promise((resolvePromise, reject) => {
+    const started = process.hrtime.bigint();
+    // A run bounded by `amount` is also bounded in time.
+    const watchdog = setTimeout(() => instance.stop(), maxSeconds * 1000);
+    const instance = autocannon(opts, (err, r) => {
+      clearTimeout(watchdog);
+      if (err) return reject(err);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const sorted = lat.subarray(0, n).sort();
+      resolvePromise({
+        total: r.requests.total,
+        ok: r['2xx'],
+        non2xx: r.non2xx,
+        errors: r.errors,
+        timeouts: r.timeouts,
+        statuses: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([k, v]) => [k, v.count])),
+        seconds,
+        rps: r.requests.total / (r.duration || seconds),
+        p50: quantile(sorted, 0.5),
+        p99: quantile(sorted, 0.99),
+      });
+    });
+    instance.on('response', (_client, _status, _bytes, ms) => {
+      if (n === lat.length) {
+        const bigger = new Float64Array(lat.length * 2);
+        bigger.set(lat);
+        lat = bigger;
+      }
+      lat[n++] = ms;
+    });
+  });
+}
+
+/** A load round with CPU time (of `pids`, summed) and RSS sampled during it. */
+export async function measured(url, pids, loadOptions) {
+  const cpu0 = treeCpuMs(pids);
+  const self0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  const rss = rssSampler(pids);
+  let r;
+  let mem;
+  try {
+    r = await load(url, loadOptions);
+  } finally {
+    mem = rss.stop();
+  }
+  const cpu = treeCpuMs(pids) - cpu0;
+  const self = process.cpuUsage(self0);
+  const wallUs = Number(process.hrtime.bigint() - t0) / 1000;
+  return {
+    ...r,
+    cpuMs: cpu,
+    cpuUsPerReq: (cpu * 1000) / Math.max(1, r.total),
+    /** Share of one core the target used, and the load generator (this process). */
+    targetCores: (cpu * 1000) / wallUs,
+    loadgenCores: (self.user + self.system) / wallUs,
+    peakRssMb: mem.peak,
+  };
+}
+
+/** A plain request with a deadline, for sanity checks. */
+export async function call(url, { method = 'GET', headers = {}, body } = {}) {
+  const res = await fetch(url, { method, headers, body, signal: AbortSignal.timeout(10_000) });
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+export function quantile(sorted, q) {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+export function median(xs) {
+  const s = Array.from(xs).filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** The rotation of `xs` by `r`: round r starts with another target, so none is always first. */
+export function rotate(xs, r) {
+  const k = r % xs.length;
+  return xs.slice(k).concat(xs.slice(0, k));
+}
+
+/** ns per call of fn (which gets the iteration index and returns something, kept in a sink). */
+export function nsPerOp(fn, iterations) {
+  let sink = 0;
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < iterations; i++) {
+    const v = fn(i);
+    if (v === sink) sink++;
+  }
+  const ns = Number(process.hrtime.bigint() - t0) / iterations;
+  globalThis.__benchSink = sink;
+  return ns;
+}
+
+/**
+ * Micro-benchmark: cases { name, fn, iterations } timed in `rounds` interleaved rounds (order
+ * rotated each round) after one warm-up pass each; returns the median ns per op and the range.
+ */
+export function microRounds(cases, rounds, passMs = 150) {
+  for (const c of cases) {
+    // Calibrated so that one pass takes about passMs (after a warm-up of the same length).
+    if (c.iterations === undefined) {
+      let n = 1;
+      let ns = nsPerOp(c.fn, n);
+      while (ns * n < passMs * 1e5 && n < 1e8) ns = nsPerOp(c.fn, (n *= 4)); // about a tenth of a pass
+      c.iterations = Math.max(3, Math.round((passMs * 1e6) / Math.max(1, ns)));
+    }
+    nsPerOp(c.fn, c.iterations);
+  }
+  const per = cases.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    for (const i of rotate([...cases.keys()], r)) per[i].push(nsPerOp(cases[i].fn, cases[i].iterations));
+  }
+  return cases.map((c, i) => ({ name: c.name, ns: median(per[i]), min: Math.min(...per[i]), max: Math.max(...per[i]), rounds: per[i] }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+export function fmt(x, digits = 0) {
+  if (x === undefined || Number.isNaN(x)) return 'n/a';
+  return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+export const ratio = (x) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
+
+export function table(head, rows) {
+  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+export function machine() {
+  const cpuinfo = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
+  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? cpus()[0]?.model ?? 'unknown';
+  const nproc = spawnSync('nproc', [], { encoding: 'utf8', timeout: 5000 }).stdout?.trim() || String(cpus().length);
+  const loadavg = existsSync('/proc/loadavg') ? readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ') : 'n/a';
+  return { nproc, model, node: process.version, date: new Date().toISOString(), loadavg };
+}
+
+/** Replaces the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in a file (appends the block if absent). */
+export function writeSection(file, name, content) {
+  const begin = `<!-- ${name}:begin -->`;
+  const end = `<!-- ${name}:end -->`;
+  const block = `${begin}\n${content.trim()}\n${end}`;
+  const old = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  const i = old.indexOf(begin);
+  const j = old.indexOf(end);
+  const next = i !== -1 && j > i ? old.slice(0, i) + block + old.slice(j + end.length) : (old === '' ? '' : old.trimEnd() + '\n\n') + block + '\n';
+  writeFileSync(file, next);
+}
+
+/** Runs `node script --json` in a fresh process and returns what it printed as JSON (last line). */
+export async function runJsonChild(script, { execArgv = [], timeoutMs = 300_000, env = process.env } = {}) {
+  const child = spawn(process.execPath, [...execArgv, join(BENCH, script), '--json'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.add(child);
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (s) => (out += s));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const code = await new Promise((r) => child.once('exit', (c, s) => r(c ?? s)));
+  clearTimeout(timer);
+  children.delete(child);
+  if (code !== 0) throw new Error(`${script} exited ${code}\n${out.slice(-2000)}`);
+  const lines = out.trim().split('\n');
+  return JSON.parse(lines[lines.length - 1]);
+}

@@ -1,0 +1,184 @@
+// `npm run bench`: every measurement of the gateway in one run, on this machine, side by side,
+// and BENCHMARKS.md rewritten between its `bench` markers (the rest of the file is kept):
+//   1. bench/chain.mjs    the policy chain alone (fresh process)
+//   2. bench/growth.mjs   cost growth: body size, list length, number of keys, 1M unknown keys (fresh process, --expose-gc)
+//   3. bench/forward.mjs  bare @fastify/http-proxy vs the gateway (both engines, + monitor) vs built-in, 4 routes
+//   4. bench/scaling.mjs  connections 10..1,000, memory under 1,000 connections and distinct keys, body size over sockets
+//   5. bench/workers.mjs  serve --workers 1 vs 2 (when the CLI has --workers)
+//   6. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
+// then the targets of the issue, each met or not and by how much.
+//
+//   npm run build && node bench/run.mjs [--no-write]
+//
+// Every knob is an environment variable, documented at the top of each script; BENCH_SKIP takes a
+// comma list of chain,growth,forward,scaling,workers to leave out (their section then says so);
+// BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (30) bounds the whole run.
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { ROOT, fmt, machine, ratio, runJsonChild, table, writeSection } from './lib.mjs';
+import { ROUTES, runForward } from './forward.mjs';
+import { runProfile } from './profile.mjs';
+import { runScaling } from './scaling.mjs';
+import { runWorkers } from './workers.mjs';
+
+const started = Date.now();
+// A run is bounded as a whole too: children are killed on exit (bench/lib.mjs).
+const MAX_MINUTES = Number(process.env.BENCH_MAX_MINUTES ?? 30);
+setTimeout(() => {
+  process.stderr.write(`bench: still running after ${MAX_MINUTES} min (BENCH_MAX_MINUTES): stopped\n`);
+  process.exit(1);
+}, MAX_MINUTES * 60_000).unref();
+const skip = new Set((process.env.BENCH_SKIP ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+const log = (s) => process.stderr.write(s + '\n');
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`;
+const m = machine();
+log(`bench: node ${m.node}, ${m.nproc} × ${m.model}, load average ${m.loadavg}`);
+
+async function section(name, fn) {
+  if (skip.has(name)) {
+    log(`bench: ${name} skipped (BENCH_SKIP)`);
+    return undefined;
+  }
+  log(`bench: ${name} ... (${elapsed()})`);
+  const r = await fn();
+  log(`bench: ${name} done (${elapsed()})`);
+  return r;
+}
+
+const chain = await section('chain', () => runJsonChild('chain.mjs'));
+const growth = await section('growth', () => runJsonChild('growth.mjs', { execArgv: ['--expose-gc'] }));
+const forward = await section('forward', () => runForward({ log }));
+const scaling = await section('scaling', () => runScaling({ log }));
+const workers = await section('workers', () => runWorkers({ log }));
+const profile = process.env.BENCH_PROFILE === '1' ? await section('profile', () => runProfile({ log })) : undefined;
+
+// ---------------------------------------------------------------------------------------------
+// The targets of the issue
+
+const verdicts = [];
+function margin(value, bound, atMost) {
+  const met = atMost ? value <= bound : value >= bound;
+  const pct = atMost ? (value / bound - 1) * 100 : (1 - value / bound) * 100;
+  return { met, text: met ? `met (${fmt(Math.abs(pct), 0)}% ${atMost ? 'under' : 'above'} the bound)` : `**not met** (${fmt(Math.abs(pct), 0)}% ${atMost ? 'over' : 'short'})` };
+}
+
+if (forward !== undefined) {
+  const gatewayTargets = forward.targets.filter((t) => ['fastify', 'http-proxy-3', 'monitor'].includes(t.id));
+  const criteria = [
+    { label: 'CPU per request ≤ 1.05× bare', key: 'cpuX', bound: 1.05, atMost: true },
+    { label: 'p99 ≤ 1.1× bare', key: 'p99X', bound: 1.1, atMost: true },
+    { label: 'requests per CPU-second ≥ 1.2× bare', key: 'perCpuX', bound: 1.2, atMost: false },
+  ];
+  for (const c of criteria) {
+    for (const t of gatewayTargets) {
+      const values = forward.routes.map((r) => forward.summary[r][t.id][c.key]);
+      const worst = c.atMost ? Math.max(...values) : Math.min(...values);
+      const v = margin(worst, c.bound, c.atMost);
+      verdicts.push({
+        criterion: c.label,
+        who: t.id === 'monitor' ? `${t.name} (variant)` : t.name,
+        cells: values.map((x) => `${ratio(x)}${(c.atMost ? x <= c.bound : x >= c.bound) ? '' : ' ✗'}`),
+        verdict: `${v.text}; worst ${ratio(worst)}×`,
+        met: v.met,
+      });
+    }
+  }
+  if (forward.routes.some((r) => forward.summary[r].builtinOverForward !== undefined)) {
+    const values = forward.routes.map((r) => forward.summary[r].builtinOverForward);
+    const worst = Math.min(...values.filter((x) => x !== undefined));
+    const v = margin(worst, 2, false);
+    verdicts.push({ criterion: 'built-in ≥ 2× the req/s of the same gateway forwarding', who: 'gateway, built-in vs engine fastify to the upstream', cells: values.map((x) => `${ratio(x)}${x >= 2 ? '' : ' ✗'}`), verdict: `${v.text}; worst ${ratio(worst)}×`, met: v.met });
+  }
+}
+const other = [];
+if (scaling !== undefined) {
+  const s = scaling.memory.steady;
+  other.push([`memory flat under ${s.label}`, s.target, `RSS ${fmt(s.first, 1)} → ${fmt(s.last, 1)} MB (${s.growth >= 0 ? '+' : ''}${fmt(s.growth, 1)} MB, ${fmt(s.pct, 1)}%), peak ${fmt(s.peak, 1)} MB`, s.flat ? 'met (flat)' : '**not met** (grows)']);
+  const k = scaling.memory.keys;
+  other.push([`memory flat under ${k.label}`, k.target, `RSS ${fmt(k.first, 1)} → ${fmt(k.last, 1)} MB (${k.growth >= 0 ? '+' : ''}${fmt(k.growth, 1)} MB, ${fmt(k.pct, 1)}%), peak ${fmt(k.peak, 1)} MB`, k.flat ? 'met (flat)' : '**not met** (grows)']);
+}
+if (growth !== undefined) {
+  const g = growth.invalid;
+  const flat = g.heapGrowthMb <= 1;
+  other.push([`memory flat under ${fmt(g.count)} distinct unknown keys`, 'the policy chain (dist), no sockets', `heap after GC ${fmt(g.samples[0].heap, 1)} → ${fmt(g.samples[g.samples.length - 1].heap, 1)} MB (${g.heapGrowthMb >= 0 ? '+' : ''}${fmt(g.heapGrowthMb, 2)} MB) from the start to the last quarter; RSS ${g.rssGrowthMb >= 0 ? '+' : ''}${fmt(g.rssGrowthMb, 1)} MB`, flat ? 'met (flat)' : '**not met** (grows)']);
+  const kr = growth.keys;
+  other.push([`key lookup O(1) up to ${fmt(kr.largest)} keys`, 'chain.begin (getPet)', `worst of valid and unknown keys, N keys ÷ 10 keys (fastest rounds): ${ratio(kr.worstRatio)}×`, kr.worstRatio <= 1.5 ? 'met (within 1.5× of the 10-key time)' : '**not met** (more than 1.5× the 10-key time)']);
+}
+
+const verdictMd = [
+  '### Targets',
+  '',
+  forward === undefined
+    ? 'The forwarding matrix was skipped (BENCH_SKIP).'
+    : table(['target', 'gateway', ...forward.routes.map((r) => ROUTES[r].name), 'verdict (worst route)'], verdicts.map((v) => [v.criterion, v.who, ...v.cells, v.verdict])),
+  '',
+  'Ratios are medians of per-round ratios against bare @fastify/http-proxy measured in the same round (see the matrix below); ✗ marks a route that misses.',
+  '',
+  other.length === 0 ? '' : table(['target', 'measured on', 'measured', 'verdict'], other),
+  '',
+  `serve --workers: ${workers === undefined ? 'skipped' : workers.measured ? Object.entries(workers.summary).map(([n, s]) => `${n} worker(s) ${fmt(s.rps)} req/s (×${ratio(s.rpsX)})`).join(', ') + ' (no target set; see the table below)' : 'not measured: the CLI in dist has no --workers'}.`,
+].join('\n');
+
+// ---------------------------------------------------------------------------------------------
+// BENCHMARKS.md
+
+const nginx = spawnSync('nginx', ['-v'], { encoding: 'utf8', timeout: 5000 });
+const total = (Date.now() - started) / 1000;
+const md = [
+  '## Results of the last `npm run bench`',
+  '',
+  `- **Command**: \`npm run bench\` (= \`npm run build && node bench/run.mjs\`)${process.env.BENCH_SKIP ? `, BENCH_SKIP=${process.env.BENCH_SKIP}` : ''}; ${fmt(total)} s in all.`,
+  `- **Knobs set**: ${Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_')).map(([k, v]) => `${k}=${v}`).join(', ') || 'none (defaults)'}.`,
+  `- **Machine**: ${m.nproc} × ${m.model} (nproc ${m.nproc}), node ${m.node}, load average at start ${m.loadavg} (shared machine: read ratios, not absolute figures).`,
+  `- **Date**: ${m.date}.`,
+  `- **Load generator**: autocannon ${autocannonVersion()} (programmatic, in the parent process, same machine); targets in child processes; everything on 127.0.0.1.`,
+  `- **nginx**: not measured (${nginx.error ? 'not installed on this machine' : 'not part of this harness'}). wrk: not installed; autocannon only.`,
+  '',
+  verdictMd,
+  '',
+  forward?.markdown ?? '### Side by side\n\nSkipped (BENCH_SKIP).',
+  '',
+  chain === undefined ? '### The policy chain alone\n\nSkipped (BENCH_SKIP).' : chainWithShare(chain.markdown),
+  '',
+  growth?.markdown ?? '### How the cost grows\n\nSkipped (BENCH_SKIP).',
+  '',
+  scaling?.markdown ?? '### Sockets\n\nSkipped (BENCH_SKIP).',
+  '',
+  workers?.markdown ?? '### serve --workers N\n\nSkipped (BENCH_SKIP).',
+].join('\n');
+
+function chainWithShare(markdown) {
+  if (forward === undefined) return markdown;
+  // What share of the gateway's CPU per request the chain is, route by route.
+  const pairs = [
+    ['list20', 'listPets limit=20, valid (20 animals enforced)'],
+    ['list100', 'listPets limit=100, valid (100 animals enforced)'],
+    ['get', 'getPet, valid (streamed: no body phase)'],
+    ['create', 'createPet, valid 73 B NewPet'],
+  ].filter(([r]) => forward.routes.includes(r));
+  const rows = pairs.map(([r, name]) => {
+    const ns = chain.results.find((x) => x.name === name)?.ns;
+    const f = forward.summary[r].fastify?.cpuUs;
+    const b = forward.summary[r].bare?.cpuUs;
+    return [ROUTES[r].name, fmt(ns / 1000, 1), f === undefined ? 'n/a' : fmt(f), f === undefined ? 'n/a' : `${fmt((ns / 1000 / f) * 100, 1)}%`, f === undefined ? 'n/a' : fmt(f - b)];
+  });
+  return [markdown, '', 'The chain beside the whole request (engine fastify, from the matrix above):', '', table(['route', 'chain µs', 'gateway CPU µs/req', 'chain share', 'gateway − bare CPU µs/req'], rows)].join('\n');
+}
+
+function autocannonVersion() {
+  try {
+    return JSON.parse(spawnSync(process.execPath, ['-p', "JSON.stringify(require('autocannon/package.json').version)"], { cwd: ROOT, encoding: 'utf8' }).stdout);
+  } catch {
+    return '8';
+  }
+}
+
+console.log(md);
+if (profile !== undefined) console.log('\n' + profile.markdown);
+if (!process.argv.includes('--no-write')) {
+  const file = join(ROOT, 'BENCHMARKS.md');
+  writeSection(file, 'bench', md);
+  if (profile !== undefined) writeSection(file, 'profile', profile.markdown);
+  log(`bench: wrote ${file} (${elapsed()})`);
+}
+process.exit(0);
