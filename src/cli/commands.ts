@@ -134,19 +134,8 @@ async function serve(args: string[]): Promise<number> {
   const holder = new GatewayHolder(createGateway(loaded.config, { env, log }));
   const running = await startEngine(engine, holder, log);
   const { host, port, shutdownGraceMs } = loaded.config.server;
-  await running.listen(host, port);
-  const addr = running.server.address() as AddressInfo;
-  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
-  const banner = `petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})`;
-  // A cluster worker tells the primary, which prints one banner for all.
-  if (cluster.isWorker) process.send?.({ type: 'listening', banner });
-  else process.stdout.write(banner + '\n');
-  if (ephemeral !== undefined) {
-    process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
-    process.stdout.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
-  }
-
+  // Signal handlers come before listening: a SIGHUP that arrives while starting (a cluster primary
+  // forwards it as soon as one worker is up) must reload, not kill the process.
   // Hot reload: re-read the file; an invalid file is refused with its problems logged and the old
   // policy stays; requests in flight finish under the policy they started with.
   const reload = (reason: string) => {
@@ -189,6 +178,19 @@ async function serve(args: string[]): Promise<number> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  await running.listen(host, port);
+  const addr = running.server.address() as AddressInfo;
+  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
+  const banner = `petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})`;
+  // A cluster worker tells the primary, which prints one banner for all.
+  if (cluster.isWorker) process.send?.({ type: 'listening', banner });
+  else process.stdout.write(banner + '\n');
+  if (ephemeral !== undefined) {
+    process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
+    process.stdout.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
+  }
+
   return -1; // keep running
 }
 
@@ -230,12 +232,12 @@ async function startEngine(engine: string, holder: GatewayHolder, log: Logger): 
  */
 function runPrimary(workers: number, env: Record<string, string | undefined>, ephemeral: string | undefined, log: Logger): number {
   let stopping = false;
-  let announced = false;
+  let listening = 0;
   const fork = () => {
     const worker = cluster.fork(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined)));
     worker.on('message', (msg: { type?: string; banner?: string }) => {
-      if (msg.type !== 'listening' || announced) return;
-      announced = true;
+      // One banner, once every worker listens (so a SIGHUP from then on reaches them all).
+      if (msg.type !== 'listening' || ++listening !== workers) return;
       process.stdout.write(`${msg.banner} with ${workers} workers\n`);
       if (ephemeral !== undefined) {
         process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
