@@ -123,7 +123,7 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
         query: ex.upstreamQuery,
         body: ex.upstreamBody ?? (request.body as Buffer | undefined),
       });
-      respond(reply, request, { status: res.status, headers: { ...JSON_HEADERS }, body: Buffer.from(res.body), truncated: false });
+      respond(reply, request, { status: res.status, headers: JSON_HEADERS, body: Buffer.from(res.body), truncated: false });
     };
     for (const url of ROUTES) app.route({ method: METHODS, url, handler, exposeHeadRoute: false });
     return;
@@ -184,7 +184,8 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
             call.finish(false);
             return sendError(rep, ex, new GatewayError('bad_gateway'));
           }
-          const head = { status: res.statusCode, headers: { ...res.headers } };
+          // Policies only read these headers; clientResponseHeaders makes the client's copy.
+          const head = { status: res.statusCode, headers: res.headers };
           if (!request.gateway!.chain.wantsResponseBody(ex, head)) {
             call.watch(res.stream, head.status);
             guardIdle(res.stream, timeouts.bodyMs, () => rep.log.warn({ code: 'upstream_timeout' }, 'upstream body paused too long; connection closed'));

@@ -29,6 +29,8 @@ import { GatewayHolder, type Gateway } from '../../gateway.js';
 import { guardIdle, readBody, readCapped } from '../shared/streams.js';
 import { UpstreamCall } from '../shared/upstream-call.js';
 
+const JSON_HEADERS = { 'content-type': ERROR_CONTENT_TYPE };
+
 export interface PetstoreHandler {
   /** The request handler for node:http's createServer. */
   readonly handler: (req: IncomingMessage, res: ServerResponse) => void;
@@ -93,7 +95,7 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
   function forward(gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined): void {
     if (backend !== undefined) {
       const r = backend.handle({ operation: ex.operation!.id, petId: ex.petId, query: ex.upstreamQuery, body });
-      finish(gw, ex, { status: r.status, headers: { 'content-type': ERROR_CONTENT_TYPE }, body: Buffer.from(r.body), truncated: false }, res);
+      finish(gw, ex, { status: r.status, headers: JSON_HEADERS, body: Buffer.from(r.body), truncated: false }, res);
       return;
     }
     const closed = breaker?.admit();
@@ -129,7 +131,8 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
           return sendError(res, ex, new GatewayError('bad_gateway'), log);
         }
         const status = proxyRes.statusCode ?? 502;
-        const head = { status, headers: { ...proxyRes.headers } };
+        // Policies only read these headers; clientResponseHeaders makes the client's copy.
+        const head = { status, headers: proxyRes.headers };
         if (!gw.chain.wantsResponseBody(ex, head)) {
           call.watch(proxyRes, status);
           guardIdle(proxyRes, timeouts.bodyMs, () => log?.warn({ code: 'upstream_timeout' }, 'upstream body paused too long; connection closed'));
