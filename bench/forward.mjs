@@ -1,5 +1,5 @@
 // Side by side, in one run, interleaved rounds: bare @fastify/http-proxy (no policy) vs the gateway
-// with every policy on (engine fastify and engine http-proxy-3, to the same upstream process), the
+// with every policy on (engines undici, fastify and http-proxy-3, to the same upstream process), the
 // same with response-contract in monitor mode, and the gateway with its built-in backend. Four
 // routes: GET /v1/pets?limit=20, ?limit=100, GET /v1/pets/7, POST /v1/pets. For each target and
 // route: req/s, p50/p99 latency (exact, from every response), CPU time per request of the target
@@ -11,7 +11,7 @@
 //
 // Environment: BENCH_ROUNDS (3), BENCH_SECONDS (3, per round per target per route),
 // BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_TARGETS (comma list of
-// bare,fastify,http-proxy-3,monitor,builtin,builtin-http-proxy-3,direct; default the first five),
+// bare,undici,fastify,http-proxy-3,monitor,builtin,builtin-fastify,builtin-http-proxy-3,direct; default the first six),
 // BENCH_ROUTES (list20,list100,get,create).
 import { AUTH, NEW_PET, call, envNum, fmt, isMain, machine, measured, load, median, ratio, rotate, startTarget, statusMb, table } from './lib.mjs';
 import { SEED_PETS } from './fixtures.mjs';
@@ -19,10 +19,12 @@ import { SEED_PETS } from './fixtures.mjs';
 export const TARGETS = {
   direct: { name: 'upstream direct (no proxy)', gateway: false, start: (up) => ({ ...up, stop: async () => {} }) },
   bare: { name: 'bare @fastify/http-proxy', gateway: false, start: (up) => startTarget('bare-proxy', up.url) },
+  undici: { name: 'gateway, engine undici (default)', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici') },
   fastify: { name: 'gateway, engine fastify', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'fastify') },
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'http-proxy-3') },
-  monitor: { name: 'gateway, fastify + response-contract monitor', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'fastify', '--contract', 'monitor') },
-  builtin: { name: 'gateway, built-in backend (fastify)', gateway: true, builtin: true, start: () => startTarget('gateway', 'builtin', '--engine', 'fastify') },
+  monitor: { name: 'gateway, undici + response-contract monitor', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici', '--contract', 'monitor') },
+  builtin: { name: 'gateway, built-in backend (undici)', gateway: true, builtin: true, start: () => startTarget('gateway', 'builtin', '--engine', 'undici') },
+  'builtin-fastify': { name: 'gateway, built-in backend (fastify)', gateway: true, builtin: true, start: () => startTarget('gateway', 'builtin', '--engine', 'fastify') },
   'builtin-http-proxy-3': { name: 'gateway, built-in backend (http-proxy-3)', gateway: true, builtin: true, start: () => startTarget('gateway', 'builtin', '--engine', 'http-proxy-3') },
 };
 
@@ -63,7 +65,7 @@ export async function runForward(o = {}) {
   const SECONDS = o.seconds ?? envNum('BENCH_SECONDS', 3, 0.5, 120);
   const CONNECTIONS = o.connections ?? envNum('BENCH_CONNECTIONS', 50, 1, 2000);
   const WARMUP = envNum('BENCH_WARMUP_SECONDS', 1, 0, 30);
-  const targetIds = (process.env.BENCH_TARGETS ?? 'bare,fastify,http-proxy-3,monitor,builtin').split(',').map((s) => s.trim()).filter(Boolean);
+  const targetIds = (process.env.BENCH_TARGETS ?? 'bare,undici,fastify,http-proxy-3,monitor,builtin').split(',').map((s) => s.trim()).filter(Boolean);
   const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of targetIds) if (!(id in TARGETS)) throw new Error(`BENCH_TARGETS: unknown target ${id}`);
   for (const id of routeIds) if (!(id in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${id}`);
@@ -129,10 +131,10 @@ export async function runForward(o = {}) {
           rounds: rs.map((x) => ({ rps: x.rps, p50: x.p50, p99: x.p99, cpuUs: x.cpuUsPerReq, peakRss: x.peakRssMb })),
         };
       }
-      // Built-in vs the same gateway (fastify) forwarding to the upstream, paired by round.
-      if (results[routeId].builtin && results[routeId].fastify) {
+      // Built-in vs the same gateway (engine undici) forwarding to the upstream, paired by round.
+      if (results[routeId].builtin && results[routeId].undici) {
         const b = results[routeId].builtin;
-        const f = results[routeId].fastify;
+        const f = results[routeId].undici;
         summary[routeId].builtinOverForward = median(b.map((x, i) => x.rps / f[i].rps));
         summary[routeId].builtinOverForwardRange = [Math.min(...b.map((x, i) => x.rps / f[i].rps)), Math.max(...b.map((x, i) => x.rps / f[i].rps))];
       }
@@ -165,7 +167,7 @@ export async function runForward(o = {}) {
     const builtinRows = routeIds
       .filter((r) => summary[r].builtinOverForward !== undefined)
       .map((r) => [ROUTES[r].name, `**${ratio(summary[r].builtinOverForward)}** [${ratio(summary[r].builtinOverForwardRange[0])}–${ratio(summary[r].builtinOverForwardRange[1])}]`]);
-    const builtinTable = builtinRows.length === 0 ? '' : table(['route', 'req/s built-in ÷ req/s same gateway forwarding (fastify)'], builtinRows);
+    const builtinTable = builtinRows.length === 0 ? '' : table(['route', 'req/s built-in ÷ req/s same gateway forwarding (undici)'], builtinRows);
     const markdown = [
       '### Side by side: forwarding, all policies, built-in backend',
       '',

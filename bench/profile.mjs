@@ -5,7 +5,7 @@
 //
 //   npm run build && node bench/profile.mjs [--write]
 //
-// Environment: BENCH_PROFILE_SECONDS (5), BENCH_PROFILE_TARGETS (bare,fastify,http-proxy-3,builtin;
+// Environment: BENCH_PROFILE_SECONDS (5), BENCH_PROFILE_TARGETS (bare,undici,fastify,http-proxy-3,builtin;
 // also monitor), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,10 +14,11 @@ import { AUTH, NEW_PET, ROOT, envNum, fmt, isMain, load, machine, sleep, startTa
 
 const KINDS = {
   bare: { name: 'bare @fastify/http-proxy', args: (up) => ['bare-proxy', up] },
+  undici: { name: 'gateway, engine undici', args: (up) => ['gateway', up, '--engine', 'undici'] },
   fastify: { name: 'gateway, engine fastify', args: (up) => ['gateway', up, '--engine', 'fastify'] },
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', args: (up) => ['gateway', up, '--engine', 'http-proxy-3'] },
-  monitor: { name: 'gateway, fastify + response-contract monitor', args: (up) => ['gateway', up, '--engine', 'fastify', '--contract', 'monitor'] },
-  builtin: { name: 'gateway, built-in backend (fastify)', args: () => ['gateway', 'builtin', '--engine', 'fastify'] },
+  monitor: { name: 'gateway, undici + response-contract monitor', args: (up) => ['gateway', up, '--engine', 'undici', '--contract', 'monitor'] },
+  builtin: { name: 'gateway, built-in backend (undici)', args: () => ['gateway', 'builtin', '--engine', 'undici'] },
 };
 
 const ALL_REQUESTS = [
@@ -93,7 +94,7 @@ export async function runProfile(o = {}) {
   const log = o.log ?? ((s) => process.stderr.write(s + '\n'));
   const SECONDS = envNum('BENCH_PROFILE_SECONDS', 5, 1, 60);
   const TOP = envNum('BENCH_PROFILE_TOP', 15, 5, 100);
-  const ids = (process.env.BENCH_PROFILE_TARGETS ?? 'bare,fastify,http-proxy-3,builtin').split(',').map((s) => s.trim()).filter((s) => s in KINDS);
+  const ids = (process.env.BENCH_PROFILE_TARGETS ?? 'bare,undici,fastify,http-proxy-3,builtin').split(',').map((s) => s.trim()).filter((s) => s in KINDS);
   const up = await startTarget('upstream');
   const results = [];
   try {

@@ -2,7 +2,7 @@
 // and BENCHMARKS.md rewritten between its `bench` markers (the rest of the file is kept):
 //   1. bench/chain.mjs    the policy chain alone (fresh process)
 //   2. bench/growth.mjs   cost growth: body size, list length, number of keys, 1M unknown keys (fresh process, --expose-gc)
-//   3. bench/forward.mjs  bare @fastify/http-proxy vs the gateway (both engines, + monitor) vs built-in, 4 routes
+//   3. bench/forward.mjs  bare @fastify/http-proxy vs the gateway (three engines, + monitor) vs built-in, 4 routes
 //   4. bench/scaling.mjs  connections 10..1,000, memory under 1,000 connections and distinct keys, body size over sockets
 //   5. bench/workers.mjs  serve --workers 1 vs 2 (when the CLI has --workers)
 //   6. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
@@ -63,7 +63,7 @@ function margin(value, bound, atMost) {
 }
 
 if (forward !== undefined) {
-  const gatewayTargets = forward.targets.filter((t) => ['fastify', 'http-proxy-3', 'monitor'].includes(t.id));
+  const gatewayTargets = forward.targets.filter((t) => ['undici', 'fastify', 'http-proxy-3', 'monitor'].includes(t.id));
   const criteria = [
     { label: 'CPU per request ≤ 1.05× bare', key: 'cpuX', bound: 1.05, atMost: true },
     { label: 'p99 ≤ 1.1× bare', key: 'p99X', bound: 1.1, atMost: true },
@@ -87,7 +87,7 @@ if (forward !== undefined) {
     const values = forward.routes.map((r) => forward.summary[r].builtinOverForward);
     const worst = Math.min(...values.filter((x) => x !== undefined));
     const v = margin(worst, 2, false);
-    verdicts.push({ criterion: 'built-in ≥ 2× the req/s of the same gateway forwarding', who: 'gateway, built-in vs engine fastify to the upstream', cells: values.map((x) => `${ratio(x)}${x >= 2 ? '' : ' ✗'}`), verdict: `${v.text}; worst ${ratio(worst)}×`, met: v.met });
+    verdicts.push({ criterion: 'built-in ≥ 2× the req/s of the same gateway forwarding', who: 'gateway, built-in vs engine undici to the upstream', cells: values.map((x) => `${ratio(x)}${x >= 2 ? '' : ' ✗'}`), verdict: `${v.text}; worst ${ratio(worst)}×`, met: v.met });
   }
 }
 const other = [];
@@ -158,11 +158,11 @@ function chainWithShare(markdown) {
   ].filter(([r]) => forward.routes.includes(r));
   const rows = pairs.map(([r, name]) => {
     const ns = chain.results.find((x) => x.name === name)?.ns;
-    const f = forward.summary[r].fastify?.cpuUs;
+    const f = forward.summary[r].undici?.cpuUs;
     const b = forward.summary[r].bare?.cpuUs;
     return [ROUTES[r].name, fmt(ns / 1000, 1), f === undefined ? 'n/a' : fmt(f), f === undefined ? 'n/a' : `${fmt((ns / 1000 / f) * 100, 1)}%`, f === undefined ? 'n/a' : fmt(f - b)];
   });
-  return [markdown, '', 'The chain beside the whole request (engine fastify, from the matrix above):', '', table(['route', 'chain µs', 'gateway CPU µs/req', 'chain share', 'gateway − bare CPU µs/req'], rows)].join('\n');
+  return [markdown, '', 'The chain beside the whole request (engine undici, from the matrix above):', '', table(['route', 'chain µs', 'gateway CPU µs/req', 'chain share', 'gateway − bare CPU µs/req'], rows)].join('\n');
 }
 
 function autocannonVersion() {

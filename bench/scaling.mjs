@@ -5,12 +5,12 @@
 //       nothing created, so the store does not grow), RSS sampled every 250 ms; flat = the mean
 //       of the last third exceeds the mean of the first third (after a warm-up) by at most 5 MB or 5%;
 //   (c) a stream of distinct unknown keys over sockets (each request a new key, 401), same rule;
-//   (d) createPet body size over sockets, 100 B and 16 KiB, gateway (fastify) vs bare.
+//   (d) createPet body size over sockets, 100 B and 16 KiB, gateway (undici) vs bare.
 //
 //   npm run build && node bench/scaling.mjs
 //
 // Environment: BENCH_CONN_LEVELS (10,100,1000), BENCH_CONN_ROUNDS (2), BENCH_CONN_SECONDS (1.5),
-// BENCH_CONN_TARGETS (builtin,bare; also fastify, http-proxy-3), BENCH_MEM_SECONDS (6),
+// BENCH_CONN_TARGETS (builtin,bare; also undici, fastify, http-proxy-3), BENCH_MEM_SECONDS (6),
 // BENCH_MEM_CONNECTIONS (1000), BENCH_INVALID_KEYS (40000), BENCH_BODY_ROUNDS (2),
 // BENCH_BODY_SECONDS (1.5).
 import { AUTH, envNum, fmt, isMain, load, machine, measured, median, ratio, rotate, rssSampler, sleep, startTarget, statusMb, table } from './lib.mjs';
@@ -19,7 +19,8 @@ import { newPetOfSize } from './fixtures.mjs';
 const LIST = { path: '/v1/pets?limit=20', headers: { authorization: AUTH } };
 
 const KINDS = {
-  builtin: { name: 'gateway, built-in backend (fastify)', start: () => startTarget('gateway', 'builtin', '--engine', 'fastify') },
+  builtin: { name: 'gateway, built-in backend (undici)', start: () => startTarget('gateway', 'builtin', '--engine', 'undici') },
+  undici: { name: 'gateway, engine undici, upstream', start: (up) => startTarget('gateway', up.url, '--engine', 'undici') },
   bare: { name: 'bare @fastify/http-proxy', start: (up) => startTarget('bare-proxy', up.url) },
   fastify: { name: 'gateway, engine fastify, upstream', start: (up) => startTarget('gateway', up.url, '--engine', 'fastify') },
   'http-proxy-3': { name: 'gateway, engine http-proxy-3, upstream', start: (up) => startTarget('gateway', up.url, '--engine', 'http-proxy-3') },
@@ -123,7 +124,7 @@ async function bodySizes(up, log) {
   const sizes = [100, 16384];
   const targets = [];
   try {
-    for (const id of ['bare', 'fastify']) targets.push({ id, name: KINDS[id].name, ...(await KINDS[id].start(up)) });
+    for (const id of ['bare', 'undici']) targets.push({ id, name: KINDS[id].name, ...(await KINDS[id].start(up)) });
     const res = {};
     for (const [si, size] of sizes.entries()) {
       const route = { path: '/v1/pets', method: 'POST', body: newPetOfSize(size), headers: { authorization: AUTH, 'content-type': 'application/json' } };
@@ -146,10 +147,10 @@ async function bodySizes(up, log) {
         const xs = res[size][t.id];
         summary[size][t.id] = { rps: median(xs.map((x) => x.rps)), cpuUs: median(xs.map((x) => x.cpuUsPerReq)), p99: median(xs.map((x) => x.p99)) };
       }
-      const g = summary[size].fastify;
+      const g = summary[size].undici;
       const b = summary[size].bare;
-      const cpuX = median(res[size].fastify.map((x, i) => x.cpuUsPerReq / res[size].bare[i].cpuUsPerReq));
-      const rpsX = median(res[size].fastify.map((x, i) => x.rps / res[size].bare[i].rps));
+      const cpuX = median(res[size].undici.map((x, i) => x.cpuUsPerReq / res[size].bare[i].cpuUsPerReq));
+      const rpsX = median(res[size].undici.map((x, i) => x.rps / res[size].bare[i].rps));
       rows.push([fmt(size), fmt(b.rps), fmt(g.rps), ratio(rpsX), fmt(b.cpuUs), fmt(g.cpuUs), ratio(cpuX), fmt(g.cpuUs - b.cpuUs)]);
     }
     return {

@@ -2,7 +2,7 @@
 // SIGTERM/SIGINT (then exits 0). Usage:
 //   node bench/target.mjs upstream                      the reference backend on node:http, seeded
 //   node bench/target.mjs bare-proxy URL                bare @fastify/http-proxy to URL, no policy
-//   node bench/target.mjs gateway URL|builtin [--engine fastify|http-proxy-3] [--contract off|monitor|enforce]
+//   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce]
 //                                                       the gateway with every policy on (bench/fixtures.mjs)
 // Every upstream and built-in backend serves SEED_PETS (150) animals. With BENCH_PROFILE_FILE set,
 // SIGUSR2 starts the CPU profiler and SIGTERM writes the profile there (bench/profile.mjs).
@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import inspector from 'node:inspector';
 import Fastify from 'fastify';
 import httpProxy from '@fastify/http-proxy';
-import { buildProxyServer, buildServer, createBackendServer } from '../dist/index.js';
+import { buildProxyServer, buildServer, buildUndiciServer, createBackendServer } from '../dist/index.js';
 import { benchGateway, seededBackend } from './fixtures.mjs';
 
 const [kind, url, ...rest] = process.argv.slice(2);
@@ -40,9 +40,9 @@ async function main() {
   }
   if (kind === 'gateway') {
     const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off') });
-    const engine = flag('--engine', 'fastify');
-    if (engine === 'http-proxy-3') {
-      const handle = buildProxyServer(gateway);
+    const engine = flag('--engine', 'undici');
+    if (engine === 'http-proxy-3' || engine === 'undici') {
+      const handle = engine === 'undici' ? buildUndiciServer(gateway) : buildProxyServer(gateway);
       close = () => handle.close();
       return listen(handle.server);
     }

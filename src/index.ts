@@ -6,6 +6,9 @@ export { petstoreGateway, type PetstoreGatewayOptions } from './adapters/fastify
 export { buildServer } from './adapters/fastify/server.js';
 export { createPetstoreHandler, type PetstoreHandler } from './adapters/http-proxy-3/handler.js';
 export { buildProxyServer, type ProxyServerHandle } from './adapters/http-proxy-3/server.js';
+export { createUndiciHandler, type UndiciHandler } from './adapters/undici/handler.js';
+export { buildUndiciServer } from './adapters/undici/server.js';
+export type { NodeServerHandle } from './adapters/shared/node-server.js';
 export { ReferenceBackend } from './backend/service.js';
 export { createBackendServer } from './backend/server.js';
 export { formatProblems, loadPolicyFile, parsePolicy, type LoadResult, type Overrides } from './config/load.js';

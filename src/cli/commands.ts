@@ -12,6 +12,8 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { pino, type Logger, type LoggerOptions } from 'pino';
 import { buildServer } from '../adapters/fastify/server.js';
 import { buildProxyServer } from '../adapters/http-proxy-3/server.js';
+import type { NodeServerHandle } from '../adapters/shared/node-server.js';
+import { buildUndiciServer } from '../adapters/undici/server.js';
 import { createBackendServer } from '../backend/server.js';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
@@ -20,18 +22,22 @@ import { buildKeyRing, hashKey, newKey } from '../policies/auth/index.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
+/** The adapters `serve --engine` runs; the first is the default. */
+const ENGINES = ['undici', 'fastify', 'http-proxy-3'];
+
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 const HELP = `petstore-gateway: a policy-enforcing gateway for the pet store interface
 
 Usage:
   petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N] [--ephemeral-key] [--watch]
-                         [--engine fastify|http-proxy-3] [--workers N]
+                         [--engine undici|fastify|http-proxy-3] [--workers N]
       Run the gateway. Without --policy: policies/default.yaml. --upstream, --host and --port
       override the file. --ephemeral-key: when no API key is configured, make one for this run
       and print it (the quickstart; nothing is saved). SIGHUP (and, with --watch, a change of
       the file) reloads the policy; SIGTERM/SIGINT stop gracefully. --engine: the adapter
-      (fastify, the default, or http-proxy-3); both enforce the same policies. --workers N: N
+      (undici, the default and fastest; fastify; or http-proxy-3); all enforce the same
+      policies. --workers N: N
       processes share the port (node:cluster); SIGHUP reloads every one. With the built-in
       backend each worker has its own in-memory store.
   petstore-gateway check FILE
@@ -101,11 +107,11 @@ async function serve(args: string[]): Promise<number> {
     engine: { type: 'string' },
     workers: { type: 'string' },
   });
-  const engine = (values.engine as string | undefined) ?? 'fastify';
+  const engine = (values.engine as string | undefined) ?? 'undici';
   const workersText = (values.workers as string | undefined) ?? '1';
   if (!/^[1-9][0-9]{0,2}$/.test(workersText)) throw new UsageError(`--workers must be a whole number from 1 to 999, not '${workersText}'`);
   const workers = Number(workersText);
-  if (engine !== 'fastify' && engine !== 'http-proxy-3') throw new UsageError(`--engine must be fastify or http-proxy-3, not '${engine}'`);
+  if (!ENGINES.includes(engine)) throw new UsageError(`--engine must be one of ${ENGINES.join(', ')}, not '${engine}'`);
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const env: Record<string, string | undefined> = { ...process.env };
   const overrides = { upstreamUrl: values.upstream as string | undefined, host: values.host as string | undefined, port: portOf(values.port) };
@@ -200,10 +206,13 @@ interface RunningEngine {
   close(): Promise<void>;
 }
 
-/** The standalone server of an engine: Fastify + @fastify/http-proxy, or node:http + http-proxy-3. */
+/**
+ * The standalone server of an engine: node:http + undici, Fastify + @fastify/http-proxy, or
+ * node:http + http-proxy-3.
+ */
 async function startEngine(engine: string, holder: GatewayHolder, log: Logger): Promise<RunningEngine> {
-  if (engine === 'http-proxy-3') {
-    const handle = buildProxyServer(holder, { log });
+  if (engine !== 'fastify') {
+    const handle: NodeServerHandle = engine === 'undici' ? buildUndiciServer(holder, { log }) : buildProxyServer(holder, { log });
     return {
       server: handle.server,
       listen: (host, port) =>

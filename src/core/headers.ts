@@ -32,16 +32,30 @@ export function clientResponseHeaders(headers: Readonly<Headers>, ex: Exchange, 
  * upstream), and `accept-encoding`, so that the upstream answers in identity encoding and a policy
  * can read the body it must check (list enforcement, error rewriting).
  */
-const NOT_FORWARDED = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'proxy-authorization', 'accept-encoding'];
+const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'proxy-authorization', 'accept-encoding']);
 
-/** The request headers the upstream receives: the client's, less NOT_FORWARDED, with the policies' changes applied. */
-export function upstreamRequestHeaders<H extends Record<string, HeaderValue | number>>(headers: H, ex: Exchange): H {
-  for (const name of NOT_FORWARDED) delete headers[name];
-  for (const [name, value] of Object.entries(ex.upstreamHeaders)) {
-    if (value === null) delete headers[name];
-    else (headers as Record<string, HeaderValue | number>)[name] = value;
+/**
+ * The request headers the upstream receives, as a new object: the client's, less NOT_FORWARDED and
+ * `omit` (what the adapter sets itself, e.g. `host`, `content-length`), with the policies' changes
+ * applied (a `null` removes the field).
+ */
+export function upstreamRequestHeaders(
+  headers: Readonly<Record<string, HeaderValue | number | undefined>>,
+  ex: Exchange,
+  omit?: ReadonlySet<string>,
+): Record<string, HeaderValue | number> {
+  const changes = ex.upstreamHeaders;
+  const out: Record<string, HeaderValue | number> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || NOT_FORWARDED.has(name) || omit?.has(name) === true || Object.hasOwn(changes, name)) continue;
+    out[name] = value;
   }
-  return headers;
+  for (const name in changes) {
+    const value = changes[name];
+    if (value !== null && value !== undefined) out[name] = value;
+  }
+  return out;
 }
 
 /** More response header fields than any pet store answer needs: a flood is a 502, not forwarded. */

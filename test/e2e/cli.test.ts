@@ -171,7 +171,7 @@ t.test('serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTE
   const { handle, match } = await spawnCliUntil(
     t,
     [...SERVE, '--ephemeral-key', '--workers', '2'],
-    /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) \(upstream: builtin, engine: fastify\) with 2 workers\n)(?=[\s\S]*API key for this run \(kept in memory only\): (psg_[A-Za-z0-9_-]{43})\n)/,
+    /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) \(upstream: builtin, engine: undici\) with 2 workers\n)(?=[\s\S]*API key for this run \(kept in memory only\): (psg_[A-Za-z0-9_-]{43})\n)/,
     { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' } },
   );
   const [, url, key] = match as unknown as [string, string, string];

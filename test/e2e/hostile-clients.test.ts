@@ -16,10 +16,8 @@ import { request as httpRequest, Agent, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { isInt64Text } from '../../src/core/contract.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
-import { bearer, JSON_TYPE, parseRawResponse, request, startGateway, startStubUpstream, testKey, type Response, type StubUpstream } from '../helpers/servers.js';
+import { bearer, ENGINES, JSON_TYPE, parseRawResponse, request, startGateway, startStubUpstream, testKey, type Engine, type Response, type StubUpstream } from '../helpers/servers.js';
 
-type Engine = 'fastify' | 'http-proxy-3';
-const ENGINES: readonly Engine[] = ['fastify', 'http-proxy-3'];
 
 const PET = '{"id":1,"name":"Rex","categoryId":1}';
 const NEW_PET = '{"name":"Rex","categoryId":1}';

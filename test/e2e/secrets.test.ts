@@ -23,12 +23,14 @@ import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { buildServer } from '../../src/adapters/fastify/server.js';
 import { buildProxyServer } from '../../src/adapters/http-proxy-3/server.js';
+import { buildUndiciServer } from '../../src/adapters/undici/server.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { hashKey, newKey } from '../../src/policies/auth/keys.js';
 import type { TapTest } from '../helpers/assert.js';
 import {
   closedPort,
+  ENGINES,
   ensureBuilt,
   JSON_TYPE,
   policyText,
@@ -37,12 +39,11 @@ import {
   spawnCliUntil,
   startStubUpstream,
   testKey,
+  type Engine,
   type ProcessHandle,
   type Response,
 } from '../helpers/servers.js';
 
-type Engine = 'fastify' | 'http-proxy-3';
-const ENGINES: readonly Engine[] = ['fastify', 'http-proxy-3'];
 
 const sha256hex = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 const rnd = (bytes: number) => randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x');
@@ -203,7 +204,7 @@ async function serveEngine(t: TapTest, engine: Engine, holder: GatewayHolder, lo
     await app.listen({ host: '127.0.0.1', port: 0 });
     server = app.server;
   } else {
-    const handle = buildProxyServer(holder, { log });
+    const handle = engine === 'undici' ? buildUndiciServer(holder, { log }) : buildProxyServer(holder, { log });
     server = handle.server;
     t.teardown(() => {
       server.closeAllConnections();

@@ -17,6 +17,7 @@ import { stringify as yamlStringify } from 'yaml';
 import type { TapTest } from './assert.js';
 import { buildServer } from '../../src/adapters/fastify/server.js';
 import { buildProxyServer } from '../../src/adapters/http-proxy-3/server.js';
+import { buildUndiciServer } from '../../src/adapters/undici/server.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
 
@@ -114,7 +115,7 @@ export type PolicyInput = string | Record<string, unknown>;
  * The adapters: every end-to-end file runs its tests against each (test/meta/parity.test.ts checks
  * that), so a behaviour cannot exist in one and not the other.
  */
-export const ENGINES = ['fastify', 'http-proxy-3'] as const;
+export const ENGINES = ['undici', 'fastify', 'http-proxy-3'] as const;
 export type Engine = (typeof ENGINES)[number];
 
 /** Runs `body` once per engine, as a subtest named after it. */
@@ -134,7 +135,7 @@ export interface GatewayHandle {
 }
 
 export interface StartGatewayOptions {
-  /** The adapter; fastify by default. */
+  /** The adapter; undici (the standalone default) by default. */
   readonly engine?: Engine;
   /** More environment entries for the policies (e.g. an upstreamAuthorization variable). */
   readonly env?: Record<string, string>;
@@ -172,7 +173,7 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
   const loaded = parsePolicy(policyText(policy), { env });
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
   const gateway = createGateway(loaded.config, { env });
-  const engine = options.engine ?? 'fastify';
+  const engine = options.engine ?? 'undici';
   let server: Server;
   if (engine === 'fastify') {
     const app = await buildServer(gateway);
@@ -180,7 +181,7 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
     await app.listen({ host: '127.0.0.1', port: 0 });
     server = app.server;
   } else {
-    const handle = buildProxyServer(gateway);
+    const handle = engine === 'undici' ? buildUndiciServer(gateway) : buildProxyServer(gateway);
     server = handle.server;
     t.teardown(() => {
       server.closeAllConnections();

@@ -18,7 +18,7 @@
  * the final line `soak: N passed, M failed`; exits 1 when anything failed.
  *
  * Environment: SOAK_SECONDS (total phase time, default 40, capped at 60 minus start-up),
- * SOAK_CONNECTIONS (default 50), SOAK_ENGINE (fastify | http-proxy-3, default fastify),
+ * SOAK_CONNECTIONS (default 50), SOAK_ENGINE (undici | fastify | http-proxy-3, default undici),
  * SOAK_MAX_GROWTH_MB, SOAK_MAX_GROWTH_PCT.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -36,7 +36,7 @@ const TOTAL_S = Math.max(6, Math.min(Number(process.env.SOAK_SECONDS ?? 40), 52)
 const PHASE_S = Math.floor(TOTAL_S / 2);
 const WARMUP_S = Math.max(2, Math.round(PHASE_S * 0.2));
 const CONNECTIONS = Number(process.env.SOAK_CONNECTIONS ?? 50);
-const ENGINE = process.env.SOAK_ENGINE ?? 'fastify';
+const ENGINE = process.env.SOAK_ENGINE ?? 'undici';
 const MAX_GROWTH_MB = Number(process.env.SOAK_MAX_GROWTH_MB ?? 30);
 const MAX_GROWTH_PCT = Number(process.env.SOAK_MAX_GROWTH_PCT ?? 15);
 /** Everything, start-up and shutdown included, is over by then. */

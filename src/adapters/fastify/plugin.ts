@@ -157,7 +157,7 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
         body,
         contentType: body === undefined ? undefined : String(request.headers['content-type']),
         queryString: () => ex.upstreamQuery,
-        rewriteRequestHeaders: (_req, headers) => upstreamRequestHeaders(headers, ex),
+        rewriteRequestHeaders: (_req, headers) => upstreamRequestHeaders(headers, ex) as IncomingHttpHeaders,
         // Headers are set in onResponse, once the chain has decided what the client gets.
         rewriteHeaders: () => ({}),
         // Never on an answer (a 503 must not start a retry storm), never for createPet; listPets

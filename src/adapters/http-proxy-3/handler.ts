@@ -20,16 +20,15 @@
 import { Agent, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
-import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
+import { GatewayError } from '../../core/errors.js';
 import { fromTransportError, isConnectionFailure } from '../../core/failures.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
-import type { Exchange, PolicyLog, ResponseBody } from '../../core/policy.js';
+import type { Exchange, PolicyLog } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
-import { guardIdle, readBody, readCapped } from '../shared/streams.js';
+import { createFront } from '../shared/node-front.js';
+import { guardIdle, readCapped } from '../shared/streams.js';
 import { UpstreamCall } from '../shared/upstream-call.js';
-
-const JSON_HEADERS = { 'content-type': ERROR_CONTENT_TYPE };
 
 export interface PetstoreHandler {
   /** The request handler for node:http's createServer. */
@@ -45,22 +44,8 @@ export interface HandlerOptions {
   readonly log?: PolicyLog;
 }
 
-/** Writes an error in the Error shape, with the exchange's own headers (e.g. deprecation). */
-function sendError(res: ServerResponse, ex: Exchange | undefined, err: GatewayError, log: PolicyLog | undefined): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  if (err.status >= 500) log?.warn({ code: err.code, cause: err.cause instanceof Error ? err.cause.message : undefined }, 'gateway error');
-  send(res, { status: err.status, headers: { ...ex?.responseHeaders, ...err.headers, 'content-type': ERROR_CONTENT_TYPE }, body: Buffer.from(renderError(err)), truncated: false });
-}
-
-function send(res: ServerResponse, out: ResponseBody): void {
-  if (res.headersSent) return;
-  const headers = { ...out.headers, 'content-length': out.body.length };
-  res.writeHead(out.status, headers as Record<string, string | string[] | number>);
-  res.end(out.body);
-}
+/** Request headers the adapter sets itself (http-proxy-3 writes host, from the target). */
+const SET_BY_ADAPTER: ReadonlySet<string> = new Set(['content-length']);
 
 /** One attempt of an upstream call, while it waits for the response headers. */
 interface Attempt {
@@ -86,33 +71,21 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
   });
   proxy?.on('proxyRes', (proxyRes, req) => pending.get(req)?.onResponse(proxyRes));
 
-  /** The final answer of the chain for a complete upstream (or built-in) response. */
-  function finish(gw: Gateway, ex: Exchange, res: ResponseBody, out: ServerResponse): void {
-    const final = gw.chain.finishResponse(ex, res);
-    send(out, { ...final, headers: clientResponseHeaders(final.headers, ex, true) });
-  }
-
   function forward(gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined): void {
-    if (backend !== undefined) {
-      const r = backend.handle({ operation: ex.operation!.id, petId: ex.petId, query: ex.upstreamQuery, body });
-      finish(gw, ex, { status: r.status, headers: JSON_HEADERS, body: Buffer.from(r.body), truncated: false }, res);
-      return;
-    }
     const closed = breaker?.admit();
-    if (closed !== undefined) return sendError(res, ex, closed, log);
+    if (closed !== undefined) return sendError(res, ex, closed);
 
     const query = ex.upstreamQuery === '' ? '' : `?${ex.upstreamQuery}`;
     const target = new URL(upstreamOrigin + upstreamBasePath + operationPath(ex.operation!, ex.petId) + query);
-    const headers = upstreamRequestHeaders({ ...req.headers } as Record<string, string | string[] | number | undefined>, ex);
+    const headers = upstreamRequestHeaders(req.headers, ex, SET_BY_ADAPTER);
     if (body !== undefined) headers['content-length'] = body.length;
-    else delete headers['content-length'];
     // http-proxy-3 copies req.headers into the upstream request.
     req.headers = headers as IncomingMessage['headers'];
 
     // Past headersMs the client gets 504, the upstream request is destroyed, a late answer dropped.
     const call = new UpstreamCall(breaker, timeouts.headersMs, () => {
       pending.get(req)?.proxyReq?.destroy();
-      sendError(res, ex, new GatewayError('upstream_timeout'), log);
+      sendError(res, ex, new GatewayError('upstream_timeout'));
     });
     res.once('close', () => {
       if (!res.writableFinished) call.abandon();
@@ -128,7 +101,7 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
         if (tooManyHeaders(proxyRes.headers)) {
           proxyRes.destroy();
           call.finish(false);
-          return sendError(res, ex, new GatewayError('bad_gateway'), log);
+          return sendError(res, ex, new GatewayError('bad_gateway'));
         }
         const status = proxyRes.statusCode ?? 502;
         // Policies only read these headers; clientResponseHeaders makes the client's copy.
@@ -148,7 +121,7 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
           },
           (err: unknown) => {
             call.finish(false);
-            sendError(res, ex, fromTransportError(err), log);
+            sendError(res, ex, fromTransportError(err));
           },
         );
       }
@@ -165,39 +138,13 @@ export function createPetstoreHandler(gateway: Gateway | GatewayHolder, options:
           return;
         }
         call.finish(false);
-        sendError(res, ex, fromTransportError(err), log);
+        sendError(res, ex, fromTransportError(err));
       });
     };
     start();
   }
 
-  const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    const gw = holder.current; // kept for the whole request: a reload does not change it mid-way
-    const { ex, error } = gw.chain.begin({ method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers });
-    if (error !== undefined) {
-      req.resume(); // the body is not read: let it drain
-      return sendError(res, ex, error, log);
-    }
-    if (ex.operation?.hasBody !== true) {
-      req.resume();
-      return forward(gw, ex, req, res, undefined);
-    }
-    readBody(req, req.headers['content-length'], gw.bodyLimit).then(
-      (body) => {
-        const denied = gw.chain.acceptBody(ex, body);
-        if (denied !== undefined) return sendError(res, ex, denied, log);
-        forward(gw, ex, req, res, ex.upstreamBody ?? body);
-      },
-      (err: unknown) => {
-        if (err instanceof GatewayError) {
-          // 413 before the body is read whole: close the connection rather than drain it.
-          res.setHeader('connection', 'close');
-          return sendError(res, ex, err, log);
-        }
-        res.destroy();
-      },
-    );
-  };
+  const { handler, sendError, finish } = createFront(holder, log, forward);
 
   return {
     handler,

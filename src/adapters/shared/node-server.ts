@@ -5,6 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ServerConfig } from '../../config/types.js';
+import type { GatewayHolder } from '../../gateway.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
 
 /**
@@ -58,4 +59,34 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
   );
   server.maxConnections = limits.maxConnections;
   return server;
+}
+
+export interface NodeServerHandle {
+  readonly server: Server;
+  /** Stops accepting, waits for in-flight requests, then closes the upstream connections. */
+  close(): Promise<void>;
+}
+
+/**
+ * A standalone server for a node:http request handler (the undici and http-proxy-3 engines): the
+ * policy's socket limits, Error-shape answers for parser refusals, and a close that lets
+ * in-flight requests finish before `closeUpstream`.
+ */
+export function serveHandler(
+  holder: GatewayHolder,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  closeUpstream: () => unknown,
+): NodeServerHandle {
+  const server = createNodeServer(holder.current.config.server, handler);
+  server.on('clientError', clientErrorResponse);
+  return {
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => {
+          void Promise.resolve(closeUpstream()).finally(resolve);
+        });
+        server.closeIdleConnections();
+      }),
+  };
 }

@@ -34,19 +34,55 @@ export function readBody(stream: Readable, declaredLength: string | undefined, l
   });
 }
 
+/** A body that paused longer than the policy allows, as undici names it (mapped to 504). */
+export function bodyTimeoutError(): Error {
+  return Object.assign(new Error('upstream body paused too long'), { code: 'UND_ERR_BODY_TIMEOUT' });
+}
+
+/**
+ * Fires `onIdle` once nothing happened for `idleMs`. Activity only stamps the time (`touch`, once
+ * per body chunk): the one timer is re-armed when it fires early, not cleared and set on every
+ * chunk. undici's own body timeout checks its clock every 500 ms; this one is a plain timer.
+ */
+export class IdleTimer {
+  private last = performance.now();
+  private timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly idleMs: number,
+    private readonly onIdle: () => void,
+  ) {
+    this.timer = setTimeout(this.check, idleMs);
+  }
+
+  touch(): void {
+    this.last = performance.now();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
+
+  private readonly check = (): void => {
+    const left = this.last + this.idleMs - performance.now();
+    if (left > 0) this.timer = setTimeout(this.check, Math.ceil(left));
+    else this.onIdle();
+  };
+}
+
 /** Reads a stream up to `cap` bytes, failing when it pauses longer than `idleMs`; past `cap` it stops. */
 export function readCapped(stream: Readable, cap: number, idleMs: number): Promise<{ body: Buffer; truncated: boolean }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let timer = setTimeout(onIdle, idleMs);
-    function onIdle() {
+    const idle = new IdleTimer(idleMs, () => {
       stream.destroy();
-      reject(Object.assign(new Error('upstream body paused too long'), { code: 'UND_ERR_BODY_TIMEOUT' }));
-    }
+      reject(bodyTimeoutError());
+    });
     stream.on('data', (chunk: Buffer) => {
-      clearTimeout(timer);
+      idle.touch();
       if (size + chunk.length > cap) {
+        idle.stop();
         chunks.push(chunk.subarray(0, cap - size));
         stream.destroy();
         resolve({ body: Buffer.concat(chunks), truncated: true });
@@ -54,14 +90,13 @@ export function readCapped(stream: Readable, cap: number, idleMs: number): Promi
       }
       size += chunk.length;
       chunks.push(chunk);
-      timer = setTimeout(onIdle, idleMs);
     });
     stream.on('end', () => {
-      clearTimeout(timer);
-      resolve({ body: Buffer.concat(chunks), truncated: false });
+      idle.stop();
+      resolve({ body: Buffer.concat(chunks, size), truncated: false });
     });
     stream.on('error', (err) => {
-      clearTimeout(timer);
+      idle.stop();
       reject(err);
     });
   });
@@ -69,19 +104,13 @@ export function readCapped(stream: Readable, cap: number, idleMs: number): Promi
 
 /**
  * Destroys a streamed upstream body that pauses longer than `idleMs` (the status has been sent:
- * the client's connection is closed, the gateway logs it). undici's own body timeout checks its
- * clock every 500 ms; this one is a plain timer.
+ * the client's connection is closed, the gateway logs it).
  */
 export function guardIdle(stream: Readable, idleMs: number, onTimeout: () => void): void {
-  let timer = setTimeout(fire, idleMs);
-  function fire() {
+  const idle = new IdleTimer(idleMs, () => {
     onTimeout();
-    stream.destroy(Object.assign(new Error('upstream body paused too long'), { code: 'UND_ERR_BODY_TIMEOUT' }));
-  }
-  stream.on('data', () => {
-    clearTimeout(timer);
-    timer = setTimeout(fire, idleMs);
+    stream.destroy(bodyTimeoutError());
   });
-  stream.once('close', () => clearTimeout(timer));
+  stream.on('data', () => idle.touch());
+  stream.once('close', () => idle.stop());
 }
-
