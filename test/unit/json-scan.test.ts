@@ -5,6 +5,7 @@
  * for truncated bodies it cannot cut before the truncation point.
  */
 import t from 'tap';
+import fc from 'fast-check';
 import { filterArray, ScanError } from '../../src/core/json-scan.js';
 
 const b = (s: string): Buffer => Buffer.from(s, 'utf8');
@@ -246,4 +247,58 @@ t.test('large arrays: bounded output', async (t) => {
   t.equal(pending.length, 20);
   t.ok(pending.every((p) => p.status === 'pending'));
   t.equal(pending[0]!.id, 2);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Against JSON.parse, on generated input (fast-check; bounded runs, fixed seed for reproducibility).
+
+const STATUSES = ['available', 'pending', 'sold', 'other'];
+const element = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }),
+  fc.record({ id: fc.integer(), status: fc.constantFrom(...STATUSES), extra: fc.jsonValue({ maxDepth: 2 }) }, { requiredKeys: ['status'] }),
+);
+
+t.test('property: on valid arrays, the same elements JSON.parse would keep, as their bytes', async (t) => {
+  fc.assert(
+    fc.property(fc.array(element, { maxLength: 30 }), fc.integer({ min: 1, max: 40 }), fc.option(fc.constantFrom(...STATUSES), { nil: undefined }), fc.boolean(), (arr, limit, status, pretty) => {
+      const text = JSON.stringify(arr, null, pretty ? 2 : undefined);
+      const kept = arr.filter((v) => status === undefined || (v !== null && typeof v === 'object' && !Array.isArray(v) && (v as { status?: unknown }).status === status));
+      const result = filterArray(b(text), limit, status);
+      t.strictSame(JSON.parse(result.body.toString('utf8')), JSON.parse(JSON.stringify(kept.slice(0, limit))));
+      t.equal(result.changed, kept.length > limit || kept.length !== arr.length);
+    }),
+    { numRuns: 300, seed: 6 },
+  );
+});
+
+t.test('property: what it passes on is JSON, and JSON arrays are never refused', async (t) => {
+  // One byte of a valid text replaced by a byte that often breaks JSON (or a raw control character).
+  const BYTES = [...'{}[]",:\\ 0-.eE+tfnu\n'].map((c) => c.charCodeAt(0)).concat([0x00, 0x1f, 0x7f, 0xe9]);
+  const disagreements: string[] = [];
+  let refused = 0;
+  fc.assert(
+    fc.property(fc.array(element, { minLength: 1, maxLength: 8 }), fc.nat(), fc.constantFrom(...BYTES), (arr, at, byte) => {
+      const buf = b(JSON.stringify(arr));
+      buf[at % buf.length] = byte;
+      let parsed: unknown;
+      let parses = true;
+      try {
+        parsed = JSON.parse(buf.toString('utf8'));
+      } catch {
+        parses = false;
+      }
+      let accepted = true;
+      try {
+        filterArray(buf, 1_000_000, undefined);
+      } catch (err) {
+        if (!(err instanceof ScanError)) throw err;
+        accepted = false;
+      }
+      if (!accepted) refused++;
+      if (accepted !== (parses && Array.isArray(parsed))) disagreements.push(`${buf.toString('latin1')}: scanner ${accepted ? 'accepts' : 'refuses'}, JSON.parse ${parses ? 'parses' : 'refuses'}`);
+    }),
+    { numRuns: 2000, seed: 6 },
+  );
+  t.strictSame(disagreements, [], 'the scanner accepts exactly what JSON.parse parses as an array');
+  t.ok(refused > 200 && refused < 1800, `both kinds of input were generated (${refused} of 2000 refused)`);
 });
