@@ -16,7 +16,7 @@ export interface BackendServerOptions {
   readonly maxBodyBytes?: number;
 }
 
-function send(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+function send(res: ServerResponse, status: number, body: string | Buffer, headers: Record<string, string> = {}): void {
   res.writeHead(status, { ...headers, 'content-type': ERROR_CONTENT_TYPE, 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }

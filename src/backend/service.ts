@@ -22,8 +22,8 @@ export interface BackendRequest {
 
 export interface BackendResponse {
   readonly status: number;
-  /** JSON text: a Pet, Pets, or an Error. */
-  readonly body: string;
+  /** JSON: a Pet, Pets, or an Error (read-only: a list may be shared between answers). */
+  readonly body: Buffer;
 }
 
 export interface BackendOptions {
@@ -33,7 +33,7 @@ export interface BackendOptions {
 
 function error(code: ErrorCode, message?: string): BackendResponse {
   const err = new GatewayError(code, message);
-  return { status: err.status, body: renderError(err) };
+  return { status: err.status, body: Buffer.from(renderError(err)) };
 }
 
 export class ReferenceBackend {
@@ -72,11 +72,11 @@ export class ReferenceBackend {
     if (check.errors.length > 0) return error('invalid_body', check.errors.join('; '));
     const pet = value as { name: string; categoryId: LosslessNumber; status?: PetStatus };
     const text = this.store.create({ name: pet.name, categoryIdText: pet.categoryId.value, status: pet.status });
-    return text === undefined ? error('store_full') : { status: 201, body: text };
+    return text === undefined ? error('store_full') : { status: 201, body: Buffer.from(text) };
   }
 
   private get(petId: string): BackendResponse {
     const text = isInt64Text(petId) ? this.store.get(petId) : undefined;
-    return text === undefined ? error('pet_not_found') : { status: 200, body: text };
+    return text === undefined ? error('pet_not_found') : { status: 200, body: Buffer.from(text) };
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The in-memory store of the reference backend. A Pet never changes once created (the interface
  * defines no update), so each is kept as its JSON text, made once: listing joins texts, and a
- * categoryId of 9223372036854775807 goes out exactly as it came in.
+ * categoryId of 9223372036854775807 goes out exactly as it came in. A list, once encoded, is kept
+ * until the next createPet (at most one per limit and status: 400).
  */
 import type { PetStatus } from '../core/contract.js';
 
@@ -18,6 +19,8 @@ export class PetStore {
   /** Pet texts in creation order, all and per status, so a list costs O(limit). */
   private readonly all: string[] = [];
   private readonly byStatus = new Map<PetStatus, string[]>();
+  /** Encoded lists by limit and status, dropped on every create. Shared: never to be written to. */
+  private readonly lists = new Map<string, Buffer>();
 
   constructor(readonly maxPets: number) {}
 
@@ -28,6 +31,7 @@ export class PetStore {
   /** Adds a pet and returns its JSON text, or undefined when the store is full. */
   create(input: NewPetInput): string | undefined {
     if (this.all.length >= this.maxPets) return undefined;
+    this.lists.clear();
     const id = String(this.nextId++);
     let text = `{"id":${id},"name":${JSON.stringify(input.name)},"categoryId":${input.categoryIdText}`;
     if (input.status !== undefined) text += `,"status":"${input.status}"`;
@@ -47,9 +51,15 @@ export class PetStore {
     return this.byId.get(BigInt(idText).toString());
   }
 
-  /** The first `limit` pets, of one status if given, as a JSON array text. */
-  list(limit: number, status: PetStatus | undefined): string {
-    const source = status === undefined ? this.all : (this.byStatus.get(status) ?? []);
-    return '[' + source.slice(0, limit).join(',') + ']';
+  /** The first `limit` pets, of one status if given, as JSON array bytes (read-only: shared). */
+  list(limit: number, status: PetStatus | undefined): Buffer {
+    const key = status === undefined ? String(limit) : `${limit} ${status}`;
+    let body = this.lists.get(key);
+    if (body === undefined) {
+      const source = status === undefined ? this.all : (this.byStatus.get(status) ?? []);
+      body = Buffer.from('[' + source.slice(0, limit).join(',') + ']');
+      this.lists.set(key, body);
+    }
+    return body;
   }
 }

@@ -9,14 +9,22 @@ import { CATALOGUE } from '../../src/core/errors.js';
 
 const MAX_ID = '9223372036854775807';
 
-function create(be: ReferenceBackend, body: string | undefined): BackendResponse {
-  return be.handle({ operation: 'createPet', query: '', body: body === undefined ? undefined : Buffer.from(body, 'utf8') });
+/** An answer with its body as text, to compare. */
+interface Answer {
+  readonly status: number;
+  readonly body: string;
 }
-const list = (be: ReferenceBackend, query = '') => be.handle({ operation: 'listPets', query });
-const getPet = (be: ReferenceBackend, petId: string | undefined) => be.handle({ operation: 'getPet', query: '', petId });
+const text = (r: BackendResponse): Answer => ({ status: r.status, body: r.body.toString('utf8') });
+
+function create(be: ReferenceBackend, body: string | undefined): Answer {
+  return text(be.handle({ operation: 'createPet', query: '', body: body === undefined ? undefined : Buffer.from(body, 'utf8') }));
+}
+const rawList = (be: ReferenceBackend, query = '') => be.handle({ operation: 'listPets', query });
+const list = (be: ReferenceBackend, query = '') => text(rawList(be, query));
+const getPet = (be: ReferenceBackend, petId: string | undefined) => text(be.handle({ operation: 'getPet', query: '', petId }));
 
 /** Asserts an Error response: the status, and a body of exactly {code, message, status} with that status. */
-function assertError(t: Test, res: BackendResponse, code: keyof typeof CATALOGUE, status: number, name: string) {
+function assertError(t: Test, res: Answer, code: keyof typeof CATALOGUE, status: number, name: string) {
   t.equal(res.status, status, `${name}: status`);
   const body = JSON.parse(res.body) as Record<string, unknown>;
   t.strictSame(Object.keys(body), ['code', 'message', 'status'], `${name}: Error shape`);
@@ -37,7 +45,7 @@ function filled(n: number): ReferenceBackend {
   }
   return be;
 }
-const ids = (res: BackendResponse) => (JSON.parse(res.body) as { id: number }[]).map((p) => p.id);
+const ids = (res: Answer) => (JSON.parse(res.body) as { id: number }[]).map((p) => p.id);
 
 t.test('createPet assigns ids 1, 2, 3 and answers 201 with the Pet', async (t) => {
   const be = new ReferenceBackend();
@@ -232,7 +240,7 @@ t.test('getPet: by id; unknown and non-int64 ids are 404 pet_not_found', async (
 t.test('every error body is the Error shape with the matching status', async (t) => {
   const be = new ReferenceBackend({ maxPets: 1 });
   create(be, '{"name":"a","categoryId":1}');
-  const responses: BackendResponse[] = [
+  const responses: Answer[] = [
     list(be, 'limit=0'),
     list(be, 'status=x'),
     create(be, ''),
@@ -257,3 +265,16 @@ function range(from: number, to: number): number[] {
   for (let i = from; i <= to; i++) out.push(i);
   return out;
 }
+
+t.test('listPets: an encoded list is reused until the next createPet, which shows in the next list', async (t) => {
+  const be = filled(3);
+  const first = rawList(be, 'limit=10').body;
+  t.equal(rawList(be, 'limit=10').body, first, 'the same bytes, not encoded again');
+  t.not(rawList(be, 'limit=5').body, first, 'another limit is another list');
+  t.not(rawList(be, 'limit=10&status=sold').body, first, 'another status is another list');
+  create(be, '{"name":"new","categoryId":1,"status":"sold"}');
+  const after = list(be, 'limit=10');
+  t.not(rawList(be, 'limit=10').body, first, 'a create drops the kept lists');
+  t.strictSame(ids(after), [1, 2, 3, 4]);
+  t.strictSame(ids(list(be, 'limit=10&status=sold')).includes(4), true, 'and the status lists');
+});

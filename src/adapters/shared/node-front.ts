@@ -11,7 +11,8 @@ import type { Exchange, PolicyLog, ResponseBody } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
 import { readBody } from './streams.js';
 
-const JSON_HEADERS = { 'content-type': ERROR_CONTENT_TYPE };
+/** The built-in backend's only header: every answer is JSON. */
+const BACKEND_HEADERS = { 'content-type': ERROR_CONTENT_TYPE };
 
 /** Forwards one request that passed the request and body phases; `body` is set for createPet. */
 export type Forward = (gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined) => void;
@@ -60,8 +61,10 @@ export function createFront(holder: GatewayHolder, log: PolicyLog | undefined, f
 
   function pass(gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined): void {
     if (backend === undefined) return forward(gw, ex, req, res, body);
+    // The reference backend is not an upstream: its answers conform by construction, so the
+    // response phase, which polices what an upstream sends, has nothing to check.
     const r = backend.handle({ operation: ex.operation!.id, petId: ex.petId, query: ex.upstreamQuery, body });
-    finish(gw, ex, { status: r.status, headers: { ...JSON_HEADERS }, body: Buffer.from(r.body), truncated: false }, res);
+    send(res, { status: r.status, headers: clientResponseHeaders(BACKEND_HEADERS, ex, true), body: r.body, truncated: false });
   }
 
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
