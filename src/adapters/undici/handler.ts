@@ -177,7 +177,8 @@ class Call implements Dispatcher.DispatchHandler {
       this.res.end();
       return;
     }
-    const body = Buffer.concat(this.chunks, this.size);
+    const chunks = this.chunks;
+    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
     this.up.front.finish(this.gw, this.ex, { status: head!.status, headers: head!.headers, body, truncated: this.truncated }, this.res);
   }
 
