@@ -11,7 +11,7 @@
 //
 // Environment: BENCH_CONN_LEVELS (10,100,1000), BENCH_CONN_ROUNDS (2), BENCH_CONN_SECONDS (1.5),
 // BENCH_CONN_TARGETS (builtin,bare; also undici, fastify, http-proxy-3), BENCH_MEM_SECONDS (6),
-// BENCH_MEM_CONNECTIONS (1000), BENCH_INVALID_KEYS (40000), BENCH_BODY_ROUNDS (2),
+// BENCH_MEM_CONNECTIONS (1000), BENCH_MEM_WARMUP_SECONDS (10), BENCH_INVALID_KEYS (200000), BENCH_BODY_ROUNDS (2),
 // BENCH_BODY_SECONDS (1.5).
 import { AUTH, envNum, fmt, isMain, load, machine, measured, median, ratio, rotate, rssSampler, sleep, startTarget, statusMb, table } from './lib.mjs';
 import { newPetOfSize } from './fixtures.mjs';
@@ -102,8 +102,9 @@ async function connections(up, log) {
 async function memoryUnder(kindId, up, loadOptions, seconds, label) {
   const t = await KINDS[kindId].start(up);
   try {
-    // Warm-up with the phase's own traffic, so the heap reaches its working size before sampling.
-    await load(t.url, { ...loadOptions, amount: undefined, duration: 2 });
+    // Warm-up with the phase's own traffic, so the heap reaches its working size before sampling
+    // (a fresh process grows for about 10 s under load before its RSS levels off).
+    await load(t.url, { ...loadOptions, amount: undefined, duration: envNum('BENCH_MEM_WARMUP_SECONDS', 10, 1, 120) });
     const start = statusMb(t.pid);
     const sampler = rssSampler([t.pid], 250);
     // An amount-bounded phase may take at most amount/500 s (at least 60 s): at 500 req/s something is wrong anyway.
@@ -172,7 +173,7 @@ export async function runScaling(o = {}) {
   const log = o.log ?? ((s) => process.stderr.write(s + '\n'));
   const MEM_SECONDS = envNum('BENCH_MEM_SECONDS', 6, 3, 600);
   const MEM_CONNECTIONS = envNum('BENCH_MEM_CONNECTIONS', 1000, 10, 5000);
-  const INVALID = envNum('BENCH_INVALID_KEYS', 40_000, 1000, 10_000_000);
+  const INVALID = envNum('BENCH_INVALID_KEYS', 200_000, 1000, 10_000_000);
   const up = await startTarget('upstream');
   try {
     const conns = await connections(up, log);
@@ -213,7 +214,7 @@ export async function runScaling(o = {}) {
       '',
       '#### Memory under load',
       '',
-      'Fresh built-in gateway per phase, warmed up 2 s with the phase\'s own traffic; RSS sampled every 250 ms; the first 20% of samples are warm-up. Flat: the mean of the last third is within 5 MB or 5% of the mean of the first third.',
+      `Fresh built-in gateway per phase, warmed up ${envNum('BENCH_MEM_WARMUP_SECONDS', 10, 1, 120)} s with the phase's own traffic; RSS sampled every 250 ms; the first 20% of samples are warm-up. Flat: the mean of the last third is within 5 MB or 5% of the mean of the first third.`,
       '',
       table(['phase', 'target', 'requests', 'req/s', 'RSS at start MB', 'RSS first third → last third MB', 'growth', 'peak MB', 'verdict'], memRows),
       '',

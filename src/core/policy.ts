@@ -50,7 +50,11 @@ export interface Exchange {
 /** A decision: continue (`undefined`) or stop with an error. */
 export type Decision = GatewayError | undefined;
 
-/** An upstream response (or the built-in backend's) on its way to the client. */
+/**
+ * An upstream response on its way to the client. The response phase polices what an upstream
+ * sends; the built-in reference backend is not an upstream (its answers conform by construction)
+ * and does not go through it.
+ */
 export interface UpstreamResponse {
   status: number;
   /** Response headers, lower-case names; policies may rewrite them. */

@@ -22,6 +22,7 @@ import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '.
 import { operationPath } from '../../core/operations.js';
 import type { Exchange, ResponseBody } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
+import { backendAnswer } from '../shared/backend.js';
 import { guardIdle, readBody, readCapped } from '../shared/streams.js';
 import { UpstreamCall } from '../shared/upstream-call.js';
 
@@ -42,7 +43,6 @@ export interface PetstoreGatewayOptions {
 const METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
 const ROUTES = ['/v1', '/v1/*'];
 const EMPTY = Buffer.alloc(0);
-const JSON_HEADERS = { 'content-type': ERROR_CONTENT_TYPE };
 
 /** Renders an error in the Error shape, with the exchange's own response headers (e.g. deprecation). */
 export function sendError(reply: FastifyReply, ex: Exchange | null | undefined, err: GatewayError): void {
@@ -117,15 +117,8 @@ export async function petstoreGateway(app: FastifyInstance, opts: PetstoreGatewa
   if (backend !== undefined) {
     const handler = (request: FastifyRequest, reply: FastifyReply) => {
       const ex = request.exchange!;
-      const res = backend.handle({
-        operation: ex.operation!.id,
-        petId: ex.petId,
-        query: ex.upstreamQuery,
-        body: ex.upstreamBody ?? (request.body as Buffer | undefined),
-      });
-      // The reference backend is not an upstream: its answers conform by construction, so the
-      // response phase, which polices what an upstream sends, has nothing to check.
-      reply.code(res.status).headers(clientResponseHeaders(JSON_HEADERS, ex, true)).send(res.body);
+      const out = backendAnswer(backend, ex, ex.upstreamBody ?? (request.body as Buffer | undefined));
+      reply.code(out.status).headers(out.headers).send(out.body);
     };
     for (const url of ROUTES) app.route({ method: METHODS, url, handler, exposeHeadRoute: false });
     return;

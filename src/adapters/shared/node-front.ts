@@ -9,10 +9,9 @@ import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors
 import { clientResponseHeaders } from '../../core/headers.js';
 import type { Exchange, PolicyLog, ResponseBody } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
+import { backendAnswer } from './backend.js';
 import { readBody } from './streams.js';
 
-/** The built-in backend's only header: every answer is JSON. */
-const BACKEND_HEADERS = { 'content-type': ERROR_CONTENT_TYPE };
 
 /** Forwards one request that passed the request and body phases; `body` is set for createPet. */
 export type Forward = (gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined) => void;
@@ -61,10 +60,7 @@ export function createFront(holder: GatewayHolder, log: PolicyLog | undefined, f
 
   function pass(gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined): void {
     if (backend === undefined) return forward(gw, ex, req, res, body);
-    // The reference backend is not an upstream: its answers conform by construction, so the
-    // response phase, which polices what an upstream sends, has nothing to check.
-    const r = backend.handle({ operation: ex.operation!.id, petId: ex.petId, query: ex.upstreamQuery, body });
-    send(res, { status: r.status, headers: clientResponseHeaders(BACKEND_HEADERS, ex, true), body: r.body, truncated: false });
+    send(res, backendAnswer(backend, ex, body));
   }
 
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
