@@ -14,9 +14,7 @@ export interface NewPetInput {
 }
 
 export class PetStore {
-  private nextId = 1;
-  private readonly byId = new Map<string, string>();
-  /** Pet texts in creation order, all and per status, so a list costs O(limit). */
+  /** Pet texts in creation order, all and per status, so a list costs O(limit). Ids are 1, 2, 3, ... so pet n is all[n - 1]. */
   private readonly all: string[] = [];
   private readonly byStatus = new Map<PetStatus, string[]>();
   /** Encoded lists by limit and status, dropped on every create. Shared: never to be written to. */
@@ -32,11 +30,10 @@ export class PetStore {
   create(input: NewPetInput): string | undefined {
     if (this.all.length >= this.maxPets) return undefined;
     this.lists.clear();
-    const id = String(this.nextId++);
+    const id = String(this.all.length + 1);
     let text = `{"id":${id},"name":${JSON.stringify(input.name)},"categoryId":${input.categoryIdText}`;
     if (input.status !== undefined) text += `,"status":"${input.status}"`;
     text += '}';
-    this.byId.set(id, text);
     this.all.push(text);
     if (input.status !== undefined) {
       let list = this.byStatus.get(input.status);
@@ -48,7 +45,8 @@ export class PetStore {
 
   /** The pet with this id (an int64 literal), as JSON text. */
   get(idText: string): string | undefined {
-    return this.byId.get(BigInt(idText).toString());
+    const id = BigInt(idText);
+    return id >= 1n && id <= BigInt(this.all.length) ? this.all[Number(id) - 1] : undefined;
   }
 
   /** The first `limit` pets, of one status if given, as JSON array bytes (read-only: shared). */
