@@ -44,6 +44,13 @@ export function isConnectionFailure(err: unknown): boolean {
   return codes.some((c) => CONNECTION_FAILURES.has(c)) && !codes.some((c) => isParseError(c) || TIMEOUT_CODES.has(c));
 }
 
+/** What the operator log gets of a cause: its code and message, never a request header. */
+export function describeCause(cause: unknown): string | undefined {
+  if (!(cause instanceof Error)) return undefined;
+  const code = (cause as { code?: unknown }).code;
+  return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}`;
+}
+
 /**
  * 504 upstream_timeout, 502 bad_gateway (the upstream answered something that is not HTTP) or 502
  * upstream_unavailable (refused, reset, unreachable); the original is kept as `cause` for the log.

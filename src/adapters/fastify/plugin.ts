@@ -17,7 +17,7 @@ import type { Readable } from 'node:stream';
 import httpProxy from '@fastify/http-proxy';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
-import { errorForStatus, fromTransportError, isConnectionFailure } from '../../core/failures.js';
+import { describeCause, errorForStatus, fromTransportError, isConnectionFailure } from '../../core/failures.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
 import type { Exchange, ResponseBody } from '../../core/policy.js';
@@ -50,13 +50,6 @@ export function sendError(reply: FastifyReply, ex: Exchange | null | undefined, 
   if (err.status >= 500) reply.log.warn({ code: err.code, cause: describeCause(err.cause) }, 'gateway error');
   if (ex != null) reply.headers(ex.responseHeaders);
   reply.code(err.status).headers(err.headers).type(ERROR_CONTENT_TYPE).send(renderError(err));
-}
-
-/** What the operator log gets of a cause: its code and message, never a request header. */
-function describeCause(cause: unknown): string | undefined {
-  if (!(cause instanceof Error)) return undefined;
-  const code = (cause as { code?: unknown }).code;
-  return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}`;
 }
 
 /** Fastify's own errors (bad content-length, closing server, ...) in the Error shape. */

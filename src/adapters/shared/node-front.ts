@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
+import { describeCause } from '../../core/failures.js';
 import { clientResponseHeaders } from '../../core/headers.js';
 import type { Exchange, PolicyLog, ResponseBody } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
@@ -23,13 +24,6 @@ export interface Front {
   sendError(res: ServerResponse, ex: Exchange | undefined, err: GatewayError): void;
   /** Runs the response-body phase on a complete answer and writes what the chain decided. */
   finish(gw: Gateway, ex: Exchange, answer: ResponseBody, res: ServerResponse): void;
-}
-
-/** What the operator log gets of a cause: its code and message, never a request header. */
-export function describeCause(cause: unknown): string | undefined {
-  if (!(cause instanceof Error)) return undefined;
-  const code = (cause as { code?: unknown }).code;
-  return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}`;
 }
 
 function send(res: ServerResponse, out: ResponseBody): void {

@@ -18,12 +18,12 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { Pool, type Dispatcher } from 'undici';
 import { GatewayError } from '../../core/errors.js';
-import { fromTransportError, isConnectionFailure } from '../../core/failures.js';
+import { describeCause, fromTransportError, isConnectionFailure } from '../../core/failures.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../../core/headers.js';
 import { operationPath } from '../../core/operations.js';
 import type { Exchange, PolicyLog, UpstreamResponse } from '../../core/policy.js';
 import { GatewayHolder, type Gateway } from '../../gateway.js';
-import { createFront, describeCause, type Front } from '../shared/node-front.js';
+import { createFront, type Front } from '../shared/node-front.js';
 import { bodyTimeoutError, IdleTimer } from '../shared/streams.js';
 import { UpstreamCall } from '../shared/upstream-call.js';
 
