@@ -2,7 +2,7 @@
  * A circuit breaker for one upstream: after `failures` consecutive failed exchanges (transport
  * errors, timeouts, 5xx answers) it opens, and for `coolDownMs` the gateway answers 503 at once
  * instead of queueing clients behind a dead backend. Then one request is let through (half-open):
- * its success closes the circuit, its failure opens it again. Framework-free; both adapters use it.
+ * its success closes the circuit, its failure opens it again. Framework-free; every adapter uses it.
  */
 import { GatewayError } from './errors.js';
 

@@ -4,7 +4,7 @@
  * `server`, is refused with its problems logged and the old policy stays; reloads under load fail
  * no request; a request in flight finishes under the policy it started with.
  *
- * The file reload itself (signals, --watch, refusals) is the CLI's and the same for both engines:
+ * The file reload itself (signals, --watch, refusals) is the CLI's and the same for every engine:
  * (a)-(d) run on the default engine; the load and in-flight tests, which depend on how each
  * adapter holds the gateway of a request, run on each engine.
  */

@@ -13,7 +13,6 @@ import { GatewayHolder, type Gateway } from '../../gateway.js';
 import { backendAnswer } from './backend.js';
 import { readBody } from './streams.js';
 
-
 /** Forwards one request that passed the request and body phases; `body` is set for createPet. */
 export type Forward = (gw: Gateway, ex: Exchange, req: IncomingMessage, res: ServerResponse, body: Buffer | undefined) => void;
 

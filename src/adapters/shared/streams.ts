@@ -1,5 +1,5 @@
 /**
- * Node stream helpers both adapters use, so they read bodies and time out alike: the client's body
+ * Node stream helpers the adapters share, so they read bodies and time out alike: the client's body
  * within the policy's limit, an upstream body within a cap and an idle timeout.
  */
 import type { Readable } from 'node:stream';

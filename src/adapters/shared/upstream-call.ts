@@ -1,5 +1,5 @@
 /**
- * The bookkeeping of one upstream call, the same in both adapters: the response-headers deadline,
+ * The bookkeeping of one upstream call, the same in every adapter: the response-headers deadline,
  * and what the circuit breaker learns of it, once, when the exchange ends. A success is a complete
  * answer below 500; a failure is a transport error, a timeout, a 5xx, or a body that stalls or dies.
  * A client that hangs up tells nothing about the upstream: the call is abandoned, not failed.
