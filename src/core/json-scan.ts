@@ -68,6 +68,7 @@ function skipString(buf: Buffer, i: number): number {
   const n = buf.length;
   for (i++; i < n; i++) {
     const b = buf[i]!;
+    if (b > BACKSLASH) continue;
     if (b === QUOTE) return i + 1;
     if (b === BACKSLASH) i = skipEscape(buf, i);
     else if (b < 0x20) throw new ScanError('control character in a string');
@@ -97,6 +98,7 @@ function skipValue(buf: Buffer, i: number): number {
       for (i++; ; i++) {
         if (i >= n) throw new ScanError('unterminated string');
         const c = buf[i]!;
+        if (c > BACKSLASH) continue; // lower-case letters and UTF-8: most string bytes, one test
         if (c === QUOTE) break;
         if (c === BACKSLASH) i = skipEscape(buf, i);
         else if (c < 0x20) throw new ScanError('control character in a string');
@@ -229,6 +231,19 @@ function scanObject(buf: Buffer, i: number, wanted: Buffer): number {
   }
 }
 
+/**
+ * Offsets of the kept elements, [start, end) pairs, in a scratch array shared by every call
+ * (filterArray never re-enters) and doubled when a list needs more: cheaper than a new JS array
+ * per response.
+ */
+let KEPT: Uint32Array = new Uint32Array(256);
+
+function grow(a: Uint32Array): Uint32Array {
+  const b = new Uint32Array(a.length * 2);
+  b.set(a);
+  return b;
+}
+
 export interface ArrayFilterResult {
   /** The array to send: the original buffer when nothing was removed, else the kept elements. */
   readonly body: Buffer;
@@ -247,15 +262,17 @@ export function filterArray(buf: Buffer, limit: number, status: string | undefin
   let i = skipSpace(buf, 0);
   if (at(buf, i) !== LBRACKET) throw new ScanError('not a JSON array');
   i = skipSpace(buf, i + 1);
-  // Kept elements as [start, end) offsets; Buffers are only made if the array must be rebuilt.
-  const kept: number[] = [];
+  // Kept elements as [start, end) offsets (in a scratch array: filterArray never re-enters);
+  // Buffers are only made if the array must be rebuilt.
+  let kept = KEPT;
+  let k = 0;
   let removed = false;
   if (at(buf, i) === RBRACKET) {
     if (skipSpace(buf, i + 1) !== buf.length) throw new ScanError('trailing data');
     return { body: buf, changed: false };
   }
   for (;;) {
-    if (kept.length === limit * 2) {
+    if (k === limit * 2) {
       // Another element follows the last one we may send: cut here, unread.
       removed = true;
       break;
@@ -264,11 +281,16 @@ export function filterArray(buf: Buffer, limit: number, status: string | undefin
     let end: number;
     if (wanted === undefined) {
       end = skipValue(buf, i);
-      kept.push(start, end);
+      if (k === kept.length) kept = KEPT = grow(kept);
+      kept[k++] = start;
+      kept[k++] = end;
     } else {
       end = at(buf, i) === LBRACE ? scanObject(buf, i, wanted) : -skipValue(buf, i);
-      if (end > 0) kept.push(start, end);
-      else {
+      if (end > 0) {
+        if (k === kept.length) kept = KEPT = grow(kept);
+        kept[k++] = start;
+        kept[k++] = end;
+      } else {
         end = -end;
         removed = true;
       }
@@ -283,9 +305,9 @@ export function filterArray(buf: Buffer, limit: number, status: string | undefin
   }
   if (!removed) return { body: buf, changed: false };
   const parts: Buffer[] = [OPEN];
-  for (let k = 0; k < kept.length; k += 2) {
-    if (k > 0) parts.push(SEPARATOR);
-    parts.push(buf.subarray(kept[k], kept[k + 1]));
+  for (let e = 0; e < k; e += 2) {
+    if (e > 0) parts.push(SEPARATOR);
+    parts.push(buf.subarray(kept[e], kept[e + 1]));
   }
   parts.push(CLOSE);
   return { body: Buffer.concat(parts), changed: true };

@@ -302,3 +302,12 @@ t.test('property: what it passes on is JSON, and JSON arrays are never refused',
   t.strictSame(disagreements, [], 'the scanner accepts exactly what JSON.parse parses as an array');
   t.ok(refused > 200 && refused < 1800, `both kinds of input were generated (${refused} of 2000 refused)`);
 });
+
+t.test('more kept elements than the scratch space starts with: all of them, in order', async (t) => {
+  const pets = Array.from({ length: 1000 }, (_, i) => `{"id":${i},"status":"${i % 2 === 0 ? 'sold' : 'pending'}"}`);
+  const text = `[${pets.join(',')}]`;
+  t.equal(filterArray(b(text), 1000, undefined).body.toString(), text, 'all 1000, unchanged');
+  t.equal(out(text, 999), `[${pets.slice(0, 999).join(',')}]`, 'cut after 999');
+  t.equal(out(text, 1000, 'sold'), `[${pets.filter((_, i) => i % 2 === 0).join(',')}]`, '500 of 1000 by status');
+  t.equal(out('[1,2,3]', 2), '[1,2]', 'and a small list after a large one');
+});
