@@ -45,6 +45,8 @@ export interface UndiciHandlerOptions {
 interface Upstream {
   readonly front: Front;
   readonly log: PolicyLog | undefined;
+  readonly breaker: GatewayHolder['breaker'];
+  readonly headersMs: number;
   readonly bodyMs: number;
   readonly maxBufferedBytes: number;
   readonly retryIdempotent: boolean;
@@ -82,12 +84,10 @@ class Call implements Dispatcher.DispatchHandler {
     readonly path: string,
     readonly headers: Record<string, string | string[]>,
     readonly body: Buffer | undefined,
-    headersMs: number,
-    breaker: GatewayHolder['breaker'],
   ) {
     this.method = ex.operation!.method;
     // Past headersMs the client gets 504, the upstream request is aborted, a late answer dropped.
-    this.book = new UpstreamCall(breaker, headersMs, () => {
+    this.book = new UpstreamCall(up.breaker, up.headersMs, () => {
       this.stop();
       this.up.front.sendError(this.res, this.ex, new GatewayError('upstream_timeout'));
     });
@@ -229,7 +229,7 @@ export function createUndiciHandler(gateway: Gateway | GatewayHolder, options: U
     const headers = upstreamRequestHeaders(req.headers, ex, SET_BY_ADAPTER) as Record<string, string | string[]>;
     if (body !== undefined) headers['content-length'] = String(body.length);
     const path = upstreamBasePath + operationPath(ex.operation!, ex.petId) + (ex.upstreamQuery === '' ? '' : `?${ex.upstreamQuery}`);
-    const call = new Call(up, gw, ex, res, path, headers, body, timeouts.headersMs, breaker);
+    const call = new Call(up, gw, ex, res, path, headers, body);
     res.once('close', call.onClientClose);
     up.dispatch(call);
   }
@@ -238,6 +238,8 @@ export function createUndiciHandler(gateway: Gateway | GatewayHolder, options: U
   const up: Upstream = {
     front,
     log,
+    breaker,
+    headersMs: timeouts.headersMs,
     bodyMs: timeouts.bodyMs,
     maxBufferedBytes: upstream.maxBufferedBytes,
     retryIdempotent: upstream.retryIdempotent,
