@@ -4,16 +4,14 @@
  */
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
-import { bearer, ENGINES, ensureBuilt, request, runCli, spawnCliUntil } from '../helpers/servers.js';
+import { bearer, ENGINES, ensureBuilt, request, runCli, spawnCliUntil, tempDir } from '../helpers/servers.js';
 
 ensureBuilt();
 
-const dir = mkdtempSync(join(tmpdir(), 'petstore-gateway-cli-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'cli');
 
 const BAD_POLICY = join(dir, 'bad.yaml');
 writeFileSync(

@@ -16,7 +16,7 @@ import { request as httpRequest, Agent, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { isInt64Text } from '../../src/core/contract.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
-import { bearer, ENGINES, JSON_TYPE, parseRawResponse, request, startGateway, startStubUpstream, testKey, type Engine, type Response, type StubUpstream } from '../helpers/servers.js';
+import { bearer, ENGINES, JSON_TYPE, parseRawResponse, request, sleep, startGateway, startStubUpstream, testKey, type Engine, type Response, type StubUpstream } from '../helpers/servers.js';
 
 
 const PET = '{"id":1,"name":"Rex","categoryId":1}';
@@ -147,9 +147,6 @@ function statusLines(text: string): number[] {
   return [...text.matchAll(/HTTP\/1\.[01] (\d{3}) /g)].map((m) => Number(m[1]));
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
 function head(lines: readonly string[]): string {
   return lines.map((l) => l + '\r\n').join('') + '\r\n';

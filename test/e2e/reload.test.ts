@@ -9,9 +9,8 @@
  * adapter holds the gateway of a request, run on each engine.
  */
 import t from 'tap';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { assertError } from '../helpers/assert.js';
 import {
@@ -20,9 +19,12 @@ import {
   ensureBuilt,
   request,
   sendJson,
+  sleep,
   spawnCliUntil,
   startStubUpstream,
+  tempDir,
   testKey,
+  waitFor,
   type Engine,
   type ProcessHandle,
 } from '../helpers/servers.js';
@@ -30,8 +32,7 @@ import { hashKey } from '../../src/policies/auth/index.js';
 
 ensureBuilt();
 
-const dir = mkdtempSync(join(tmpdir(), 'petstore-gateway-reload-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'reload');
 
 /** The key every gateway here gets through PETSTORE_API_KEYS. */
 const KEY = testKey();
@@ -45,20 +46,7 @@ const JSON_BODY = { 'content-type': 'application/json' };
 // ---------------------------------------------------------------------------------------------
 // Small helpers (bounded in time)
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
-/** Polls `pred` every 20 ms; rejects after `timeoutMs`. */
-async function waitFor<T>(what: string, pred: () => T | undefined | false, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = pred();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 type LogEntry = Record<string, unknown> & { msg?: string; level?: number };
 

@@ -15,10 +15,9 @@
  */
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { buildServer } from '../../src/adapters/fastify/server.js';
@@ -36,9 +35,12 @@ import {
   policyText,
   rawExchange,
   request,
+  sleep,
   spawnCliUntil,
   startStubUpstream,
+  tempDir,
   testKey,
+  waitFor,
   type Engine,
   type ProcessHandle,
   type Response,
@@ -48,18 +50,7 @@ import {
 const sha256hex = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
 const rnd = (bytes: number) => randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x');
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
-/** Polls `pred` every 20 ms until it holds; rejects after `timeoutMs`. */
-async function waitFor(what: string, pred: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // What counts as a secret, and the check of a log against them
@@ -226,8 +217,7 @@ function nearMisses(key: string): string[] {
 // tests at the end await them. A failed start is reported there, not as an unhandled rejection.
 ensureBuilt();
 const READY = /petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+)[^\n]*\nAPI key for this run \(kept in memory only\): (\S+)\n/;
-const cliDir = mkdtempSync(join(tmpdir(), 'petstore-gateway-secrets-'));
-t.teardown(() => rmSync(cliDir, { recursive: true, force: true }));
+const cliDir = tempDir(t, 'secrets');
 const policyFile = join(cliDir, 'policy.yaml');
 const POLICY_BASE = ['version: 1', 'upstream: { url: builtin }', 'server: { host: 127.0.0.1, port: 8080 }', 'policies:', '  auth:', '    keysFromEnv: PETSTORE_API_KEYS'];
 writeFileSync(policyFile, [...POLICY_BASE, '    keys: []', ''].join('\n'));

@@ -5,9 +5,8 @@
  * the connections still open are closed and the process exits 0 all the same.
  */
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { assertError, type TapTest } from '../helpers/assert.js';
 import {
@@ -17,9 +16,12 @@ import {
   JSON_TYPE,
   request,
   sendJson,
+  sleep,
   spawnCliUntil,
   startStubUpstream,
+  tempDir,
   testKey,
+  waitFor,
   type Engine,
   type ProcessHandle,
   type Response,
@@ -28,25 +30,14 @@ import {
 
 ensureBuilt();
 
-const dir = mkdtempSync(join(tmpdir(), 'petstore-gateway-shutdown-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'shutdown');
 
 const KEY = testKey();
 const READY = /petstore-gateway listening on (http:\/\/127\.0\.0\.1:(\d+)) /;
 /** Slack for process scheduling on a loaded machine, on top of each expected time. */
 const SLACK_MS = 1500;
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
 
-async function waitFor(what: string, pred: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 function pet(id: number): string {
   return `{"id":${id},"name":"pet${id}","categoryId":1,"status":"available"}`;

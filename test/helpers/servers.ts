@@ -7,7 +7,7 @@
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, rmdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify as yamlStringify } from 'yaml';
 import type { TapTest } from './assert.js';
+export { sleep, waitFor } from './wait.js';
 import { buildServer } from '../../src/adapters/fastify/server.js';
 import { buildProxyServer } from '../../src/adapters/http-proxy-3/server.js';
 import { buildUndiciServer } from '../../src/adapters/undici/server.js';
@@ -33,6 +34,13 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 /** A fresh API key, a valid RFC 6750 b64token. */
 export function testKey(): string {
   return 'e2e_' + randomBytes(18).toString('base64url');
+}
+
+/** A new directory under the system's temporary directory, removed at teardown. */
+export function tempDir(t: TeardownHost, name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `petstore-gateway-${name}-`));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 // ---------------------------------------------------------------------------------------------

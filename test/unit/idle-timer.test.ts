@@ -4,8 +4,8 @@
  */
 import t from 'tap';
 import { IdleTimer } from '../../src/adapters/shared/streams.js';
+import { sleep } from '../helpers/wait.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 t.test('fires once, about idleMs after the start, when nothing happens', async (t) => {
   const started = performance.now();
