@@ -8,9 +8,10 @@ import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
 import { ERROR_CONTENT_TYPE, type GatewayError } from '../../src/core/errors.js';
 import { Chain } from '../../src/core/gateway.js';
-import type { Exchange, Policy, PolicyEnv, PolicyLog, ResponseBody } from '../../src/core/policy.js';
+import type { Exchange, Policy, PolicyEnv, ResponseBody } from '../../src/core/policy.js';
 import { listPets, type ListPetsConfig } from '../../src/policies/list-pets/index.js';
 import { upstreamErrors } from '../../src/policies/upstream-errors/index.js';
+import { fakeLog } from '../helpers/log.js';
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
 
@@ -27,15 +28,6 @@ t.test('defaults of the policy file', async (t) => {
   t.ok(r.ok);
   if (r.ok) t.strictSame(r.config.policies['list-pets'], { outOfRange: 'clamp', unknownParams: 'reject', enforceResponse: true });
 });
-
-interface Logged {
-  fields: Record<string, unknown>;
-  message: string;
-}
-function fakeLog(): PolicyLog & { lines: Logged[] } {
-  const lines: Logged[] = [];
-  return { lines, warn: (fields, message) => void lines.push({ fields, message }) };
-}
 
 function policy(config: Partial<ListPetsConfig> = {}, env: PolicyEnv = { env: {} }): Policy {
   return listPets.create({ ...DEFAULT, ...config }, env);

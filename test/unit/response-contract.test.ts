@@ -7,10 +7,11 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { ERROR_CONTENT_TYPE } from '../../src/core/errors.js';
 import { Chain } from '../../src/core/gateway.js';
-import type { Exchange, Policy, PolicyEnv, PolicyLog, ResponseBody, UpstreamResponse } from '../../src/core/policy.js';
+import type { Exchange, Policy, PolicyEnv, ResponseBody, UpstreamResponse } from '../../src/core/policy.js';
 import { listPets } from '../../src/policies/list-pets/index.js';
 import { responseContract, type ResponseContractConfig } from '../../src/policies/response-contract/index.js';
 import { upstreamErrors } from '../../src/policies/upstream-errors/index.js';
+import { fakeLog } from '../helpers/log.js';
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
 type Op = 'listPets' | 'createPet' | 'getPet';
@@ -21,15 +22,6 @@ const REQUEST: Record<Op, { method: string; target: string }> = {
   createPet: { method: 'POST', target: '/v1/pets' },
   getPet: { method: 'GET', target: '/v1/pets/1' },
 };
-
-interface Logged {
-  fields: Record<string, unknown>;
-  message: string;
-}
-function fakeLog(): PolicyLog & { lines: Logged[] } {
-  const lines: Logged[] = [];
-  return { lines, warn: (fields, message) => void lines.push({ fields, message }) };
-}
 
 type ContractPolicy = Policy & { readonly violations: number };
 function contract(mode: Mode, env: PolicyEnv = { env: {} }): ContractPolicy {

@@ -8,8 +8,9 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { CATALOGUE, ERROR_CONTENT_TYPE, type ErrorCode } from '../../src/core/errors.js';
 import { Chain } from '../../src/core/gateway.js';
-import type { HeaderValue, PolicyEnv, PolicyLog, ResponseBody } from '../../src/core/policy.js';
+import type { HeaderValue, PolicyEnv, ResponseBody } from '../../src/core/policy.js';
 import { extractMessage, upstreamErrors, type UpstreamErrorsConfig } from '../../src/policies/upstream-errors/index.js';
+import { fakeLog } from '../helpers/log.js';
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
 type Op = 'listPets' | 'createPet' | 'getPet';
@@ -26,15 +27,6 @@ const REQUEST: Record<Op, { method: string; target: string }> = {
   createPet: { method: 'POST', target: '/v1/pets' },
   getPet: { method: 'GET', target: '/v1/pets/7' },
 };
-
-interface Logged {
-  fields: Record<string, unknown>;
-  message: string;
-}
-function fakeLog(): PolicyLog & { lines: Logged[] } {
-  const lines: Logged[] = [];
-  return { lines, warn: (fields, message) => void lines.push({ fields, message }) };
-}
 
 interface Call {
   op?: Op;
