@@ -24,128 +24,11 @@ import fc from 'fast-check';
 import { request as httpRequest, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { ENGINES, JSON_TYPE, request, sendJson, startGateway, startStubUpstream, type RecordedRequest } from '../helpers/servers.js';
+import { INT64_MAX, INT64_MIN, isInt64, newPetProblems } from '../helpers/oracle.js';
 const NUM_RUNS = Number(process.env.FC_RUNS ?? 200);
 const TIME_LIMIT_MS = 10_000;
 const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
 t.comment(`fast-check seed ${SEED} (FC_SEED=${SEED} replays it), ${NUM_RUNS} requests per engine`);
-
-const INT64_MAX = 2n ** 63n - 1n;
-const INT64_MIN = -(2n ** 63n);
-const STATUSES = ['available', 'pending', 'sold'];
-
-function isInt64(text: string): boolean {
-  if (!/^-?(0|[1-9][0-9]*)$/.test(text)) return false;
-  const n = BigInt(text);
-  return n >= INT64_MIN && n <= INT64_MAX;
-}
-
-// ---------------------------------------------------------------------------------------------
-// A strict JSON reader for the NewPet oracle: UTF-8 only, numbers as text, no key twice.
-
-type JsonValue = null | boolean | string | { num: string } | JsonValue[] | Map<string, JsonValue>;
-
-function readStrictJson(bytes: Buffer): JsonValue {
-  const text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
-  let i = 0;
-  const ws = () => {
-    while (i < text.length && ' \t\n\r'.includes(text[i]!)) i++;
-  };
-  const fail = (what: string): never => {
-    throw new SyntaxError(`${what} at ${i}`);
-  };
-  const str = (): string => {
-    i++;
-    let out = '';
-    for (;;) {
-      if (i >= text.length) fail('unterminated string');
-      const c = text[i++]!;
-      if (c === '"') return out;
-      if (c.charCodeAt(0) < 0x20) fail('control character');
-      if (c !== '\\') {
-        out += c;
-        continue;
-      }
-      const e = text[i++];
-      const simple: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
-      if (e !== undefined && e in simple) out += simple[e];
-      else if (e === 'u' && /^[0-9a-fA-F]{4}$/.test(text.slice(i, i + 4))) {
-        out += String.fromCharCode(parseInt(text.slice(i, i + 4), 16));
-        i += 4;
-      } else fail('bad escape');
-    }
-  };
-  const value = (depth: number): JsonValue => {
-    if (depth > 200) fail('too deep');
-    ws();
-    const c = text[i];
-    if (c === '{' || c === '[') {
-      i++;
-      const isObj = c === '{';
-      const obj = new Map<string, JsonValue>();
-      const arr: JsonValue[] = [];
-      ws();
-      if (text[i] === (isObj ? '}' : ']')) {
-        i++;
-        return isObj ? obj : arr;
-      }
-      for (;;) {
-        ws();
-        if (isObj) {
-          if (text[i] !== '"') fail('key expected');
-          const k = str();
-          ws();
-          if (text[i++] !== ':') fail('colon expected');
-          const v = value(depth + 1);
-          if (obj.has(k)) fail(`duplicate key ${k}`);
-          obj.set(k, v);
-        } else arr.push(value(depth + 1));
-        ws();
-        if (text[i] === ',') {
-          i++;
-          continue;
-        }
-        if (text[i] === (isObj ? '}' : ']')) {
-          i++;
-          return isObj ? obj : arr;
-        }
-        fail('comma or end expected');
-      }
-    }
-    if (c === '"') return str();
-    for (const [word, v] of [['true', true], ['false', false], ['null', null]] as const) {
-      if (text.startsWith(word, i)) {
-        i += word.length;
-        return v;
-      }
-    }
-    const m = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/.exec(text.slice(i));
-    if (m === null) return fail('value expected');
-    i += m[0].length;
-    return { num: m[0] };
-  };
-  const v = value(0);
-  ws();
-  if (i !== text.length) fail('trailing characters');
-  return v;
-}
-
-function newPetProblems(bytes: Buffer): string[] {
-  let v: JsonValue;
-  try {
-    v = readStrictJson(bytes);
-  } catch (err) {
-    return [`not strict JSON: ${(err as Error).message}`];
-  }
-  if (!(v instanceof Map)) return ['not an object'];
-  const problems: string[] = [];
-  if (typeof v.get('name') !== 'string') problems.push('name is not a string');
-  const cat = v.get('categoryId');
-  if (cat === null || typeof cat !== 'object' || !('num' in cat) || !isInt64(cat.num)) problems.push('categoryId is not an int64 literal');
-  if (v.has('status') && !STATUSES.includes(v.get('status') as string)) problems.push('status is not a PetStatus');
-  const unknown = [...v.keys()].filter((k) => !['name', 'categoryId', 'status'].includes(k));
-  if (unknown.length > 0) problems.push(`fields ${unknown.join(',')}`);
-  return problems;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The stub upstream
@@ -391,7 +274,7 @@ function forwardedProblem(up: RecordedRequest): { problem: string | undefined; q
     if (!isInt64(p.slice('/v1/pets/'.length))) problem = `getPet path ${p}`;
     queryOnOtherOperation = q !== undefined;
   } else if (up.method === 'POST' && p === '/v1/pets') {
-    const problems = newPetProblems(up.body);
+    const problems = newPetProblems(up.body, 'reject');
     if (problems.length > 0) problem = `createPet body ${JSON.stringify(up.body.toString('utf8').slice(0, 100))}: ${problems.join('; ')}`;
     else if (!/^application\/json/i.test(String(up.headers['content-type']))) problem = `createPet content-type ${up.headers['content-type']}`;
     queryOnOtherOperation = q !== undefined;
