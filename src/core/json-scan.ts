@@ -169,14 +169,6 @@ function skipValue(buf: Buffer, i: number): number {
   }
 }
 
-/** `i` at an object key; returns the index of the value after its colon. */
-function skipKey(buf: Buffer, i: number): number {
-  if (at(buf, i) !== QUOTE) throw new ScanError('object key expected');
-  i = skipSpace(buf, skipString(buf, i));
-  if (at(buf, i) !== COLON) throw new ScanError("':' expected");
-  return skipSpace(buf, i + 1);
-}
-
 /** Whether the string token `buf[start, end)` has an escape. */
 function hasEscape(buf: Buffer, start: number, end: number): boolean {
   for (let i = start + 1; i < end - 1; i++) if (buf[i] === BACKSLASH) return true;

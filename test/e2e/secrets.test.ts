@@ -16,13 +16,8 @@
 import t from 'tap';
 import { createHash, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { buildServer } from '../../src/adapters/fastify/server.js';
-import { buildProxyServer } from '../../src/adapters/http-proxy-3/server.js';
-import { buildUndiciServer } from '../../src/adapters/undici/server.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { hashKey, newKey } from '../../src/policies/auth/keys.js';
@@ -32,6 +27,7 @@ import {
   ENGINES,
   ensureBuilt,
   JSON_TYPE,
+  listenEngine,
   policyText,
   rawExchange,
   request,
@@ -41,7 +37,6 @@ import {
   tempDir,
   testKey,
   waitFor,
-  type Engine,
   type ProcessHandle,
   type Response,
 } from '../helpers/servers.js';
@@ -182,31 +177,6 @@ async function stubUpstream(t: TapTest, pw: ReturnType<typeof passwordsOf>) {
 // ---------------------------------------------------------------------------------------------
 // In process
 
-interface Running {
-  readonly url: string;
-  readonly port: number;
-}
-
-async function serveEngine(t: TapTest, engine: Engine, holder: GatewayHolder, log: Logger): Promise<Running> {
-  let server: Server;
-  if (engine === 'fastify') {
-    const app = await buildServer(holder, { loggerInstance: log });
-    t.teardown(() => app.close());
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    server = app.server;
-  } else {
-    const handle = engine === 'undici' ? buildUndiciServer(holder, { log }) : buildProxyServer(holder, { log });
-    server = handle.server;
-    t.teardown(() => {
-      server.closeAllConnections();
-      return handle.close();
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  }
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, port };
-}
-
 /** Wrong keys close to a real one: a changed last character, one fewer, one more, case flipped. */
 function nearMisses(key: string): string[] {
   const last = key.at(-1)!;
@@ -254,7 +224,7 @@ for (const engine of ENGINES) {
       return createGateway(loaded.config, { env, log });
     };
     const holder = new GatewayHolder(load(policy(fileKey)));
-    const gw = await serveEngine(t, engine, holder, log);
+    const gw = await listenEngine(t, engine, holder, log);
 
     const statuses: string[] = [];
     const send = async (path: string, authorization?: string, extra: Record<string, string> = {}, method = 'GET'): Promise<Response> => {
@@ -388,7 +358,7 @@ for (const engine of ENGINES) {
       // A second gateway on the same logger, its upstream a closed port.
       const port = await closedPort();
       const downHolder = new GatewayHolder(load(policy(fileKey, `http://ops:${secrets.password('upstream URL', rnd(10))}@127.0.0.1:${port}/v1`)));
-      const down = await serveEngine(t, engine, downHolder, log);
+      const down = await listenEngine(t, engine, downHolder, log);
       for (const [path, method] of [
         ['/v1/pets', 'GET'],
         ['/v1/pets', 'POST'],

@@ -20,7 +20,8 @@ import { buildServer } from '../../src/adapters/fastify/server.js';
 import { buildProxyServer } from '../../src/adapters/http-proxy-3/server.js';
 import { buildUndiciServer } from '../../src/adapters/undici/server.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
-import { createGateway, type Gateway } from '../../src/gateway.js';
+import { createGateway, type Gateway, type GatewayHolder } from '../../src/gateway.js';
+import type { Logger } from 'pino';
 
 /** The smallest part of tap's Test that the helpers use. */
 export interface TeardownHost {
@@ -172,6 +173,35 @@ export function policyText(input: PolicyInput = {}): string {
 }
 
 /**
+ * The standalone server of `engine` for a gateway (or a holder, to reload it) on 127.0.0.1:0,
+ * closed at teardown; `log` gets the operator log lines.
+ */
+export async function listenEngine(
+  t: TeardownHost,
+  engine: Engine,
+  gateway: Gateway | GatewayHolder,
+  log?: Logger,
+): Promise<{ url: string; port: number; server: Server }> {
+  let server: Server;
+  if (engine === 'fastify') {
+    const app = await buildServer(gateway, log === undefined ? {} : { loggerInstance: log });
+    t.teardown(() => app.close());
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    server = app.server;
+  } else {
+    const handle = engine === 'undici' ? buildUndiciServer(gateway, { log }) : buildProxyServer(gateway, { log });
+    server = handle.server;
+    t.teardown(() => {
+      server.closeAllConnections();
+      return handle.close();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  }
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, port, server };
+}
+
+/**
  * A gateway from a policy (YAML text, or overrides over a builtin default) on 127.0.0.1:0.
  * The server is always 127.0.0.1 port 0, whatever the policy's `server` section says.
  */
@@ -182,22 +212,7 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
   const gateway = createGateway(loaded.config, { env });
   const engine = options.engine ?? 'undici';
-  let server: Server;
-  if (engine === 'fastify') {
-    const app = await buildServer(gateway);
-    t.teardown(() => app.close());
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    server = app.server;
-  } else {
-    const handle = engine === 'undici' ? buildUndiciServer(gateway) : buildProxyServer(gateway);
-    server = handle.server;
-    t.teardown(() => {
-      server.closeAllConnections();
-      return handle.close();
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  }
-  const { port } = server.address() as AddressInfo;
+  const { server, port } = await listenEngine(t, engine, gateway);
   return { url: `http://127.0.0.1:${port}`, key, gateway, engine, server };
 }
 
