@@ -44,7 +44,7 @@ export class Chain {
     };
     for (const p of this.annotators) p.annotate!(ex);
     for (const p of this.onRequest) {
-      const d = p.onRequest!(ex);
+      const d = p.onRequest!(ex) as Decision; // interim: the exchange (issue 11) awaits async decisions
       if (d !== undefined) return { ex, error: d };
     }
     return { ex, error: undefined };

@@ -18,6 +18,8 @@ export interface RequestHead {
   /** The raw request-target: path and query, as sent. */
   readonly target: string;
   readonly headers: IncomingHeaders;
+  /** The peer address of the connection (not a forwarded one), when known. */
+  readonly remoteAddress?: string | undefined;
 }
 
 /**
@@ -77,8 +79,11 @@ export interface Policy {
    * of the operation carries, denials included (e.g. getPet's Deprecation). Cannot deny.
    */
   annotate?(ex: Exchange): void;
-  /** Runs once the request line and headers are known, before any body is read. */
-  onRequest?(ex: Exchange): Decision;
+  /**
+   * Runs once the request line and headers are known, before any body is read. A policy that must
+   * ask shared state (a Redis rate limit) returns a promise; every other stays synchronous.
+   */
+  onRequest?(ex: Exchange): Decision | Promise<Decision>;
   /** Runs on the complete raw body of an operation that has one, before it is forwarded. */
   onBody?(ex: Exchange, body: Buffer): Decision;
   /**

@@ -1,0 +1,48 @@
+/**
+ * What one finished request leaves behind for operations: the access log line and the metrics
+ * are both written from this, once, after the response (Envoy's access log, Kong's log phase).
+ * The exchange implements it; observers only read it.
+ */
+import type { OperationId } from './operations.js';
+import type { FailureKind } from './upstream.js';
+
+/** The route label: the operation's template, or one value for every other path (bounded). */
+export type RouteLabel = '/v1/pets' | '/v1/pets/{petId}' | 'unknown';
+
+export interface ExchangeRecord {
+  /** Epoch milliseconds when the request arrived. */
+  readonly startedAt: number;
+  /** From arrival to the last byte written (or the connection closed), milliseconds. */
+  readonly durationMs: number;
+  readonly requestId: string;
+  /** The request method as sent (bounded for metrics by the observer: unknown methods fold). */
+  readonly method: string;
+  readonly route: RouteLabel;
+  readonly operation: OperationId | undefined;
+  /** The status the client got; 0 when the connection closed before any status was sent. */
+  readonly status: number;
+  /** The catalogue code when the client got an Error. */
+  readonly errorCode: string | undefined;
+  /** The policy that denied the request (`auth`, `rate-limit`, ...), when one did. */
+  readonly rejectedBy: string | undefined;
+  /** The upstream's status, when it answered. */
+  readonly upstreamStatus: number | undefined;
+  /** From sending upstream to the end of its answer (or failure), milliseconds. */
+  readonly upstreamMs: number | undefined;
+  /** How the upstream call failed, when it did (a timeout of the exchange's own is `headers_timeout`/`body_timeout`). */
+  readonly upstreamFailure: FailureKind | undefined;
+  /** Request body bytes read, and response body bytes written. */
+  readonly bytesIn: number;
+  readonly bytesOut: number;
+  readonly clientAddress: string | undefined;
+  /** The id of the API key that authenticated the request (never the key). */
+  readonly consumer: string | undefined;
+  /** listPets' accepted `limit` and `status` query values as sent (no other query value is kept). */
+  readonly limit: string | undefined;
+  readonly statusFilter: string | undefined;
+}
+
+/** Receives every finished exchange (access log, metrics, deprecation report). Must not throw. */
+export interface ExchangeObserver {
+  onEnd(record: ExchangeRecord): void;
+}

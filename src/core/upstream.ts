@@ -1,0 +1,86 @@
+/**
+ * The Upstream port: how the exchange reaches the backend, whichever library does it (an undici
+ * Pool, http-proxy-3, @fastify/reply-from, or the in-process reference backend). Shaped after
+ * Envoy's router and its pluggable connection pools: the exchange owns everything that is policy
+ * (deadlines, the retry rule, the circuit breaker, buffering and error mapping); a transport only
+ * moves bytes and names what went wrong with a neutral failure kind, never its library's codes.
+ */
+import type { OperationId } from './operations.js';
+
+/**
+ * What went wrong with an upstream call, in words of the exchange, not of a library:
+ * - `refused`: no connection could be opened (nothing listens, unreachable host);
+ * - `reset`: the connection broke (reset, closed, socket error);
+ * - `connect_timeout`: the connection was not open in time;
+ * - `headers_timeout` / `body_timeout`: the transport's own deadline fired (the exchange's timers
+ *   are the exact ones; a transport reports these only as a backstop);
+ * - `invalid_response`: the upstream answered something that is not HTTP, or too big to be one.
+ */
+export type FailureKind = 'refused' | 'reset' | 'connect_timeout' | 'headers_timeout' | 'body_timeout' | 'invalid_response';
+
+export const FAILURE_KINDS: ReadonlyArray<FailureKind> = ['refused', 'reset', 'connect_timeout', 'headers_timeout', 'body_timeout', 'invalid_response'];
+
+/** A transport failure, with the library's error kept as `cause` for the operator log. */
+export class UpstreamFailure extends Error {
+  constructor(
+    readonly kind: FailureKind,
+    cause?: unknown,
+  ) {
+    super(`upstream ${kind.replace('_', ' ')}`, cause === undefined ? undefined : { cause });
+    this.name = 'UpstreamFailure';
+  }
+}
+
+/** One upstream request, as the exchange built it. */
+export interface UpstreamRequest {
+  readonly method: 'GET' | 'POST';
+  /** The operation (for the in-process backend, which needs no path). */
+  readonly operation: OperationId;
+  readonly petId: string | undefined;
+  /** The upstream query, without '?'. */
+  readonly query: string;
+  /** The path the upstream receives: its base path, the operation's path and `?query`. */
+  readonly path: string;
+  /** Request headers, lower-case names, without host: the transport writes the upstream's. */
+  readonly headers: Record<string, string | string[]>;
+  readonly body: Buffer | undefined;
+  /** The front's own request object, for a transport that works through it (reply-from). */
+  readonly native: unknown;
+}
+
+/** What a transport may do to the call it is running, handed to the handler at the start. */
+export interface UpstreamControl {
+  /** Stop delivering body chunks until `resume` (the client is not reading). */
+  pause(): void;
+  resume(): void;
+  /** Stop the call: nothing more is delivered to the handler. */
+  abort(): void;
+}
+
+/**
+ * The exchange's side of one call. A transport calls `onStart` once, then `onHead` once, then
+ * `onData` per body chunk and `onEnd`; or `onFailure` at any point (then nothing else). After
+ * `control.abort()` it calls nothing more.
+ */
+export interface UpstreamHandler {
+  onStart(control: UpstreamControl): void;
+  onHead(status: number, headers: Readonly<Record<string, string | string[] | undefined>>): void;
+  onData(chunk: Buffer): void;
+  onEnd(): void;
+  onFailure(failure: UpstreamFailure): void;
+}
+
+export interface Upstream {
+  /** A name for logs and metrics: `undici`, `http-proxy-3`, `reply-from`, `builtin`. */
+  readonly name: string;
+  /**
+   * True when the answers conform to the interface by construction (the reference backend): the
+   * response phase, which polices what an upstream sends, is not run on them, and no circuit
+   * breaker guards it.
+   */
+  readonly conforms: boolean;
+  /** Starts one call; every outcome reaches `handler`. */
+  send(request: UpstreamRequest, handler: UpstreamHandler): void;
+  /** Closes idle connections once the calls in flight are done. */
+  close(): Promise<void>;
+}
