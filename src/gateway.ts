@@ -4,8 +4,9 @@
  */
 import { ReferenceBackend } from './backend/service.js';
 import type { PolicyConfig, UpstreamConfig } from './config/types.js';
-import { Chain } from './core/gateway.js';
+import { Chain } from './core/chain.js';
 import { CircuitBreaker } from './core/breaker.js';
+import type { ForwardSettings } from './core/exchange.js';
 import type { PolicyEnv, Problem } from './core/policy.js';
 import { POLICY_MODULES } from './policies/index.js';
 
@@ -37,6 +38,11 @@ export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: Re
   };
 }
 
+/** What the exchange needs of the upstream section, fixed for the life of a server. */
+export function forwardSettings(gw: Gateway): ForwardSettings {
+  const { timeouts, maxBufferedBytes, retryIdempotent } = gw.upstream;
+  return { basePath: gw.upstreamBasePath, headersMs: timeouts.headersMs, bodyMs: timeouts.bodyMs, maxBufferedBytes, retryIdempotent };
+}
 
 /**
  * The gateway in force, swapped whole on a reload (SIGHUP, --watch). Each request keeps the gateway

@@ -2,13 +2,13 @@
  * petstore-gateway as a library: the policy core, the policy file loader, the adapters and the
  * reference backend. The CLI (`petstore-gateway`) is built from these same parts.
  */
-export { petstoreGateway, type PetstoreGatewayOptions } from './adapters/fastify/plugin.js';
-export { buildServer } from './adapters/fastify/server.js';
-export { createPetstoreHandler, type PetstoreHandler } from './adapters/http-proxy-3/handler.js';
-export { buildProxyServer, type ProxyServerHandle } from './adapters/http-proxy-3/server.js';
-export { createUndiciHandler, type UndiciHandler } from './adapters/undici/handler.js';
-export { buildUndiciServer } from './adapters/undici/server.js';
-export type { NodeServerHandle } from './adapters/shared/node-server.js';
+export { petstoreGateway, type PetstoreGatewayOptions } from './fronts/fastify.js';
+export { buildServer } from './engines/fastify.js';
+export { buildProxyServer, createPetstoreHandler, type PetstoreHandler, type ProxyServerHandle } from './engines/http-proxy-3.js';
+export { buildUndiciServer, createUndiciHandler, type UndiciHandler } from './engines/undici.js';
+export type { NodeServerHandle } from './fronts/node-server.js';
+export type { Upstream, UpstreamHandler, UpstreamRequest, FailureKind } from './core/upstream.js';
+export type { ExchangeObserver, ExchangeRecord } from './core/record.js';
 export { ReferenceBackend } from './backend/service.js';
 export { createBackendServer } from './backend/server.js';
 export { formatProblems, loadPolicyFile, parsePolicy, type LoadResult, type Overrides } from './config/load.js';

@@ -73,6 +73,30 @@ export class GatewayError extends Error {
   }
 }
 
+const BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCode>([
+  [400, 'invalid_request'],
+  [401, 'missing_api_key'],
+  [404, 'not_found'],
+  [405, 'method_not_allowed'],
+  [408, 'request_timeout'],
+  [413, 'payload_too_large'],
+  [415, 'unsupported_media_type'],
+  [429, 'too_many_requests'],
+  [431, 'headers_too_large'],
+  [502, 'bad_gateway'],
+  [503, 'service_unavailable'],
+  [504, 'upstream_timeout'],
+]);
+
+/**
+ * The catalogue error for a bare status, e.g. a framework's own 413 (a front maps its framework's
+ * errors by their status); unknown 4xx are 400 invalid_request, anything else 500.
+ */
+export function errorForStatus(status: number, cause?: unknown): GatewayError {
+  const code = BY_STATUS.get(status) ?? (status >= 400 && status < 500 ? 'invalid_request' : 'internal_error');
+  return new GatewayError(code, undefined, {}, cause);
+}
+
 export const ERROR_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /** The body of an Error response: exactly `{code, message, status}`. */

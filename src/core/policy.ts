@@ -45,6 +45,10 @@ export interface Exchange {
   upstreamBody: Buffer | undefined;
   /** The id of the API key that authenticated the request (never the key). */
   keyId: string | undefined;
+  /** The request id: the client's when valid, else one the gateway made; echoed and forwarded. */
+  requestId?: string;
+  /** The policy that denied the request, when one did (for the access log and metrics). */
+  deniedBy?: string;
   /** listPets: the page size and status filter the upstream was asked for, once validated. */
   list: { readonly limit: number; readonly status: string | undefined } | undefined;
 }

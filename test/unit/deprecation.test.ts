@@ -8,7 +8,7 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
 import type { GatewayError } from '../../src/core/errors.js';
-import { Chain } from '../../src/core/gateway.js';
+import { Chain } from '../../src/core/chain.js';
 import type { IncomingHeaders, Policy, PolicyEnv } from '../../src/core/policy.js';
 import { createGateway } from '../../src/gateway.js';
 import { auth } from '../../src/policies/auth/index.js';

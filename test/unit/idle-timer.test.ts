@@ -3,7 +3,7 @@
  * re-arms itself for the rest when it fires early. Real timers, small durations, bounded waits.
  */
 import t from 'tap';
-import { IdleTimer } from '../../src/adapters/shared/streams.js';
+import { IdleTimer } from '../../src/core/idle-timer.js';
 import { sleep } from '../helpers/wait.js';
 
 

@@ -7,7 +7,7 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
 import { ERROR_CONTENT_TYPE, type GatewayError } from '../../src/core/errors.js';
-import { Chain } from '../../src/core/gateway.js';
+import { Chain } from '../../src/core/chain.js';
 import type { Exchange, Policy, PolicyEnv, ResponseBody } from '../../src/core/policy.js';
 import { listPets, type ListPetsConfig } from '../../src/policies/list-pets/index.js';
 import { upstreamErrors } from '../../src/policies/upstream-errors/index.js';

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { ERROR_CONTENT_TYPE } from '../../src/core/errors.js';
-import { Chain } from '../../src/core/gateway.js';
+import { Chain } from '../../src/core/chain.js';
 import type { Exchange, Policy, PolicyEnv, ResponseBody, UpstreamResponse } from '../../src/core/policy.js';
 import { listPets } from '../../src/policies/list-pets/index.js';
 import { responseContract, type ResponseContractConfig } from '../../src/policies/response-contract/index.js';

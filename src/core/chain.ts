@@ -23,11 +23,11 @@ export class Chain {
     this.responders = policies.filter((p) => p.onResponseBody !== undefined);
   }
 
-  /** Starts an exchange and runs every policy's request phase; `error` is the first denial. */
-  begin(head: RequestHead): { ex: Exchange; error: GatewayError | undefined } {
+  /** A fresh exchange for a request head: its route, nothing decided yet. */
+  open(head: RequestHead): Exchange {
     const { path, query } = splitTarget(head.target);
     const route = matchRoute(head.method, path);
-    const ex: Exchange = {
+    return {
       head,
       route,
       operation: route.kind === 'operation' ? route.operation : undefined,
@@ -42,19 +42,52 @@ export class Chain {
       keyId: undefined,
       list: undefined,
     };
-    for (const p of this.annotators) p.annotate!(ex);
-    for (const p of this.onRequest) {
-      const d = p.onRequest!(ex) as Decision; // interim: the exchange (issue 11) awaits async decisions
-      if (d !== undefined) return { ex, error: d };
+  }
+
+  /**
+   * Runs every policy's request phase on `ex`, in order, until the first denial. Synchronous while
+   * every policy is; a policy that must wait (shared state) returns a promise, and the rest of the
+   * chain runs once it settles: then the result is a promise of the decision.
+   */
+  decide(ex: Exchange, from = 0): Decision | Promise<Decision> {
+    if (from === 0) for (const p of this.annotators) p.annotate!(ex);
+    const list = this.onRequest;
+    for (let i = from; i < list.length; i++) {
+      const d = list[i]!.onRequest!(ex);
+      if (d === undefined) continue;
+      if (d instanceof Promise) {
+        const name = list[i]!.name;
+        return d.then((r) => {
+          if (r === undefined) return this.decide(ex, i + 1);
+          ex.deniedBy = name;
+          return r;
+        });
+      }
+      ex.deniedBy = list[i]!.name;
+      return d;
     }
-    return { ex, error: undefined };
+    return undefined;
+  }
+
+  /**
+   * Starts an exchange and runs every policy's request phase; `error` is the first denial. For
+   * synchronous policies only (unit tests and tools); the exchange uses `open` and `decide`.
+   */
+  begin(head: RequestHead): { ex: Exchange; error: GatewayError | undefined } {
+    const ex = this.open(head);
+    const d = this.decide(ex);
+    if (d instanceof Promise) throw new Error('Chain.begin: a policy decided asynchronously; use decide()');
+    return { ex, error: d };
   }
 
   /** Runs every policy's body phase on the complete raw body. */
   acceptBody(ex: Exchange, body: Buffer): Decision {
     for (const p of this.onBody) {
       const d = p.onBody!(ex, body);
-      if (d !== undefined) return d;
+      if (d !== undefined) {
+        ex.deniedBy = p.name;
+        return d;
+      }
     }
     return undefined;
   }

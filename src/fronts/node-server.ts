@@ -4,9 +4,8 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ServerConfig } from '../../config/types.js';
-import type { GatewayHolder } from '../../gateway.js';
-import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../../core/errors.js';
+import type { ServerConfig } from '../config/types.js';
+import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 
 /**
  * Answers a request node's HTTP parser refused (RFC 9112 framing errors such as conflicting
@@ -73,11 +72,11 @@ export interface NodeServerHandle {
  * in-flight requests finish before `closeUpstream`.
  */
 export function serveHandler(
-  holder: GatewayHolder,
+  limits: ServerConfig,
   handler: (req: IncomingMessage, res: ServerResponse) => void,
   closeUpstream: () => unknown,
 ): NodeServerHandle {
-  const server = createNodeServer(holder.current.config.server, handler);
+  const server = createNodeServer(limits, handler);
   server.on('clientError', clientErrorResponse);
   return {
     server,

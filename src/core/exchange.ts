@@ -1,0 +1,591 @@
+/**
+ * The exchange: the life of one request, in one place, whatever front received it and whatever
+ * transport reaches the upstream (Envoy's router and upstream request are the model):
+ *
+ *   client request -> request policies -> [body -> body policies] -> Upstream port
+ *                  -> response policies -> client  -> observers (access log, metrics)
+ *
+ * Fronts (src/fronts) only turn their framework's request into a `RequestHead` and read the body
+ * when asked; transports (src/upstreams) only move bytes and name failures with a `FailureKind`.
+ * Everything else lives here, once: the request id, deadlines (response headers, body idle), the
+ * retry rule, circuit-breaker accounting, bounded buffering of bodies a policy must read, error
+ * mapping to the catalogue, the error barrier, and the record observers read when it ends.
+ *
+ * Error barrier: an exception from a policy, a transport or a hook becomes a 500 `internal_error`
+ * for that request, logged once with its stack; the process keeps serving (issue 11, item 2).
+ */
+import { CircuitBreaker } from './breaker.js';
+import type { Chain } from './chain.js';
+import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
+import { IdleTimer } from './idle-timer.js';
+import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from './headers.js';
+import { operationPath, type OperationId } from './operations.js';
+import type { Exchange, HeaderValue, RequestHead, ResponseBody } from './policy.js';
+import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
+import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamHandler, UpstreamRequest } from './upstream.js';
+
+/**
+ * The client's response as the exchange writes it: node's ServerResponse has this shape (the
+ * Fastify front passes `reply.raw`), so the core needs no import of node:http.
+ */
+export interface ClientResponse {
+  readonly headersSent: boolean;
+  readonly writableFinished: boolean;
+  readonly destroyed: boolean;
+  writeHead(status: number, headers: Record<string, HeaderValue | number>): unknown;
+  write(chunk: Buffer): boolean;
+  end(chunk?: Buffer): unknown;
+  destroy(): unknown;
+  once(event: 'close' | 'drain', listener: () => void): unknown;
+  setHeader(name: string, value: string): unknown;
+}
+
+/** The gateway in force (swapped whole on a reload) and what outlives reloads. */
+export interface GatewaySource {
+  readonly current: { readonly chain: Chain; readonly bodyLimit: number };
+  readonly breaker: CircuitBreaker | undefined;
+}
+
+/** What forwarding is built from; fixed for the life of the process (a reload cannot change it). */
+export interface ForwardSettings {
+  /** The upstream's base path (`/v1`, no trailing slash), prefixed to every operation path. */
+  readonly basePath: string;
+  readonly headersMs: number;
+  readonly bodyMs: number;
+  /** Most bytes of a 2xx body held for a policy that must read it (lists); past it, truncated. */
+  readonly maxBufferedBytes: number;
+  readonly retryIdempotent: boolean;
+}
+
+/** Where the exchange reports what an operator must know. */
+export interface OperatorLog {
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+/** How a front takes part: it reads the body when the exchange asks, and drains one it refused. */
+export interface FrontHooks {
+  /**
+   * The request passed its request phase. The front calls `request.forward(body)`: at once for an
+   * operation without a body, once it has read the body (within `request.bodyLimit`) otherwise,
+   * or `request.failBody(err)` when reading failed.
+   */
+  proceed(request: ActiveRequest): void;
+  /** The request was answered before its body was read: drain or discard it. */
+  discard(request: ActiveRequest): void;
+}
+
+export interface PipelineOptions {
+  readonly gateways: GatewaySource;
+  readonly upstream: Upstream;
+  readonly settings: ForwardSettings;
+  readonly front: FrontHooks;
+  readonly log?: OperatorLog | undefined;
+  readonly observer?: ExchangeObserver | undefined;
+}
+
+/** Most bytes of a non-2xx upstream body kept for the error mapping; the rest is not buffered. */
+export const ERROR_BODY_CAP = 16 * 1024;
+
+/** Request headers the transports write themselves. */
+const SET_BY_TRANSPORT: ReadonlySet<string> = new Set(['host', 'content-length']);
+
+const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
+  listPets: '/v1/pets',
+  createPet: '/v1/pets',
+  getPet: '/v1/pets/{petId}',
+};
+
+function errorFor(kind: FailureKind, cause: unknown): GatewayError {
+  const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : 'upstream_unavailable';
+  return new GatewayError(code, undefined, {}, cause);
+}
+
+/** What the operator log gets of a cause: its code and message, never a request header. */
+export function describeCause(cause: unknown): string | undefined {
+  if (!(cause instanceof Error)) return undefined;
+  const code = (cause as { code?: unknown }).code;
+  const inner = cause.cause instanceof Error && cause.cause !== cause ? ` (${describeCause(cause.cause)})` : '';
+  return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}${inner}`;
+}
+
+/** A final status the interface can carry: 200..599 (a 1xx final answer or 999 is not HTTP we relay). */
+function isFinalStatus(status: number): boolean {
+  return Number.isInteger(status) && status >= 200 && status <= 599;
+}
+
+/** The pipeline of one front: one per server, shared by its requests. */
+export class Pipeline {
+  readonly gateways: GatewaySource;
+  readonly upstream: Upstream;
+  readonly settings: ForwardSettings;
+  readonly front: FrontHooks;
+  readonly log: OperatorLog | undefined;
+  readonly observer: ExchangeObserver | undefined;
+
+  constructor(options: PipelineOptions) {
+    this.gateways = options.gateways;
+    this.upstream = options.upstream;
+    this.settings = options.settings;
+    this.front = options.front;
+    this.log = options.log;
+    this.observer = options.observer;
+  }
+
+  /**
+   * Starts the exchange of one request: runs its request phase (synchronously unless a policy must
+   * wait), then answers a denial or hands the request to the front to read its body and forward.
+   */
+  handle(head: RequestHead, res: ClientResponse, native: unknown): ActiveRequest {
+    const request = new ActiveRequest(this, head, res, native);
+    request.start();
+    return request;
+  }
+
+  /** An exchange not started yet, for a front that must keep it before `start` may call back. */
+  open(head: RequestHead, res: ClientResponse, native: unknown): ActiveRequest {
+    return new ActiveRequest(this, head, res, native);
+  }
+
+  /** Answers an error for a request the chain never saw (e.g. a front's own failure). */
+  reject(head: RequestHead, res: ClientResponse, native: unknown, err: unknown): ActiveRequest {
+    const request = new ActiveRequest(this, head, res, native);
+    request.failBody(err);
+    return request;
+  }
+
+  /** Logs an exception the barrier caught: once, with its stack. */
+  crashed(err: unknown, where: string): void {
+    const stack = err instanceof Error ? err.stack : String(err);
+    this.log?.error({ where, stack }, 'unexpected error; answered 500 internal_error');
+  }
+}
+
+const enum Mode {
+  /** Before the upstream answered. */
+  Waiting,
+  /** The body streams to the client as it arrives. */
+  Streaming,
+  /** The body is held for the response phase. */
+  Buffering,
+}
+
+/**
+ * One request in flight. It is the exchange the policies write (`ex`), the record the observers
+ * read, and the handler of its upstream call.
+ */
+export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
+  readonly ex: Exchange;
+  readonly startedAt = Date.now();
+  private readonly t0 = performance.now();
+  private endedAt = 0;
+  /** The chain of the gateway in force when the request arrived: a reload does not change it. */
+  private readonly chain: Chain;
+  readonly bodyLimit: number;
+
+  status = 0;
+  errorCode: string | undefined = undefined;
+  upstreamStatus: number | undefined = undefined;
+  upstreamFailure: FailureKind | undefined = undefined;
+  private upstreamT0 = 0;
+  private upstreamT1 = 0;
+  bytesIn = 0;
+  bytesOut = 0;
+
+  private control: UpstreamControl | undefined = undefined;
+  private upstreamRequest: UpstreamRequest | undefined = undefined;
+  private deadline: NodeJS.Timeout | undefined = undefined;
+  private idle: IdleTimer | undefined = undefined;
+  private mode = Mode.Waiting;
+  private headers: Readonly<Record<string, HeaderValue>> | undefined = undefined;
+  private chunks: Buffer[] | undefined = undefined;
+  private size = 0;
+  private cap = 0;
+  private truncated = false;
+  private attempt = 0;
+  /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
+  private settled = true;
+  private breakerTold = true;
+  private closedSeen = false;
+
+  constructor(
+    private readonly pipeline: Pipeline,
+    readonly head: RequestHead,
+    readonly res: ClientResponse,
+    /** The front's own request object (IncomingMessage, FastifyReply...). */
+    readonly native: unknown,
+  ) {
+    const gw = pipeline.gateways.current;
+    this.chain = gw.chain;
+    this.bodyLimit = gw.bodyLimit;
+    this.ex = gw.chain.open(head);
+    res.once('close', this.onClose);
+  }
+
+  // ---- ExchangeRecord --------------------------------------------------------------------------
+
+  get durationMs(): number {
+    return (this.endedAt === 0 ? performance.now() : this.endedAt) - this.t0;
+  }
+  get requestId(): string {
+    return this.ex.requestId ?? '';
+  }
+  get method(): string {
+    return this.head.method;
+  }
+  get route(): RouteLabel {
+    const op = this.ex.operation;
+    return op === undefined ? (this.ex.route.kind === 'method_not_allowed' ? (this.ex.route.allow === 'GET' ? '/v1/pets/{petId}' : '/v1/pets') : 'unknown') : ROUTE_LABEL[op.id];
+  }
+  get operation(): OperationId | undefined {
+    return this.ex.operation?.id;
+  }
+  get rejectedBy(): string | undefined {
+    return this.ex.deniedBy;
+  }
+  get upstreamMs(): number | undefined {
+    return this.upstreamT0 === 0 ? undefined : (this.upstreamT1 === 0 ? performance.now() : this.upstreamT1) - this.upstreamT0;
+  }
+  get clientAddress(): string | undefined {
+    return this.head.remoteAddress;
+  }
+  get consumer(): string | undefined {
+    return this.ex.keyId;
+  }
+  get limit(): string | undefined {
+    return this.ex.list === undefined ? undefined : String(this.ex.list.limit);
+  }
+  get statusFilter(): string | undefined {
+    return this.ex.list?.status;
+  }
+
+  // ---- Request phase ---------------------------------------------------------------------------
+
+  /** Runs the request phase; a denial is answered, a pass handed to the front. */
+  start(): void {
+    let d;
+    try {
+      d = this.chain.decide(this.ex);
+    } catch (err) {
+      return this.crash(err, 'request phase');
+    }
+    if (d instanceof Promise) {
+      d.then(
+        (r) => this.decided(r),
+        (err: unknown) => this.crash(err, 'request phase'),
+      );
+      return;
+    }
+    this.decided(d);
+  }
+
+  private decided(d: GatewayError | undefined): void {
+    if (d !== undefined) {
+      this.pipeline.front.discard(this);
+      return this.sendError(d);
+    }
+    if (this.res.destroyed) return; // the client left while a policy was deciding
+    try {
+      this.pipeline.front.proceed(this);
+    } catch (err) {
+      this.crash(err, 'front');
+    }
+  }
+
+  /** Reading the body failed: 413 (and close the connection), or the client went away. */
+  failBody(err: unknown): void {
+    if (err instanceof GatewayError) {
+      // 413 before the body is read whole: close the connection rather than drain it.
+      if (err.status === 413 && !this.res.headersSent) this.res.setHeader('connection', 'close');
+      return this.sendError(err);
+    }
+    if (this.res.headersSent || this.res.destroyed) {
+      this.res.destroy();
+      return;
+    }
+    this.crash(err, 'request body');
+  }
+
+  /** Forwards a request that passed the request phase; `body` for an operation that has one. */
+  forward(body: Buffer | undefined): void {
+    try {
+      const ex = this.ex;
+      const op = ex.operation;
+      if (op === undefined) return this.sendError(new GatewayError('not_found'));
+      if (body !== undefined) {
+        this.bytesIn = body.length;
+        const denied = this.chain.acceptBody(ex, body);
+        if (denied !== undefined) return this.sendError(denied);
+        body = ex.upstreamBody ?? body;
+      } else if (op.hasBody) {
+        return this.sendError(new GatewayError('invalid_request', 'The request body is missing.'));
+      }
+      const { upstream, gateways, settings } = this.pipeline;
+      if (!upstream.conforms) {
+        const closed = gateways.breaker?.admit();
+        if (closed !== undefined) return this.sendError(closed);
+      }
+      const headers = upstreamRequestHeaders(this.head.headers, ex, SET_BY_TRANSPORT) as Record<string, string | string[]>;
+      if (body !== undefined) headers['content-length'] = String(body.length);
+      const query = ex.upstreamQuery;
+      this.upstreamRequest = {
+        method: op.method,
+        operation: op.id,
+        petId: ex.petId,
+        query,
+        path: settings.basePath + operationPath(op, ex.petId) + (query === '' ? '' : `?${query}`),
+        headers,
+        body,
+        native: this.native,
+      };
+      this.settled = false;
+      this.breakerTold = upstream.conforms;
+      this.upstreamT0 = performance.now();
+      // In process, the reference backend answers before `send` returns: no deadline to keep.
+      if (!upstream.conforms) this.deadline = setTimeout(this.onHeadersDeadline, settings.headersMs);
+      upstream.send(this.upstreamRequest, this);
+    } catch (err) {
+      this.crash(err, 'forward');
+    }
+  }
+
+  // ---- Upstream call (UpstreamHandler) ---------------------------------------------------------
+
+  onStart(control: UpstreamControl): void {
+    this.control = control;
+    if (this.settled) control.abort();
+  }
+
+  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>): void {
+    if (this.settled) return this.control?.abort();
+    clearTimeout(this.deadline);
+    this.upstreamStatus = status;
+    try {
+      if (!isFinalStatus(status) || tooManyHeaders(headers)) {
+        // 999, 600, a 101 nobody asked for, or a header flood: not an answer to relay (issue 12, item 6).
+        this.control?.abort();
+        return this.upstreamFailed(new GatewayError('bad_gateway', undefined, {}, new Error(`upstream answered status ${status}`)));
+      }
+      this.headers = headers;
+      const { upstream, settings } = this.pipeline;
+      if (!upstream.conforms) this.idle = new IdleTimer(settings.bodyMs, this.onBodyIdle);
+      const head = { status, headers: headers as Record<string, HeaderValue | number> };
+      if (!upstream.conforms && this.chain.wantsResponseBody(this.ex, head)) {
+        this.mode = Mode.Buffering;
+        this.chunks = [];
+        // A 2xx a policy reads (a list) is held up to maxBufferedBytes; an error page only as far
+        // as the error mapping reads it: the rest is not buffered (issue 12, item 7).
+        this.cap = status < 300 ? settings.maxBufferedBytes : Math.min(ERROR_BODY_CAP, settings.maxBufferedBytes);
+        return;
+      }
+      this.mode = Mode.Streaming;
+      this.status = status;
+      this.res.writeHead(status, upstream.conforms ? this.ownHeaders(headers) : clientResponseHeaders(headers as Record<string, HeaderValue | number>, this.ex));
+    } catch (err) {
+      // A header value node will not write (the upstream's fault): 502, nothing forwarded.
+      this.control?.abort();
+      this.status = 0;
+      this.upstreamFailed(new GatewayError('bad_gateway', undefined, {}, err));
+    }
+  }
+
+  onData(chunk: Buffer): void {
+    if (this.settled) return;
+    this.idle?.touch();
+    if (this.mode === Mode.Streaming) {
+      this.bytesOut += chunk.length;
+      if (!this.res.write(chunk)) {
+        // The client reads slowly: hold the upstream back, and do not count the wait against it.
+        this.control?.pause();
+        this.idle?.pause();
+        this.res.once('drain', this.onDrain);
+      }
+      return;
+    }
+    const chunks = this.chunks!;
+    if (this.size + chunk.length > this.cap) {
+      // More than any policy reads: the chain decides on what it has (truncated), the rest is
+      // not read.
+      chunks.push(chunk.subarray(0, this.cap - this.size));
+      this.size = this.cap;
+      this.truncated = true;
+      this.control?.abort();
+      this.complete();
+      return;
+    }
+    chunks.push(chunk);
+    this.size += chunk.length;
+  }
+
+  onEnd(): void {
+    if (this.settled) return;
+    this.complete();
+  }
+
+  onFailure(failure: UpstreamFailure): void {
+    if (this.settled) return;
+    const { upstream, settings } = this.pipeline;
+    // A read is retried once, and only when the connection failed before any byte of an answer
+    // (never on an answer such as a 503, never createPet, never on a timeout).
+    if (
+      this.mode === Mode.Waiting &&
+      this.upstreamStatus === undefined &&
+      settings.retryIdempotent &&
+      this.attempt === 0 &&
+      this.upstreamRequest!.method === 'GET' &&
+      (failure.kind === 'refused' || failure.kind === 'reset')
+    ) {
+      this.attempt++;
+      this.control = undefined;
+      try {
+        upstream.send(this.upstreamRequest!, this);
+      } catch (err) {
+        this.crash(err, 'transport');
+      }
+      return;
+    }
+    this.upstreamFailure = failure.kind;
+    this.upstreamFailed(errorFor(failure.kind, failure.cause ?? failure));
+  }
+
+  // ---- Endings ---------------------------------------------------------------------------------
+
+  private readonly onDrain = (): void => {
+    this.idle?.resume();
+    this.control?.resume();
+  };
+
+  private readonly onHeadersDeadline = (): void => {
+    if (this.settled) return;
+    this.upstreamFailure = 'headers_timeout';
+    this.control?.abort();
+    this.upstreamFailed(new GatewayError('upstream_timeout'));
+  };
+
+  /** The body paused longer than bodyMs while the client was reading: the upstream's fault. */
+  private readonly onBodyIdle = (): void => {
+    if (this.settled) return;
+    this.upstreamFailure = 'body_timeout';
+    this.control?.abort();
+    this.upstreamFailed(new GatewayError('upstream_timeout'));
+  };
+
+  /** Ends the upstream call: the breaker learns its outcome once. */
+  private endCall(ok: boolean): void {
+    this.settled = true;
+    this.upstreamT1 = performance.now();
+    clearTimeout(this.deadline);
+    this.idle?.stop();
+    if (!this.breakerTold) {
+      this.breakerTold = true;
+      this.pipeline.gateways.breaker?.record(ok);
+    }
+  }
+
+  private upstreamFailed(err: GatewayError): void {
+    this.endCall(false);
+    if (this.res.headersSent) {
+      // The status is out (a streamed body broke off or paused too long): close the connection.
+      this.pipeline.log?.warn({ requestId: this.requestId, code: err.code, cause: describeCause(err.cause) }, 'upstream body failed; connection closed');
+      this.res.destroy();
+      return;
+    }
+    this.sendError(err);
+  }
+
+  private complete(): void {
+    const status = this.upstreamStatus!;
+    this.endCall(status < 500);
+    if (this.mode === Mode.Streaming) {
+      this.res.end();
+      return;
+    }
+    const chunks = this.chunks!;
+    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
+    this.chunks = undefined;
+    let out: ResponseBody;
+    try {
+      out = this.chain.finishResponse(this.ex, { status, headers: this.headers as Record<string, HeaderValue | number>, body, truncated: this.truncated });
+    } catch (err) {
+      return this.crash(err, 'response phase');
+    }
+    this.send(out.status, clientResponseHeaders(out.headers, this.ex, true), out.body);
+  }
+
+  /** The client went away, or the response is done: abandon what is pending, tell the observers. */
+  private readonly onClose = (): void => {
+    if (this.closedSeen) return;
+    this.closedSeen = true;
+    if (!this.settled) {
+      // A client that hangs up tells nothing about the upstream: abandoned, not failed.
+      this.settled = true;
+      this.upstreamT1 = performance.now();
+      clearTimeout(this.deadline);
+      this.idle?.stop();
+      this.control?.abort();
+      if (!this.breakerTold) {
+        this.breakerTold = true;
+        this.pipeline.gateways.breaker?.release();
+      }
+    }
+    this.endedAt = performance.now();
+    const observer = this.pipeline.observer;
+    if (observer === undefined) return;
+    try {
+      observer.onEnd(this);
+    } catch (err) {
+      this.pipeline.crashed(err, 'observer');
+    }
+  };
+
+  // ---- Writing to the client -------------------------------------------------------------------
+
+  /** Headers of an answer that conforms by construction (the reference backend): the exchange's own over it. */
+  private ownHeaders(headers: Readonly<Record<string, HeaderValue>>): Record<string, HeaderValue | number> {
+    const out: Record<string, HeaderValue | number> = { ...headers };
+    const own = this.ex.responseHeaders;
+    for (const name in own) out[name] = own[name];
+    return out;
+  }
+
+  private send(status: number, headers: Record<string, HeaderValue | number>, body: Buffer): void {
+    const res = this.res;
+    if (res.headersSent || res.destroyed) return;
+    headers['content-length'] = body.length;
+    this.status = status;
+    this.bytesOut = body.length;
+    res.writeHead(status, headers);
+    res.end(body);
+  }
+
+  /** Answers `err` in the Error shape with the exchange's own headers (e.g. deprecation). */
+  sendError(err: GatewayError): void {
+    const res = this.res;
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (res.destroyed) return;
+    this.errorCode = err.code;
+    if (err.status >= 500 && err.code !== 'internal_error') {
+      this.pipeline.log?.warn({ requestId: this.requestId, code: err.code, cause: describeCause(err.cause) }, 'gateway error');
+    }
+    const headers: Record<string, HeaderValue | number> = { ...this.ex.responseHeaders, ...err.headers, 'content-type': ERROR_CONTENT_TYPE };
+    try {
+      this.send(err.status, headers, Buffer.from(renderError(err)));
+    } catch (e) {
+      this.pipeline.crashed(e, 'sendError');
+      res.destroy();
+    }
+  }
+
+  /** The error barrier: an exception anywhere in the exchange answers 500, logged once. */
+  private crash(err: unknown, where: string): void {
+    this.pipeline.crashed(err, where);
+    if (!this.settled) {
+      this.control?.abort();
+      this.endCall(false);
+    }
+    this.sendError(new GatewayError('internal_error'));
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * The Fastify front: a plugin that serves the interface's paths (`/v1` and below) through the
+ * exchange, forwarding with @fastify/http-proxy (reply-from) or to the in-process reference backend.
+ * It only translates: Fastify request -> RequestHead, its hooks -> the exchange's phases. The
+ * exchange writes every answer to `reply.raw`.
+ *
+ * What a host application gets (issue 11, item 5):
+ * - fastify-plugin metadata (`petstore-gateway`, `fastify: 5.x`); options checked at register with
+ *   a clear message; a second register refused; a `prefix` refused (the interface lives at `/v1`).
+ * - The plugin owns `/v1`: a host route under `/v1` registered after it is refused (it would be
+ *   served without authentication). Host routes elsewhere are the host's: the gateway does not
+ *   authenticate them, and its body parser, hooks and error handler do not touch them.
+ *
+ * @example
+ *   import Fastify from 'fastify';
+ *   import { createGateway, loadPolicyFile, petstoreGateway } from 'petstore-gateway';
+ *   const env = { env: process.env };
+ *   const loaded = loadPolicyFile('policies/default.yaml', env);
+ *   if (!loaded.ok) throw new Error('bad policy');
+ *   const app = Fastify({ logger: true });
+ *   await app.register(petstoreGateway, { gateway: createGateway(loaded.config, { ...env, log: app.log }) });
+ *   await app.listen({ port: 8080 });
+ */
+import httpProxy from '@fastify/http-proxy';
+import fp from 'fastify-plugin';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import { errorForStatus, GatewayError } from '../core/errors.js';
+import { type ActiveRequest, type FrontHooks, type OperatorLog, Pipeline } from '../core/exchange.js';
+import type { RequestHead } from '../core/policy.js';
+import type { ExchangeObserver } from '../core/record.js';
+import { forwardSettings, GatewayHolder, type Gateway } from '../gateway.js';
+import { builtinUpstream } from '../upstreams/builtin.js';
+import { replyFromUpstream } from '../upstreams/reply-from.js';
+import { readBody } from './body.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The exchange of this request, once the gateway's onRequest hook has started it. */
+    petstore: ActiveRequest | null;
+    /** Fastify's `done` of the onRequest hook, called when the request phase passed. */
+    petstoreDone: (() => void) | null;
+    /** A framework error to answer once the request phase passed (authentication first). */
+    petstoreError: GatewayError | null;
+  }
+  interface FastifyInstance {
+    /** The exchange pipeline of the petstore-gateway plugin registered on this instance. */
+    petstoreGateway: { readonly pipeline: Pipeline };
+  }
+}
+
+export interface PetstoreGatewayOptions {
+  /** A gateway (createGateway), or a holder whose gateway can be replaced while serving (hot reload). */
+  readonly gateway: Gateway | GatewayHolder;
+  /** The operator log; the instance's logger by default. */
+  readonly log?: OperatorLog;
+  /** Receives every finished request (access log, metrics). */
+  readonly observer?: ExchangeObserver;
+  /** Refused: the interface lives at /v1. */
+  readonly prefix?: string;
+}
+
+/** Every method reaches the chain, which answers 405 for those the interface does not define. */
+const METHODS: HTTPMethods[] = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
+const ROUTES = ['/v1', '/v1/*'];
+const EMPTY = Buffer.alloc(0);
+/** Marks the routes the plugin registers itself, so the /v1 guard lets them through. */
+const OWN_ROUTE = Symbol('petstore-gateway route');
+
+/** Fastify's own errors (bad content-length, body too large, ...) in the catalogue. */
+export function fromFastifyError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const status = (err as { statusCode?: unknown }).statusCode;
+  return errorForStatus(typeof status === 'number' ? status : 500, err);
+}
+
+function headOf(request: FastifyRequest): RequestHead {
+  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress };
+}
+
+const hooks: FrontHooks = {
+  proceed(ar: ActiveRequest): void {
+    const request = (ar.native as FastifyReply).request;
+    const pending = request.petstoreError;
+    if (pending !== null) return ar.failBody(pending);
+    const done = request.petstoreDone;
+    // Fastify reads the body (the raw parser below), then calls the route's handler: `forward`.
+    if (done !== null) return done();
+    ar.forward(undefined);
+  },
+  discard(ar: ActiveRequest): void {
+    (ar.native as FastifyReply).request.raw.resume();
+  },
+};
+
+function checkOptions(opts: PetstoreGatewayOptions): GatewayHolder {
+  const g = (opts as Partial<PetstoreGatewayOptions> | undefined)?.gateway;
+  if (g === undefined || g === null || typeof g !== 'object' || !('chain' in g || g instanceof GatewayHolder)) {
+    throw new TypeError('petstore-gateway: options.gateway is required: pass createGateway(config, env) or a GatewayHolder');
+  }
+  if (opts.prefix !== undefined && opts.prefix !== '') {
+    throw new Error(`petstore-gateway: a prefix ('${opts.prefix}') is not supported: the interface is served at /v1; register the plugin without one`);
+  }
+  return g instanceof GatewayHolder ? g : new GatewayHolder(g as Gateway);
+}
+
+async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promise<void> {
+  if (app.hasDecorator('petstoreGateway')) {
+    throw new Error('petstore-gateway: the plugin is registered twice on this instance; register it once');
+  }
+  const holder = checkOptions(opts);
+  const gw = holder.current;
+  const upstream = gw.backend !== undefined ? builtinUpstream(gw.backend) : replyFromUpstream();
+  const pipeline = new Pipeline({ gateways: holder, upstream, settings: forwardSettings(gw), front: hooks, log: opts.log ?? app.log, observer: opts.observer });
+  app.decorate('petstoreGateway', { pipeline });
+  app.addHook('onClose', async () => upstream.close());
+
+  // The plugin owns /v1: a host route there would be served without authentication.
+  app.addHook('onRoute', (route) => {
+    const own = (route.config as Record<symbol, unknown> | undefined)?.[OWN_ROUTE] === true;
+    if (!own && (route.url === '/v1' || route.url.startsWith('/v1/'))) {
+      throw new Error(`petstore-gateway: the route ${route.method} ${route.url} is under /v1, which the gateway serves (and authenticates); register it elsewhere`);
+    }
+  });
+
+  // Encapsulated: the raw body parser, the hooks and the error handler govern only the gateway's routes.
+  await app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (request, payload, done) => {
+      const limit = request.petstore?.bodyLimit ?? holder.current.bodyLimit;
+      readBody(payload, request.headers['content-length'], limit).then((b) => done(null, b), done);
+    });
+    scope.decorateRequest('petstore', null);
+    scope.decorateRequest('petstoreDone', null);
+    scope.decorateRequest('petstoreError', null);
+    // Authentication and the rest of the request phase run before any body is read.
+    scope.addHook('onRequest', (request, reply, done) => {
+      request.petstoreDone = done;
+      // Kept before it starts: a passing request phase calls `done`, and Fastify may run the
+      // handler (which reads `request.petstore`) before `start` returns.
+      const ar = pipeline.open(headOf(request), reply.raw, reply);
+      request.petstore = ar;
+      ar.start();
+    });
+    scope.setErrorHandler((err, request, reply) => {
+      const ar = request.petstore;
+      if (ar !== null) ar.failBody(fromFastifyError(err));
+      else pipeline.reject(headOf(request), reply.raw, reply, fromFastifyError(err));
+    });
+    const handler = (request: FastifyRequest) => {
+      const ar = request.petstore!;
+      ar.forward(ar.ex.operation?.hasBody === true ? ((request.body as Buffer | undefined) ?? EMPTY) : undefined);
+    };
+    const config = { [OWN_ROUTE]: true };
+    if (gw.backend !== undefined) {
+      for (const url of ROUTES) scope.route({ method: METHODS, url, handler, config, exposeHeadRoute: false });
+      return;
+    }
+    const { timeouts, connections } = gw.upstream;
+    await scope.register(httpProxy, {
+      upstream: gw.upstreamOrigin!,
+      routes: ROUTES,
+      httpMethods: METHODS,
+      config,
+      // Our own parser above keeps the raw bytes; http-proxy's pass-through parsers would stream them.
+      proxyPayloads: false,
+      // reply-from logs every forwarded request at info level; the access log is the gateway's.
+      disableRequestLogging: true,
+      undici: { connections, connectTimeout: timeouts.connectMs, headersTimeout: timeouts.headersMs, bodyTimeout: timeouts.bodyMs },
+      handler,
+    });
+  });
+}
+
+/** The Fastify plugin: `app.register(petstoreGateway, { gateway })`. */
+export const petstoreGateway = fp(plugin, { name: 'petstore-gateway', fastify: '5.x' });

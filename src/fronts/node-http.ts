@@ -1,0 +1,44 @@
+/**
+ * The node:http front: a request handler for `createServer` that feeds the exchange. The undici
+ * and http-proxy-3 engines (and the built-in backend with either) serve clients through it. It
+ * only translates: IncomingMessage -> RequestHead, and reads the body when the exchange asks.
+ * The native request handed to transports is the client's ServerResponse (`res.req` is its
+ * request): http-proxy-3 drives those objects itself.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type ActiveRequest, type FrontHooks, Pipeline, type PipelineOptions } from '../core/exchange.js';
+import { readBody } from './body.js';
+
+const hooks: FrontHooks = {
+  proceed(request: ActiveRequest): void {
+    const req = (request.native as ServerResponse).req;
+    if (request.ex.operation?.hasBody !== true) {
+      req.resume(); // a body nobody asked for is drained, never forwarded
+      return request.forward(undefined);
+    }
+    readBody(req, req.headers['content-length'], request.bodyLimit).then(
+      (body) => request.forward(body),
+      (err: unknown) => request.failBody(err),
+    );
+  },
+  discard(request: ActiveRequest): void {
+    (request.native as ServerResponse).req.resume();
+  },
+};
+
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** A node:http request handler running every request through the exchange. */
+export function createNodeHandler(options: Omit<PipelineOptions, 'front'>): { handler: NodeHandler; pipeline: Pipeline } {
+  const pipeline = new Pipeline({ ...options, front: hooks });
+  const handler: NodeHandler = (req, res) => {
+    const head = { method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers, remoteAddress: req.socket.remoteAddress };
+    try {
+      pipeline.handle(head, res, res);
+    } catch (err) {
+      // The barrier's last line: an exception before the exchange could answer (a front bug).
+      pipeline.reject(head, res, res, err);
+    }
+  };
+  return { handler, pipeline };
+}

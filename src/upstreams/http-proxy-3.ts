@@ -1,0 +1,124 @@
+/**
+ * http-proxy-3 behind the Upstream port, for teams that run node:http + http-proxy-3. What 1.x
+ * needs (and gets here): an `error` callback on every call (it throws otherwise), a keep-alive
+ * agent (its default opens a connection per request), the response read by us
+ * (`selfHandleResponse`), and a 101 that nobody asked for failed at once (it would hang).
+ * http-proxy-3 drives node's own request objects, so the front's native request is the client's
+ * ServerResponse (and its `req`).
+ */
+import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
+import { createProxyServer } from 'http-proxy-3';
+import type { UpstreamConfig } from '../config/types.js';
+import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
+import { failureKind } from './errors.js';
+
+const PROXY_KINDS: ReadonlyMap<string, FailureKind> = new Map();
+
+/** One call (and its attempt's node objects). */
+class ProxyCall implements UpstreamControl {
+  proxyReq: ClientRequest | undefined;
+  proxyRes: IncomingMessage | undefined;
+  stopped = false;
+
+  constructor(readonly handler: UpstreamHandler) {}
+
+  pause(): void {
+    this.proxyRes?.pause();
+  }
+
+  resume(): void {
+    this.proxyRes?.resume();
+  }
+
+  abort(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.proxyRes?.destroy();
+    this.proxyReq?.destroy();
+  }
+
+  fail(err: unknown): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.handler.onFailure(err instanceof UpstreamFailure ? err : new UpstreamFailure(failureKind(err, PROXY_KINDS), err));
+  }
+
+  readonly onUpgrade = (_res: IncomingMessage, socket: { destroy(): void }): void => {
+    socket.destroy();
+    this.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
+  };
+
+  /** Reads the response the proxy hands over (selfHandleResponse). */
+  respond(proxyRes: IncomingMessage): void {
+    this.proxyRes = proxyRes;
+    if (this.stopped) {
+      proxyRes.destroy();
+      return;
+    }
+    const h = this.handler;
+    h.onHead(proxyRes.statusCode ?? 0, proxyRes.headers);
+    if (this.stopped) {
+      proxyRes.destroy();
+      return;
+    }
+    proxyRes.on('data', (chunk: Buffer) => {
+      if (!this.stopped) h.onData(chunk);
+    });
+    proxyRes.once('end', () => {
+      if (this.stopped) return;
+      this.stopped = true;
+      h.onEnd();
+    });
+    proxyRes.once('error', (err) => this.fail(err));
+    proxyRes.once('close', () => {
+      if (!proxyRes.complete) this.fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
+    });
+  }
+}
+
+export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onProxyError?: (err: Error) => void): Upstream {
+  const agent = new Agent({ keepAlive: true, maxSockets: config.connections });
+  const proxy = createProxyServer({ agent, selfHandleResponse: true, ignorePath: true, changeOrigin: true, proxyTimeout: config.timeouts.headersMs + config.timeouts.bodyMs });
+  // A listener for every error the proxy may emit outside a call's own callback.
+  proxy.on('error', (err) => onProxyError?.(err));
+  // One listener per event, dispatching to the call of each request (not one listener per call).
+  const calls = new WeakMap<IncomingMessage, ProxyCall>();
+  proxy.on('proxyReq', (proxyReq, req) => {
+    const call = calls.get(req);
+    if (call === undefined) return;
+    call.proxyReq = proxyReq;
+    proxyReq.once('upgrade', call.onUpgrade);
+    if (call.stopped) proxyReq.destroy();
+  });
+  proxy.on('proxyRes', (proxyRes, req) => {
+    const call = calls.get(req);
+    if (call === undefined) return void proxyRes.destroy();
+    calls.delete(req);
+    call.respond(proxyRes);
+  });
+
+  return {
+    name: 'http-proxy-3',
+    conforms: false,
+    send(request: UpstreamRequest, handler: UpstreamHandler): void {
+      const res = request.native as ServerResponse;
+      const req = res.req;
+      // http-proxy-3 copies req.headers (and req.method) into the upstream request.
+      req.headers = request.headers;
+      const call = new ProxyCall(handler);
+      calls.set(req, call);
+      handler.onStart(call);
+      if (call.stopped) return;
+      const buffer = Readable.from(request.body === undefined ? [] : [request.body]);
+      proxy.web(req, res, { target: new URL(origin + request.path), buffer }, (err) => {
+        calls.delete(req);
+        call.fail(err);
+      });
+    },
+    close: async () => {
+      proxy.close();
+      agent.destroy();
+    },
+  };
+}

@@ -1,0 +1,106 @@
+/**
+ * @fastify/reply-from (under @fastify/http-proxy) behind the Upstream port, for the Fastify plugin:
+ * `reply.from` is a decorator of the client's reply, so the front's native request is the
+ * FastifyReply. reply-from's own retries are off (the exchange owns the retry rule: its default
+ * would retry a GET on 503 up to ten times), its headers and body are left alone (the exchange
+ * writes the client's response), and its errors are mapped by `err.code` to failure kinds.
+ */
+import type { Readable } from 'node:stream';
+import type { FastifyReply } from 'fastify';
+import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
+import { failureKind } from './errors.js';
+
+const REPLY_FROM_KINDS: ReadonlyMap<string, FailureKind> = new Map<string, FailureKind>([
+  ['FST_REPLY_FROM_BAD_GATEWAY', 'invalid_response'],
+  ['HTTPParserError', 'invalid_response'],
+  ['UND_ERR_HEADERS_OVERFLOW', 'invalid_response'],
+  ['UND_ERR_CONNECT_TIMEOUT', 'connect_timeout'],
+  ['UND_ERR_HEADERS_TIMEOUT', 'headers_timeout'],
+  ['UND_ERR_BODY_TIMEOUT', 'body_timeout'],
+  ['UND_ERR_SOCKET', 'reset'],
+  ['UND_ERR_CLOSED', 'reset'],
+  ['FST_REPLY_FROM_GATEWAY_TIMEOUT', 'headers_timeout'],
+  ['FST_REPLY_FROM_CONNECTION_RESET', 'reset'],
+]);
+
+interface UndiciAnswer {
+  readonly statusCode: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly stream: Readable;
+}
+
+class ReplyFromCall implements UpstreamControl {
+  stream: Readable | undefined;
+  stopped = false;
+
+  constructor(readonly handler: UpstreamHandler) {}
+
+  pause(): void {
+    this.stream?.pause();
+  }
+
+  resume(): void {
+    this.stream?.resume();
+  }
+
+  abort(): void {
+    this.stopped = true;
+    this.stream?.destroy();
+  }
+
+  fail(err: unknown): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.handler.onFailure(new UpstreamFailure(failureKind(err, REPLY_FROM_KINDS), err));
+  }
+
+  respond(res: UndiciAnswer): void {
+    const stream = res.stream;
+    this.stream = stream;
+    if (this.stopped) return void stream.destroy();
+    const h = this.handler;
+    h.onHead(res.statusCode, res.headers);
+    if (this.stopped) return void stream.destroy();
+    stream.on('data', (chunk: Buffer) => {
+      if (!this.stopped) h.onData(chunk);
+    });
+    stream.once('end', () => {
+      if (this.stopped) return;
+      this.stopped = true;
+      h.onEnd();
+    });
+    stream.once('error', (err) => this.fail(err));
+  }
+}
+
+const noRetry = (): null => null;
+const noHeaders = (): Record<string, never> => ({});
+
+export function replyFromUpstream(): Upstream {
+  return {
+    name: 'reply-from',
+    conforms: false,
+    send(request: UpstreamRequest, handler: UpstreamHandler): void {
+      const reply = request.native as FastifyReply;
+      const call = new ReplyFromCall(handler);
+      handler.onStart(call);
+      if (call.stopped) return;
+      const { path, query, body, headers } = request;
+      const source = query === '' ? path : path.slice(0, path.length - query.length - 1);
+      reply.from(source, {
+        body,
+        contentType: body === undefined ? undefined : String(headers['content-type'] ?? 'application/json'),
+        // Without this, reply-from would take the client's query string from the request URL.
+        queryString: () => query,
+        rewriteRequestHeaders: () => headers,
+        rewriteHeaders: noHeaders,
+        retriesCount: 0,
+        retryDelay: noRetry,
+        onError: (_reply, { error }) => call.fail(error),
+        // reply-from's types call this a ServerResponse; it is undici's response.
+        onResponse: (_request, _reply, res) => call.respond(res as unknown as UndiciAnswer),
+      });
+    },
+    close: async () => {},
+  };
+}
