@@ -428,16 +428,3 @@ t.test('every secret the gateway holds is masked exactly, whatever its length, i
   const issue = run({ op: 'listPets', status: 400, body: '{"message":"Invalid API key abcd"}', env });
   assertError(t, issue, 400, 'invalid_request');
 });
-
-t.test('a secret cut at the end of the 2048-byte excerpt window is not logged in part', async (t) => {
-  const credential = 'Bearer Q2xpZW50U2VjcmV0VmFsdWVGb3JUaGVHYXRld2F5';
-  const { env, log } = envFor(FROM_ENV, { UPSTREAM_AUTH: credential });
-  // Multi-byte text so the 2048-byte window is well under the 1000-character cut of redactForLog.
-  const filler = 'é'.repeat(1018);
-  const page = `${filler} x ${credential.slice(7)} tail`;
-  const start = Buffer.byteLength(`${filler} x `);
-  t.ok(start < 2048 && start + 40 > 2048, `the token straddles byte 2048 (bytes ${start}..${start + 40})`);
-  run({ op: 'listPets', status: 500, body: page, env });
-  const excerpt = String(log.lines[0]?.fields.excerpt);
-  t.notMatch(excerpt, /Q2xp/, `no part of the token in ...${excerpt.slice(-40)}`);
-});
