@@ -257,3 +257,17 @@ function buildNewPet(unknownFields: UnknownFields): (value: LosslessValue) => Ne
     return { errors: [], stripped: kept };
   };
 }
+
+/**
+ * Whether an upstream status may be taken as the final answer to a request (issue 12, finding 6):
+ * an integer 200..599 (RFC 9110 section 15: three digits, classes 1xx-5xx; 600, 999 and 000 are
+ * not HTTP), or 101 Switching Protocols only when the request asked for an upgrade (RFC 9110
+ * section 15.2.2: a server sends 101 only in answer to Upgrade). Other 1xx are interim answers
+ * (100 Continue, 102, 103 Early Hints) that the transport consumes; seen as final they are invalid.
+ * The gateway answers an invalid one with 502 at once, whatever the engine.
+ */
+export function isValidUpstreamStatus(status: number, upgradeRequested = false): boolean {
+  if (!Number.isInteger(status)) return false;
+  if (status === 101) return upgradeRequested;
+  return status >= 200 && status <= 599;
+}
