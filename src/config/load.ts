@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parseDocument } from 'yaml';
+import { checkHeaderRules } from '../core/headers.js';
 import type { PolicyEnv, Problem } from '../core/policy.js';
 import { POLICY_MODULES } from '../policies/index.js';
 import { policyFileSchema } from './schema.js';
@@ -143,6 +144,10 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
       }
     }
   }
+  // Header names the gateway never forwards, and trusted proxies proxy-addr cannot parse.
+  const v = value as { headers?: unknown; server?: unknown };
+  const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
+  problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
   if (problems.length > 0) return { ok: false, problems };
   const config = value as PolicyConfig;
   return { ok: true, config: deepFreeze(config) };

@@ -3,6 +3,7 @@
  * policy module. `petstore-gateway schema` prints it; schema/policy.schema.json is that output,
  * shipped for editors (a test keeps the two equal).
  */
+import { DEFAULT_REQUEST_ALLOW, DEFAULT_RESPONSE_ALLOW, FIELD_NAME_PATTERN } from '../core/headers.js';
 import { POLICY_MODULES } from '../policies/index.js';
 
 export const UPSTREAM_SCHEMA = {
@@ -69,6 +70,52 @@ export const SERVER_SCHEMA = {
     maxConnections: { type: 'integer', minimum: 1, maximum: 1000000, default: 10000, description: 'Most client connections at once; more are refused at the socket.' },
     maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 65536, default: 16384, description: 'Largest request head (request line and headers): 431 past it.' },
     shutdownGraceMs: { type: 'integer', minimum: 0, maximum: 600000, default: 10000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.' },
+    trustedProxies: {
+      type: 'array',
+      default: [],
+      maxItems: 256,
+      items: { type: 'string', minLength: 1, maxLength: 64 },
+      description:
+        'Peers (IP addresses, CIDR ranges, or loopback/linklocal/uniquelocal) whose X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host and Forwarded are kept (X-Forwarded-For appended to); from any other peer the gateway sets them from the connection. Empty (default): trust no one.',
+    },
+  },
+} as const;
+
+const FIELD_NAMES = (description: string) =>
+  ({
+    type: 'array',
+    default: [],
+    maxItems: 256,
+    items: { type: 'string', pattern: FIELD_NAME_PATTERN, maxLength: 128, description: 'A header field name (RFC 9110 token), any case.' },
+    description,
+  }) as const;
+
+export const HEADERS_SCHEMA = {
+  type: 'object',
+  description: 'Which header fields cross the gateway: both directions by allowlist (issue 12).',
+  additionalProperties: false,
+  default: {},
+  properties: {
+    request: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        allow: FIELD_NAMES(
+          `Client request fields forwarded to the upstream, ADDED to the defaults (${DEFAULT_REQUEST_ALLOW.join(', ')}). Hop-by-hop, method-override, URL-rewrite, forwarding fields, Host, Authorization and Accept-Encoding are never forwarded.`,
+        ),
+      },
+    },
+    response: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        allow: FIELD_NAMES(
+          `Upstream response fields passed to the client, ADDED to the defaults (${DEFAULT_RESPONSE_ALLOW.join(', ')}). Hop-by-hop fields, Set-Cookie, Server, Via, X-Powered-By, X-AspNet-Version, Access-Control-*, Strict-Transport-Security and WWW-Authenticate never pass.`,
+        ),
+      },
+    },
   },
 } as const;
 
@@ -85,6 +132,7 @@ export function policyFileSchema(): Record<string, unknown> {
       version: { const: 1, default: 1, description: 'The policy file format version.' },
       upstream: UPSTREAM_SCHEMA,
       server: SERVER_SCHEMA,
+      headers: HEADERS_SCHEMA,
       policies: {
         type: 'object',
         description: 'One entry per policy module; the chain runs them in a fixed order: ' + POLICY_MODULES.map((m) => m.name).join(', ') + '.',

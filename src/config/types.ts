@@ -1,4 +1,5 @@
 /** The shape of a policy file once it is validated and its defaults filled in. */
+import type { HeadersConfig } from '../core/headers.js';
 import type { AuthConfig } from '../policies/auth/index.js';
 import type { DeprecationConfig } from '../policies/deprecation/index.js';
 import type { ListPetsConfig } from '../policies/list-pets/index.js';
@@ -25,12 +26,15 @@ export interface ServerConfig {
   readonly maxConnections: number;
   readonly maxHeaderBytes: number;
   readonly shutdownGraceMs: number;
+  /** CIDR ranges / addresses of trusted proxies (proxy-addr syntax); empty: trust no one. */
+  readonly trustedProxies: readonly string[];
 }
 
 export interface PolicyConfig {
   readonly version: 1;
   readonly upstream: UpstreamConfig;
   readonly server: ServerConfig;
+  readonly headers: HeadersConfig;
   readonly policies: {
     readonly auth: AuthConfig;
     readonly route: RouteConfig;
@@ -41,3 +45,5 @@ export interface PolicyConfig {
     readonly 'response-contract': ResponseContractConfig;
   };
 }
+
+export type { HeadersConfig };

@@ -24,6 +24,56 @@ export function isJsonMediaType(value: string | string[] | undefined): boolean {
   return typeof value === 'string' && JSON_MEDIA_TYPE.test(value);
 }
 
+/**
+ * One media-type parameter after `;` (RFC 9110 section 5.6.6 and 8.3.1): `name=token` or
+ * `name="quoted string"`, or nothing (an empty parameter is allowed).
+ */
+const PARAMETER = /[ \t]*;[ \t]*(?:([!#$%&'*+.^_`|~0-9A-Za-z-]+)=([!#$%&'*+.^_`|~0-9A-Za-z-]+|"(?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[\x09\x20-\x7e\x80-\xff])*"))?/y;
+
+/**
+ * What the charset of a JSON request body says (issue 12, finding 3): `utf-8` when the
+ * Content-Type is `application/json` with no charset or `charset=utf-8` (any case, quoted or not);
+ * `other` for any other charset (utf-7, utf-16, latin1...), a charset given twice, or parameters
+ * that do not parse; `not-json` for another media type.
+ *
+ * JSON exchanged between systems MUST be UTF-8 (RFC 8259 section 8.1) and application/json defines
+ * no charset parameter; a body labelled utf-7 would be checked as UTF-8 here but read in UTF-7 by
+ * an upstream that honours the label, so an `id` or a bad status could pass validation unseen.
+ */
+export function jsonCharset(value: string | string[] | undefined): 'utf-8' | 'other' | 'not-json' {
+  if (typeof value !== 'string') return 'not-json';
+  const head = /^application\/json/i.exec(value);
+  if (head === null) return 'not-json';
+  let i = head[0].length;
+  while (value[i] === ' ' || value[i] === '\t') i++;
+  if (i === value.length) return 'utf-8';
+  if (value[i] !== ';') return 'not-json';
+  i = head[0].length;
+  let charset: string | undefined;
+  let charsets = 0;
+  while (i < value.length) {
+    PARAMETER.lastIndex = i;
+    const m = PARAMETER.exec(value);
+    if (m === null) {
+      // Only trailing whitespace may follow the last parameter; anything else does not parse.
+      if (!/^[ \t]*$/.test(value.slice(i))) return 'other';
+      break;
+    }
+    i = PARAMETER.lastIndex;
+    if (m[1] !== undefined && m[1].toLowerCase() === 'charset') {
+      charsets++;
+      const raw = m[2]!;
+      charset = (raw.startsWith('"') ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw).toLowerCase();
+    }
+  }
+  return charsets > 1 || (charset !== undefined && charset !== 'utf-8') ? 'other' : 'utf-8';
+}
+
+/** The UTF-8 encoding of U+FEFF, a byte order mark (RFC 8259 section 8.1: never added to JSON). */
+export function startsWithBom(body: Buffer): boolean {
+  return body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf;
+}
+
 /** listPets' `limit` (pet-store-interface.md, "Limits"). */
 export const LIMIT_MIN = 1;
 export const LIMIT_MAX = 100;
@@ -206,4 +256,18 @@ function buildNewPet(unknownFields: UnknownFields): (value: LosslessValue) => Ne
     for (const k of Object.keys(obj)) if (NEW_PET_FIELDS.has(k)) kept[k] = obj[k];
     return { errors: [], stripped: kept };
   };
+}
+
+/**
+ * Whether an upstream status may be taken as the final answer to a request (issue 12, finding 6):
+ * an integer 200..599 (RFC 9110 section 15: three digits, classes 1xx-5xx; 600, 999 and 000 are
+ * not HTTP), or 101 Switching Protocols only when the request asked for an upgrade (RFC 9110
+ * section 15.2.2: a server sends 101 only in answer to Upgrade). Other 1xx are interim answers
+ * (100 Continue, 102, 103 Early Hints) that the transport consumes; seen as final they are invalid.
+ * The gateway answers an invalid one with 502 at once, whatever the engine.
+ */
+export function isValidUpstreamStatus(status: number, upgradeRequested = false): boolean {
+  if (!Number.isInteger(status)) return false;
+  if (status === 101) return upgradeRequested;
+  return status >= 200 && status <= 599;
 }

@@ -194,10 +194,18 @@ function tokenEquals(buf: Buffer, start: number, end: number, wanted: Buffer): b
 
 /**
  * `i` at `{`; returns the end of the object, negated when its top-level `status` is not the string
- * `wanted` (the last `status` wins, as with JSON.parse).
+ * `wanted`, or when `status` appears more than once (issue 12, finding 8).
+ *
+ * A repeated member name is a contract violation: RFC 8259 section 4 says names SHOULD be unique
+ * and that parsers then disagree: JSON.parse keeps the last, others keep the first or refuse. An
+ * element `{"status":"sold","status":"available"}` would pass a filter judged one way and reach a
+ * client that reads it the other way, so it is dropped whatever the filter. Only `status` is
+ * tracked (one boolean per object, no allocation per key); other repeated names are not the
+ * filter's concern.
  */
 function scanObject(buf: Buffer, i: number, wanted: Buffer): number {
   let matches = false;
+  let seen = false;
   i = skipSpace(buf, i + 1);
   if (at(buf, i) === RBRACE) return -(i + 1);
   for (;;) {
@@ -215,7 +223,11 @@ function scanObject(buf: Buffer, i: number, wanted: Buffer): number {
     i = skipSpace(buf, i + 1);
     const valueStart = i;
     i = at(buf, i) === QUOTE ? skipString(buf, i) : skipValue(buf, i);
-    if (isStatus) matches = buf[valueStart] === QUOTE && tokenEquals(buf, valueStart, i, wanted);
+    if (isStatus) {
+      // Dropped for good on a second `status`, whatever either value says.
+      matches = !seen && buf[valueStart] === QUOTE && tokenEquals(buf, valueStart, i, wanted);
+      seen = true;
+    }
     i = skipSpace(buf, i);
     if (at(buf, i) === RBRACE) return matches ? i + 1 : -(i + 1);
     if (at(buf, i) !== COMMA) throw new ScanError("',' or '}' expected");
@@ -244,8 +256,8 @@ export interface ArrayFilterResult {
 }
 
 /**
- * Keeps at most `limit` elements of a JSON array, and only objects whose `status` equals `status`
- * when one is given. Scans only as far as it must: the elements after the `limit`-th kept one are
+ * Keeps at most `limit` elements of a JSON array, and only objects whose one `status` member equals
+ * `status` when one is given (an object with two `status` members is dropped). Scans only as far as it must: the elements after the `limit`-th kept one are
  * never read, so `buf` may be a truncated prefix of a longer body. Throws ScanError when the bytes
  * it reads are not a JSON array or when it needs bytes that `buf` does not hold.
  */

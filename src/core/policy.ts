@@ -7,6 +7,7 @@
  */
 import type { GatewayError } from './errors.js';
 import type { Operation, RouteMatch } from './operations.js';
+import type { SecretSet } from './redact.js';
 
 export type HeaderValue = string | string[] | undefined;
 /** Request headers as node:http gives them: lower-case names. */
@@ -102,6 +103,18 @@ export interface Policy {
 /** Where policies report what an operator should know (e.g. a redacted upstream error page). */
 export interface PolicyLog {
   warn(fields: Record<string, unknown>, message: string): void;
+  /** What the operator must act on (e.g. the upstream refused the gateway's credential); warn when absent. */
+  error?(fields: Record<string, unknown>, message: string): void;
+}
+
+/**
+ * How the upstream is authenticated, from the `auth` policy's `upstreamAuthorization`: `client`
+ * when the client's own Authorization is forwarded, `gateway` when the gateway sends its own
+ * credential (`fromEnv`) or none (`drop`). `realm` is the realm of the gateway's challenges.
+ */
+export interface UpstreamAuth {
+  readonly credential: 'client' | 'gateway';
+  readonly realm: string;
 }
 
 /** What a policy may read of the world when it is created; injected so tests need no globals. */
@@ -112,6 +125,13 @@ export interface PolicyEnv {
   readonly now?: () => number;
   /** The operator log; nothing is logged when absent. */
   readonly log?: PolicyLog;
+  /**
+   * Every secret the gateway holds in plaintext (client keys from the environment, the upstream
+   * credential), masked exactly in relayed and logged upstream text. Built by `gatewayPolicyEnv`.
+   */
+  readonly secrets?: SecretSet;
+  /** Whose credential the upstream sees; `gateway` when absent. Built by `gatewayPolicyEnv`. */
+  readonly upstreamAuth?: UpstreamAuth;
 }
 
 /** A problem found in a policy file: a JSON path (e.g. `$.policies.auth.keys[0]`) and a plain message. */

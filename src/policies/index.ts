@@ -4,8 +4,9 @@
  * checks of one operation. Response phases run in the same order: `upstream-errors` makes every
  * non-2xx the Error shape, then `list-pets` and `response-contract` look at 2xx bodies. The name of each module is its key under `policies:` in a policy file.
  */
-import type { PolicyModule } from '../core/policy.js';
-import { auth } from './auth/index.js';
+import type { PolicyConfig } from '../config/types.js';
+import type { PolicyEnv, PolicyModule } from '../core/policy.js';
+import { auth, gatewaySecrets, upstreamAuthOf } from './auth/index.js';
 import { deprecation } from './deprecation/index.js';
 import { listPets } from './list-pets/index.js';
 import { newPet } from './new-pet/index.js';
@@ -25,3 +26,18 @@ export const POLICY_MODULES: ReadonlyArray<PolicyModule<any>> = Object.freeze([
 ]);
 
 export { auth, deprecation, listPets, newPet, responseContract, route, upstreamErrors };
+
+/**
+ * The environment every policy of a config is created with: `env` plus what policies need to know
+ * of each other, compiled once per config load: the secrets the gateway holds in plaintext (masked
+ * in relayed and logged upstream text) and whose credential the upstream sees (issue 12, finding 4).
+ *
+ * @example
+ *   const penv = gatewayPolicyEnv(config, env);
+ *   const policies = POLICY_MODULES.map((m) => m.create(config.policies[m.name], penv));
+ *   // penv.secrets!.mask(text) for any upstream text the exchange logs
+ */
+export function gatewayPolicyEnv(config: PolicyConfig, env: PolicyEnv): PolicyEnv {
+  const a = config.policies.auth;
+  return { ...env, secrets: gatewaySecrets(a, env), upstreamAuth: upstreamAuthOf(a) };
+}

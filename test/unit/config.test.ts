@@ -40,7 +40,9 @@ const DEFAULTS = {
     maxConnections: 10000,
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
+    trustedProxies: [],
   },
+  headers: { request: { allow: [] }, response: { allow: [] } },
   policies: {
     auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', realm: 'petstore', upstreamAuthorization: 'drop' },
     route: {},

@@ -311,3 +311,35 @@ t.test('more kept elements than the scratch space starts with: all of them, in o
   t.equal(out(text, 1000, 'sold'), `[${pets.filter((_, i) => i % 2 === 0).join(',')}]`, '500 of 1000 by status');
   t.equal(out('[1,2,3]', 2), '[1,2]', 'and a small list after a large one');
 });
+
+// ---------------------------------------------------------------------------------------------
+// Issue 12, finding 8: a repeated top-level `status` is a contract violation; parsers disagree on
+// which value they keep (JSON.parse: the last), so the element is dropped whatever the filter.
+
+t.test('a repeated status member: the element is dropped under a status filter, whatever the values', async (t) => {
+  const dup = '{"id":1,"status":"sold","status":"available"}';
+  const ok = '{"id":2,"status":"available"}';
+  t.equal(out(`[${dup},${ok}]`, 20, 'available'), `[${ok}]`, 'JSON.parse would read available: still dropped');
+  t.equal(out(`[${dup},${ok}]`, 20, 'sold'), '[]', 'the first parser-reading (sold): dropped too');
+  t.equal(out('[{"status":"sold","status":"sold"}]', 20, 'sold'), '[]', 'the same value twice: dropped (a strict parser refuses it)');
+  t.equal(out('[{"status":"sold","st\\u0061tus":"sold"}]', 20, 'sold'), '[]', 'an escaped spelling is the same name');
+  t.equal(out('[{"status":1,"status":"sold"}]', 20, 'sold'), '[]', 'a non-string first value');
+  t.equal(out('[{"status":"sold","status":"sold","status":"sold"}]', 20, 'sold'), '[]', 'three times');
+  const nested = '{"status":"sold","owner":{"status":"a","status":"b"}}';
+  t.equal(out(`[${nested}]`, 20, 'sold'), `[${nested}]`, 'a repeated name inside a nested object is not the filter\'s concern');
+  const r = filterArray(b(`[${dup}]`), 20, undefined);
+  t.equal(r.changed, false, 'without a filter nothing is judged: limit only');
+});
+
+t.test('property: with generated repeated status members, kept iff exactly one status and it matches', async (t) => {
+  const pet = fc.record({ id: fc.nat(), statuses: fc.array(fc.constantFrom(...STATUSES), { minLength: 0, maxLength: 3 }) });
+  fc.assert(
+    fc.property(fc.array(pet, { maxLength: 20 }), fc.constantFrom(...STATUSES), fc.integer({ min: 1, max: 25 }), (pets, status, limit) => {
+      const texts = pets.map((p) => `{"id":${p.id}${p.statuses.map((s) => `,"status":${JSON.stringify(s)}`).join('')}}`);
+      const expected = texts.filter((_, i) => pets[i]!.statuses.length === 1 && pets[i]!.statuses[0] === status).slice(0, limit);
+      return out(`[${texts.join(',')}]`, limit, status) === `[${expected.join(',')}]`;
+    }),
+    { numRuns: 500, seed: 12 },
+  );
+  t.pass('500 generated lists');
+});

@@ -182,3 +182,63 @@ t.test('the policy module', async (t) => {
   t.type(policy.onRequest, 'function');
   t.type(policy.onBody, 'function');
 });
+
+// ---------------------------------------------------------------------------------------------
+// Charset (issue 12, finding 3): JSON bodies in UTF-8 only.
+
+t.test('charset: absent or utf-8 (any case, quoted or not) passes; any other charset is a 415', async (t) => {
+  const NOT_UTF8 = { ...UNSUPPORTED, message: 'The request body must be application/json in UTF-8: send no charset, or charset=utf-8.' };
+  const cases: [string, unknown][] = [
+    ['application/json', 'pass'],
+    ['application/json ', 'pass'],
+    ['application/json;charset=utf-8', 'pass'],
+    ['application/json; charset=UTF-8', 'pass'],
+    ['application/json; CHARSET="utf-8"', 'pass'],
+    ['application/json ;\tcharset="UTF-8" ', 'pass'],
+    ['application/json; foo=bar; charset=utf-8', 'pass'],
+    ['application/json;', 'pass'],
+    ['application/json; charset=utf-7', NOT_UTF8],
+    ['application/json; charset=UTF-16', NOT_UTF8],
+    ['application/json; charset=utf-16le', NOT_UTF8],
+    ['application/json; charset=latin1', NOT_UTF8],
+    ['application/json; charset="iso-8859-1"', NOT_UTF8],
+    ['application/json; charset=utf8', NOT_UTF8],
+    ['application/json; charset=', NOT_UTF8],
+    ['application/json; charset="utf-8', NOT_UTF8],
+    ['application/json; charset=utf-8; charset=utf-7', NOT_UTF8],
+    ['application/json; charset=utf-8; charset=utf-8', NOT_UTF8],
+    ['application/json; charset=utf-8 x', NOT_UTF8],
+    ['application/json; charset="utf-\\8"', 'pass'],
+    ['application/jsonx; charset=utf-8', UNSUPPORTED],
+    ['text/json; charset=utf-8', UNSUPPORTED],
+  ];
+  for (const [contentType, expected] of cases) {
+    const { error } = chainFor().begin({ method: 'POST', target: '/v1/pets', headers: { 'content-type': contentType } });
+    const withMessage = typeof expected === 'object' && expected !== null && 'message' in expected;
+    const got = error === undefined ? 'pass' : withMessage ? { code: error.code, status: error.status, headers: { ...error.headers }, message: error.message } : summary(error);
+    t.strictSame(got, expected, contentType);
+  }
+});
+
+t.test('bytes that are not UTF-8 are a 400; a UTF-8 BOM is refused with a 400, never stripped', async (t) => {
+  const valid = '{"name":"Rex","categoryId":1}';
+  const cases: [string, Buffer][] = [
+    ['a lone continuation byte', Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0x80]), Buffer.from('","categoryId":1}')])],
+    ['an overlong encoding of "/"', Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('","categoryId":1}')])],
+    ['a surrogate encoded in UTF-8', Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('","categoryId":1}')])],
+    ['latin1 bytes', Buffer.from('{"name":"Réx","categoryId":1}', 'latin1')],
+    ['UTF-16LE with its BOM', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(valid, 'utf16le')])],
+    ['UTF-16BE with its BOM', Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(valid, 'utf16le').swap16()])],
+    ['UTF-16LE without a BOM', Buffer.from(valid, 'utf16le')],
+  ];
+  for (const [name, body] of cases) {
+    const { ex, error } = post(body);
+    t.strictSame(summary(error), MALFORMED, name);
+    t.equal(ex.upstreamBody, undefined, `${name}: nothing rewritten`);
+  }
+  const withBom = post(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(valid)]));
+  t.strictSame(summary(withBom.error), MALFORMED, 'UTF-8 BOM');
+  t.match(withBom.error?.message, /byte order mark/, 'the message names the BOM');
+  t.equal(post(valid).error, undefined, 'the same body without the BOM passes');
+  t.equal(post('{"name":"\uFEFF","categoryId":1}').error, undefined, 'U+FEFF inside a string is just a character');
+});

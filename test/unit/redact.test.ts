@@ -3,7 +3,7 @@
  * (`redactForLog`: secrets masked, whitespace folded, bounded).
  */
 import t from 'tap';
-import { isPlainMessage, MAX_CLIENT_MESSAGE, redactForLog } from '../../src/core/redact.js';
+import { credentialSecrets, isPlainMessage, MAX_CLIENT_MESSAGE, redactForLog, SecretSet } from '../../src/core/redact.js';
 
 t.test('isPlainMessage: short plain prose only', async (t) => {
   t.equal(MAX_CLIENT_MESSAGE, 200);
@@ -61,6 +61,8 @@ t.test('isPlainMessage: short plain prose only', async (t) => {
     ['api_key', 'api_key invalid'],
     ['api-key', 'api-key invalid'],
     ['apikey', 'APIKEY invalid'],
+    ['API key with a space (issue 12)', 'Invalid API key abcd'],
+    ['access key', 'bad access key'],
     ['Bearer', 'Bearer abc'],
     ['Authorization', 'Authorization failed'],
     ['credential', 'bad credentials'],
@@ -90,6 +92,7 @@ t.test('redactForLog: masks secrets', async (t) => {
     ['client_secret=abc123', 'client_secret=[redacted]'],
     ['access_token=abc.def', 'access_token=[redacted]'],
     ['api_key=XYZ, api-key: ABC, apikey=DEF', 'api_key=[redacted], api-key: [redacted], apikey=[redacted]'],
+    ['API key: XYZ and api key="ABC D"', 'API key: [redacted] and api key="[redacted]"'],
     ['credential=xyz', 'credential=[redacted]'],
     ['session=s1 cookie: c1', 'session=[redacted] cookie: [redacted]'],
     ['Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig', 'Authorization: Bearer [redacted]'],
@@ -136,4 +139,39 @@ t.test('redactForLog: a token cut where the input is sliced is still masked', as
     const leaked = token.slice(0, 1000 - before - 1);
     t.notOk(leaked.length > 0 && out.includes(leaked), `${before} bytes before: no prefix of the token in ${JSON.stringify(out)}`);
   }
+});
+
+t.test('SecretSet: exact masking whatever the length, longest first, common spellings', async (t) => {
+  const set = new SecretSet(['abcd', 'abcdef', '', 'x/y+z', 'k3']);
+  t.equal(set.mask('key abcdef and abcd and abcdabcd'), 'key [redacted] and [redacted] and [redacted][redacted]', 'the longer one whole');
+  t.equal(set.mask('k3 is 2 chars; k3k3'), '[redacted] is 2 chars; [redacted][redacted]');
+  t.equal(set.mask('json "x\\/y+z" url x%2Fy%2Bz raw x/y+z'), 'json "[redacted]" url [redacted] raw [redacted]');
+  t.equal(set.contains('no secret here'), false);
+  t.equal(set.contains('...abcd...'), true);
+  t.equal(set.mask('ABCD is another string'), 'ABCD is another string', 'exact: case matters');
+  t.equal(SecretSet.EMPTY.mask('abcd'), 'abcd');
+  t.equal(SecretSet.EMPTY.size, 0, 'the empty string is never a secret');
+  const more = set.including('zz9');
+  t.equal(more.mask('zz9 abcd'), '[redacted] [redacted]');
+  t.equal(set.contains('zz9'), false, 'including returns a new set');
+  t.equal(set.including(undefined), set);
+});
+
+t.test('credentialSecrets: the value, its token, and a Basic password decoded', async (t) => {
+  t.strictSame(credentialSecrets('Bearer u9Zq'), ['Bearer u9Zq', 'u9Zq']);
+  t.strictSame(credentialSecrets(' bearer  tok.en~ '), ['bearer  tok.en~', 'tok.en~']);
+  t.strictSame(credentialSecrets('Basic dXA6cHc0eg=='), ['Basic dXA6cHc0eg==', 'dXA6cHc0eg==', 'up:pw4z', 'pw4z']);
+  t.strictSame(credentialSecrets('Basic dXA6'), ['Basic dXA6', 'dXA6', 'up:'], 'an empty password is not a secret');
+  t.strictSame(credentialSecrets('rawtokenonly'), ['rawtokenonly']);
+});
+
+t.test('redactForLog: the gateway secrets are masked before the cut; a caller-cut prefix loses its last token', async (t) => {
+  const set = new SecretSet(['u9Zq']);
+  t.equal(redactForLog('upstream: key u9Zq refused', 500, set), 'upstream: key [redacted] refused');
+  // A secret straddling the slice point: masked whole before the slice, so no prefix remains.
+  const text = 'A '.repeat(499) + 'u9Zq tail';
+  t.notOk(redactForLog(text, 500, set).includes('u9'), 'no part at the bound');
+  // The caller's window ended inside the secret: "u9" alone is not the secret, so only `cut` helps.
+  t.equal(redactForLog('short excerpt then u9', 500, set, true), 'short excerpt then ');
+  t.equal(redactForLog('short excerpt then u9', 500, set, false), 'short excerpt then u9', 'without cut the prefix would stay');
 });

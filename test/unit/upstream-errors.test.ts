@@ -9,6 +9,7 @@ import { parsePolicy } from '../../src/config/load.js';
 import { CATALOGUE, ERROR_CONTENT_TYPE, type ErrorCode } from '../../src/core/errors.js';
 import { Chain } from '../../src/core/chain.js';
 import type { HeaderValue, PolicyEnv, ResponseBody } from '../../src/core/policy.js';
+import { gatewayPolicyEnv } from '../../src/policies/index.js';
 import { extractMessage, upstreamErrors, type UpstreamErrorsConfig } from '../../src/policies/upstream-errors/index.js';
 import { fakeLog } from '../helpers/log.js';
 
@@ -21,6 +22,9 @@ function load(text = ''): UpstreamErrorsConfig {
   return r.config.policies['upstream-errors'];
 }
 const DEFAULT = load();
+/** The upstream sees the client's own key (`upstreamAuthorization: forward`). */
+const FORWARD: PolicyEnv = { env: {}, upstreamAuth: { credential: 'client', realm: 'petstore' } };
+const CHALLENGE = 'Bearer realm="petstore", error="invalid_token"';
 
 const REQUEST: Record<Op, { method: string; target: string }> = {
   listPets: { method: 'GET', target: '/v1/pets?limit=5' },
@@ -36,11 +40,13 @@ interface Call {
   truncated?: boolean;
   config?: UpstreamErrorsConfig;
   env?: PolicyEnv;
+  /** The client's request headers. */
+  requestHeaders?: Record<string, string>;
 }
 
-function run({ op = 'getPet', status, body = '', headers = { 'content-type': 'application/json' }, truncated = false, config = DEFAULT, env = { env: {} } }: Call): ResponseBody {
+function run({ op = 'getPet', status, body = '', headers = { 'content-type': 'application/json' }, truncated = false, config = DEFAULT, env = { env: {} }, requestHeaders = {} }: Call): ResponseBody {
   const chain = new Chain([upstreamErrors.create(config, env)]);
-  const { ex, error } = chain.begin({ ...REQUEST[op], headers: {} });
+  const { ex, error } = chain.begin({ ...REQUEST[op], headers: requestHeaders });
   if (error !== undefined) throw error;
   return chain.finishResponse(ex, { status, headers, body: typeof body === 'string' ? Buffer.from(body) : body, truncated });
 }
@@ -99,7 +105,8 @@ t.test('every non-2xx becomes the Error shape with status equal to the HTTP stat
   ];
   for (const [op, status, code] of cases) {
     for (const body of ['', 'oops', '{}', '[]', 'null']) {
-      const res = run({ op, status, body });
+      // A 401 is the client's only when the upstream saw the client's key (`forward`); see below.
+      const res = run({ op, status, body, env: status === 401 ? FORWARD : undefined });
       t.equal(res.status, status, `${op} ${status} ${JSON.stringify(body)}`);
       t.equal(res.body.toString(), JSON.stringify({ code, message: CATALOGUE[code as ErrorCode].message, status }), `${op} ${status} ${JSON.stringify(body)}: body`);
       t.equal(res.headers['content-type'], ERROR_CONTENT_TYPE);
@@ -123,7 +130,9 @@ t.test('1xx and 3xx final answers: 502 upstream_contract_violation', async (t) =
 
 t.test('a valid Error with the same status passes through (code and message kept)', async (t) => {
   assertError(t, run({ status: 404, body: '{"code":"pet_gone","message":"Pet 7 is gone.","status":404}' }), 404, 'pet_gone', 'Pet 7 is gone.');
-  assertError(t, run({ op: 'listPets', status: 401, body: ' {"status":401,"message":"Key revoked.","code":"key.revoked-2"} ' }), 401, 'key.revoked-2', 'Key revoked.');
+  assertError(t, run({ op: 'listPets', status: 401, body: ' {"status":401,"message":"Key revoked.","code":"key.revoked-2"} ', env: FORWARD }), 401, 'key.revoked-2', 'Key revoked.', {
+    'www-authenticate': CHALLENGE,
+  });
   assertError(t, run({ op: 'listPets', status: 418, body: '{"code":"teapot","message":"Short and stout.","status":418}' }), 418, 'teapot', 'Short and stout.');
   // Not the same status, extra fields, a bad code or an unplain message: rebuilt.
   assertError(t, run({ status: 404, body: '{"code":"pet_gone","message":"Pet 7 is gone.","status":410}' }), 404, 'pet_not_found', 'Pet 7 is gone.');
@@ -332,4 +341,90 @@ t.test('large 5xx pages: the excerpt is bounded', async (t) => {
   run({ op: 'listPets', status: 502, body: page, env: { env: {}, log } });
   t.equal(log.lines.length, 1);
   t.ok(String(log.lines[0]!.fields.excerpt).length <= 501, 'at most 500 characters and an ellipsis');
+});
+
+// ---------------------------------------------------------------------------------------------
+// Issue 12, finding 4: the gateway's own credential, and whose credential an upstream 401 refuses.
+
+/** A log that records the level of each line. */
+function levelLog() {
+  const lines: { level: string; fields: Record<string, unknown>; message: string }[] = [];
+  return {
+    lines,
+    warn: (fields: Record<string, unknown>, message: string) => void lines.push({ level: 'warn', fields, message }),
+    error: (fields: Record<string, unknown>, message: string) => void lines.push({ level: 'error', fields, message }),
+  };
+}
+
+/** The policy env the gateway builds for a policy file (gatewayPolicyEnv), with a level log. */
+function envFor(authYaml: string, vars: Record<string, string>) {
+  const r = parsePolicy(`policies:\n  auth:\n${authYaml}`, { env: vars });
+  if (!r.ok) throw new Error(JSON.stringify(r.problems));
+  const log = levelLog();
+  return { env: gatewayPolicyEnv(r.config, { env: vars, log }), log };
+}
+
+const CREDENTIAL = 'Bearer u9Zq'; // 4 characters: under every length heuristic
+const FROM_ENV = '    upstreamAuthorization: { fromEnv: UPSTREAM_AUTH }\n';
+
+t.test('fromEnv or drop: an upstream 401/403 is a 502 upstream_auth_failed, logged at error level', async (t) => {
+  for (const [name, yaml, vars] of [
+    ['fromEnv', FROM_ENV, { UPSTREAM_AUTH: CREDENTIAL }],
+    ['drop', '    upstreamAuthorization: drop\n', {}],
+  ] as const) {
+    for (const status of [401, 403]) {
+      const { env, log } = envFor(yaml, vars);
+      const body = `{"message":"Invalid API key ${CREDENTIAL}"}`;
+      const res = run({ op: 'listPets', status, body, headers: { 'content-type': 'application/json', 'www-authenticate': 'Bearer' }, env });
+      assertError(t, res, 502, 'upstream_auth_failed', "The upstream service refused the gateway's credentials.");
+      t.equal(log.lines.length, 1, `${name} ${status}: one line`);
+      t.equal(log.lines[0]?.level, 'error', `${name} ${status}: at error level`);
+      t.match(log.lines[0]?.fields, { policy: 'upstream-errors', operation: 'listPets', upstreamStatus: status });
+      t.notOk(JSON.stringify(log.lines).includes('u9Zq'), `${name} ${status}: the credential is not logged`);
+    }
+  }
+  // Mapped statuses do not hide it: the upstream's status is what counts.
+  const mapped = load('policies:\n  upstream-errors:\n    statusMap:\n      getPet:\n        "403": 404\n');
+  assertError(t, run({ op: 'getPet', status: 403, config: mapped, env: envFor(FROM_ENV, { UPSTREAM_AUTH: CREDENTIAL }).env }), 502, 'upstream_auth_failed');
+  // Without the wiring (no upstreamAuth), the safe reading: the gateway's credential was refused.
+  assertError(t, run({ op: 'listPets', status: 401 }), 502, 'upstream_auth_failed');
+});
+
+t.test("forward: the upstream's 401 is the client's, in the Error shape with a Bearer challenge", async (t) => {
+  const { env } = envFor('    upstreamAuthorization: forward\n    realm: pets\n', {});
+  const challenge = { 'www-authenticate': 'Bearer realm="pets", error="invalid_token"' };
+  assertError(t, run({ op: 'listPets', status: 401, body: '<html>401</html>', env }), 401, 'invalid_api_key', undefined, challenge);
+  assertError(t, run({ op: 'getPet', status: 401, body: '{"message":"Key expired."}', env }), 401, 'invalid_api_key', 'Key expired.', challenge);
+  assertError(t, run({ op: 'getPet', status: 403, body: '{"message":"Not your pet."}', env }), 403, 'upstream_error', 'Not your pet.');
+  // The client's own key, echoed by the upstream, is not relayed (nor logged).
+  const key = 'k3y';
+  const echoed = run({ op: 'getPet', status: 401, body: `{"message":"Unknown ${key} here."}`, env, requestHeaders: { authorization: `Bearer ${key}` } });
+  assertError(t, echoed, 401, 'invalid_api_key', undefined, challenge);
+  // A 401 mapped from another status carries the challenge too (RFC 9110 section 15.5.2).
+  const to401 = load('policies:\n  upstream-errors:\n    statusMap:\n      listPets:\n        "419": 401\n');
+  assertError(t, run({ op: 'listPets', status: 419, config: to401, env }), 401, 'invalid_api_key', undefined, challenge);
+});
+
+t.test('every secret the gateway holds is masked exactly, whatever its length, in what it relays or logs', async (t) => {
+  const vars = { UPSTREAM_AUTH: 'Basic dXA6cHc0eg==', PETSTORE_API_KEYS: 'abcd, Zz9_longer-client-key' }; // up:pw4z
+  const { env, log } = envFor(FROM_ENV, vars);
+  t.equal(env.secrets?.contains('pw4z'), true, 'the decoded Basic password is a secret too');
+  const secrets = ['Basic dXA6cHc0eg==', 'dXA6cHc0eg==', 'up:pw4z', 'pw4z', 'abcd', 'Zz9_longer-client-key'];
+  for (const secret of secrets) {
+    // Short plain prose with no secret-like word: only the exact search can catch it.
+    for (const status of [400, 404, 409, 422, 500]) {
+      const res = run({ op: 'createPet', status, body: `{"message":"Rejected ${secret} for pets."}`, env });
+      t.notOk(res.body.toString().includes(secret), `${status}: ${secret} is not relayed`);
+      t.match(JSON.parse(res.body.toString()), { status: res.status }, 'still the Error shape');
+    }
+    const passthrough = run({ op: 'getPet', status: 404, body: `{"code":"gone","message":"Pet ${secret} gone.","status":404}`, env });
+    t.notOk(passthrough.body.toString().includes(secret), `Error-shaped: ${secret} is not relayed`);
+    run({ op: 'listPets', status: 500, body: `<html>upstream said ${secret}; and ${secret.replaceAll('/', '\\/')}</html>`, env });
+  }
+  const logged = JSON.stringify(log.lines);
+  for (const secret of secrets) t.notOk(logged.includes(secret), `${secret} is not logged`);
+  t.match(logged, /upstream said \[redacted\]/, 'the excerpt is still useful');
+  // Before the fix: "Invalid API key <credential>" relayed with code invalid_api_key.
+  const issue = run({ op: 'listPets', status: 400, body: '{"message":"Invalid API key abcd"}', env });
+  assertError(t, issue, 400, 'invalid_request');
 });

@@ -4,7 +4,8 @@
  * unauthenticated client learns nothing about routes or schemas.
  */
 import { GatewayError } from '../../core/errors.js';
-import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
+import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth } from '../../core/policy.js';
+import { credentialSecrets, SecretSet } from '../../core/redact.js';
 import { KeyRing } from './keys.js';
 import { schema, type AuthConfig } from './schema.js';
 
@@ -22,6 +23,26 @@ export function buildKeyRing(config: AuthConfig, env: PolicyEnv): KeyRing {
   for (const k of config.keys) ring.add(k.id, k.hash);
   for (const [i, key] of envKeys(config, env).entries()) ring.addPlain(`${config.keysFromEnv}#${i + 1}`, key);
   return ring;
+}
+
+/**
+ * Every secret of this config the gateway holds in plaintext, to mask in upstream text it relays or
+ * logs (issue 12, finding 4): the keys of `keysFromEnv` and the `upstreamAuthorization.fromEnv`
+ * credential with its token part. Keys given as hashes are not known in plaintext.
+ */
+export function gatewaySecrets(config: AuthConfig, env: PolicyEnv): SecretSet {
+  const secrets = envKeys(config, env);
+  const up = config.upstreamAuthorization;
+  if (typeof up === 'object') {
+    const value = env.env[up.fromEnv];
+    if (value !== undefined && value.trim() !== '') secrets.push(...credentialSecrets(value));
+  }
+  return new SecretSet(secrets);
+}
+
+/** Whose credential the upstream sees, and the realm of challenges (for `upstream-errors`). */
+export function upstreamAuthOf(config: AuthConfig): UpstreamAuth {
+  return { credential: config.upstreamAuthorization === 'forward' ? 'client' : 'gateway', realm: config.realm };
 }
 
 function envKeys(config: AuthConfig, env: PolicyEnv): string[] {
@@ -64,9 +85,12 @@ function create(config: AuthConfig, env: PolicyEnv) {
   });
   const invalid = new GatewayError('invalid_api_key', undefined, { 'www-authenticate': `${realm}, error="invalid_token"` });
 
+  // Authorization reaches the upstream only as this policy sets it (src/core/headers.ts never
+  // forwards the client's): `forward` sets the client's header, `drop` nothing, `fromEnv` the
+  // gateway's credential.
   const up = config.upstreamAuthorization;
-  const upstreamValue: string | null | undefined =
-    up === 'drop' ? null : up === 'forward' ? undefined : (env.env[up.fromEnv] ?? null);
+  const forward = up === 'forward';
+  const upstreamValue: string | null = up === 'drop' || up === 'forward' ? null : (env.env[up.fromEnv] ?? null);
 
   return {
     name: 'auth',
@@ -81,7 +105,7 @@ function create(config: AuthConfig, env: PolicyEnv) {
       const id = ring.identify(token);
       if (id === undefined) return invalid;
       ex.keyId = id;
-      if (upstreamValue !== undefined) ex.upstreamHeaders.authorization = upstreamValue;
+      ex.upstreamHeaders.authorization = forward ? (header as string) : upstreamValue;
       return undefined;
     },
   };

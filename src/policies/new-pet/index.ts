@@ -1,11 +1,11 @@
 /**
  * The `new-pet` policy: what createPet accepts as a body. The media type is checked before the body
- * is read (415), the size while it is read (413, enforced by the adapter with `maxBytes`), then the
+ * is read (415: application/json in UTF-8 only, issue 12), the size while it is read (413, enforced by the adapter with `maxBytes`), then the
  * JSON and the NewPet schema once it is complete (400, every violation in one message). The
  * upstream receives the client's bytes unchanged; only `unknownFields: strip` rewrites them, and
  * losslessly.
  */
-import { compileNewPet, isJsonMediaType, parseLossless, stringifyLossless } from '../../core/contract.js';
+import { compileNewPet, jsonCharset, parseLossless, startsWithBom, stringifyLossless } from '../../core/contract.js';
 import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyModule } from '../../core/policy.js';
 import { schema, type NewPetConfig } from './schema.js';
@@ -13,6 +13,13 @@ import { schema, type NewPetConfig } from './schema.js';
 export type { NewPetConfig } from './schema.js';
 
 const unsupported = new GatewayError('unsupported_media_type');
+// Issue 12, finding 3: JSON is UTF-8 (RFC 8259 section 8.1); a body labelled in another charset
+// would be validated as UTF-8 here and read otherwise by an upstream that honours the label.
+const notUtf8 = new GatewayError('unsupported_media_type', 'The request body must be application/json in UTF-8: send no charset, or charset=utf-8.');
+// A BOM is refused, not stripped: RFC 8259 section 8.1 says senders MUST NOT add one, and the
+// upstream receives the client's bytes unchanged, so stripping would forward bytes that differ
+// from the ones checked (or forward the BOM to a parser that may refuse it).
+const bom = new GatewayError('malformed_json', 'The request body starts with a byte order mark (U+FEFF): send UTF-8 JSON without one (RFC 8259 section 8.1).');
 const empty = new GatewayError('malformed_json', 'The request body is empty: a NewPet JSON object is required.');
 
 function create(config: NewPetConfig) {
@@ -21,10 +28,12 @@ function create(config: NewPetConfig) {
     name: 'new-pet',
     onRequest(ex: Exchange): Decision {
       if (ex.operation?.hasBody !== true) return undefined;
-      return isJsonMediaType(ex.head.headers['content-type']) ? undefined : unsupported;
+      const charset = jsonCharset(ex.head.headers['content-type']);
+      return charset === 'utf-8' ? undefined : charset === 'other' ? notUtf8 : unsupported;
     },
     onBody(ex: Exchange, body: Buffer): Decision {
       if (body.length === 0) return empty;
+      if (startsWithBom(body)) return bom;
       let value: unknown;
       try {
         value = parseLossless(body);

@@ -10,11 +10,17 @@
  * - Statuses the interface does not list for an operation are mapped by `statusMap`.
  * - Only `Retry-After` (on 429 and 503) survives of the upstream's headers.
  * - A 1xx/3xx final answer is not part of the interface: 502 upstream_contract_violation.
+ * - An upstream 401/403 when the upstream sees the gateway's credential (`upstreamAuthorization`
+ *   `drop` or `fromEnv`): the client's key was valid, the gateway's was refused, so the client gets
+ *   502 upstream_auth_failed and the operator an error line (issue 12, finding 4). When the upstream
+ *   sees the client's own key (`forward`), its 401 is the client's: relayed in the Error shape.
+ * - Every 401 the client gets carries a Bearer challenge (RFC 9110 section 15.5.2, RFC 6750 section 3).
+ * - No secret the gateway holds (env.secrets, and the client's forwarded key) is relayed or logged.
  */
 import { ERROR_CONTENT_TYPE, errorResponse, GatewayError, type ErrorCode } from '../../core/errors.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
 import type { OperationId } from '../../core/operations.js';
-import { isPlainMessage, redactForLog } from '../../core/redact.js';
+import { isPlainMessage, redactForLog, SecretSet } from '../../core/redact.js';
 import { schema, type UpstreamErrorsConfig } from './schema.js';
 
 export type { UpstreamErrorsConfig } from './schema.js';
@@ -41,13 +47,20 @@ function codeFor(op: OperationId | undefined, status: number): ErrorCode {
 
 const CODE = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
 
+/** The bearer token of an Authorization value, or undefined. */
+function bearerToken(header: unknown): string | undefined {
+  if (typeof header !== 'string') return undefined;
+  const m = /^bearer +(\S+)/i.exec(header);
+  return m === null ? undefined : m[1];
+}
+
 /** The first plain message among the common shapes of error bodies. */
-export function extractMessage(value: unknown): string | undefined {
+export function extractMessage(value: unknown, isPlain: (text: unknown) => text is string = isPlainMessage): string | undefined {
   if (value === null || typeof value !== 'object') return undefined;
   const v = value as Record<string, unknown>;
   const nested = v.error !== null && typeof v.error === 'object' ? (v.error as Record<string, unknown>).message : undefined;
   const first = Array.isArray(v.errors) && v.errors[0] !== null && typeof v.errors[0] === 'object' ? (v.errors[0] as Record<string, unknown>).message : undefined;
-  for (const candidate of [v.message, v.error, v.detail, nested, first]) if (isPlainMessage(candidate)) return candidate;
+  for (const candidate of [v.message, v.error, v.detail, nested, first]) if (isPlain(candidate)) return candidate;
   return undefined;
 }
 
@@ -62,6 +75,15 @@ function parseJson(body: Buffer): unknown {
 }
 
 function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
+  const secrets = env.secrets ?? SecretSet.EMPTY;
+  // Absent: the default `drop`, the safe reading (a refusal is the gateway's, never the client's).
+  const upstreamAuth = env.upstreamAuth ?? { credential: 'gateway', realm: 'petstore' };
+  const challenge = `Bearer realm="${upstreamAuth.realm}", error="invalid_token"`;
+  const refused = new GatewayError('upstream_auth_failed');
+  const logError = (fields: Record<string, unknown>, message: string): void => {
+    if (env.log?.error !== undefined) env.log.error(fields, message);
+    else env.log?.warn(fields, message);
+  };
   return {
     name: 'upstream-errors',
     wantsResponseBody(_ex: Exchange, res: UpstreamResponse): boolean {
@@ -74,6 +96,17 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
         env.log?.warn({ policy: 'upstream-errors', upstreamStatus: res.status }, 'upstream answered outside the interface');
         return errorResponse(new GatewayError('upstream_contract_violation'));
       }
+      // With `forward` the upstream saw the client's own key: it may echo it, so it is a secret here too.
+      const known = upstreamAuth.credential === 'client' ? secrets.including(bearerToken(ex.head.headers.authorization)) : secrets;
+      const isPlain = (text: unknown): text is string => isPlainMessage(text) && !known.contains(text);
+      const excerpt = (): string => redactForLog(res.body.subarray(0, 2048).toString('utf8'), 500, known, res.truncated || res.body.length > 2048);
+      if ((res.status === 401 || res.status === 403) && upstreamAuth.credential === 'gateway') {
+        logError(
+          { policy: 'upstream-errors', operation: op, upstreamStatus: res.status, excerpt: excerpt() },
+          "upstream refused the gateway's credentials (check upstreamAuthorization); the client got 502",
+        );
+        return errorResponse(refused);
+      }
       const status = (op !== undefined ? config.statusMap[op][String(res.status)] : undefined) ?? res.status;
       const readable = !res.truncated && res.body.length <= config.maxBodyBytes;
       const value = readable ? parseJson(res.body) : undefined;
@@ -81,9 +114,11 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
       const retryAfter = res.headers['retry-after'];
       const headers: Record<string, string> =
         (status === 503 || status === 429) && typeof retryAfter === 'string' && /^[\w ,:]{1,64}$/.test(retryAfter) ? { 'retry-after': retryAfter } : {};
+      // A 401 must carry a challenge (RFC 9110 section 15.5.2); the token it names is the client's.
+      if (status === 401) headers['www-authenticate'] = challenge;
 
       const code = codeFor(op, status);
-      if (v !== undefined && v.status === status && typeof v.code === 'string' && CODE.test(v.code) && isPlainMessage(v.code) && isPlainMessage(v.message) && Object.keys(v).length === 3) {
+      if (v !== undefined && v.status === status && typeof v.code === 'string' && CODE.test(v.code) && isPlain(v.code) && isPlain(v.message) && Object.keys(v).length === 3) {
         // Already the Error shape with this status: its code and message pass on.
         return {
           status,
@@ -92,11 +127,11 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
           truncated: false,
         };
       }
-      const message = extractMessage(value);
+      const message = extractMessage(value, isPlain);
       // A 4xx is the upstream's ordinary answer; a 5xx page is what the operator must see.
       if (message === undefined && res.body.length > 0 && status >= 500) {
         env.log?.warn(
-          { policy: 'upstream-errors', operation: op, upstreamStatus: res.status, excerpt: redactForLog(res.body.subarray(0, 2048).toString('utf8')) },
+          { policy: 'upstream-errors', operation: op, upstreamStatus: res.status, excerpt: excerpt() },
           'upstream error body replaced by a generic message',
         );
       }
