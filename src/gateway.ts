@@ -8,11 +8,17 @@ import { Chain } from './core/chain.js';
 import { CircuitBreaker } from './core/breaker.js';
 import type { ForwardSettings } from './core/exchange.js';
 import type { PolicyEnv, Problem } from './core/policy.js';
-import { POLICY_MODULES } from './policies/index.js';
+import { gatewayPolicyEnv, POLICY_MODULES } from './policies/index.js';
+import { compileHeaderRules, type HeaderRules } from './core/headers.js';
+import { SecretSet } from './core/redact.js';
 
 export interface Gateway {
   readonly config: PolicyConfig;
   readonly chain: Chain;
+  /** Which header fields cross the gateway, compiled once (issue 12). */
+  readonly headerRules: HeaderRules;
+  /** The secrets the gateway holds in plaintext, masked in whatever upstream text it logs. */
+  readonly secrets: SecretSet;
   /** Largest request body in bytes (the `new-pet` policy's maxBytes). */
   readonly bodyLimit: number;
   readonly upstream: UpstreamConfig;
@@ -24,12 +30,15 @@ export interface Gateway {
 }
 
 export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: ReferenceBackend): Gateway {
-  const policies = POLICY_MODULES.map((m) => m.create(config.policies[m.name as keyof PolicyConfig['policies']], env));
+  const penv = gatewayPolicyEnv(config, env);
+  const policies = POLICY_MODULES.map((m) => m.create(config.policies[m.name as keyof PolicyConfig['policies']], penv));
   const builtin = config.upstream.url === 'builtin';
   const url = builtin ? undefined : new URL(config.upstream.url);
   return {
     config,
     chain: new Chain(policies),
+    headerRules: compileHeaderRules(config),
+    secrets: penv.secrets ?? SecretSet.EMPTY,
     bodyLimit: config.policies['new-pet'].maxBytes,
     upstream: config.upstream,
     upstreamOrigin: url?.origin,

@@ -15,10 +15,11 @@
  * for that request, logged once with its stack; the process keeps serving (issue 11, item 2).
  */
 import { CircuitBreaker } from './breaker.js';
+import { isValidUpstreamStatus } from './contract.js';
 import type { Chain } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import { IdleTimer } from './idle-timer.js';
-import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from './headers.js';
+import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, type OperationId } from './operations.js';
 import type { Exchange, HeaderValue, RequestHead, ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
@@ -41,8 +42,14 @@ export interface ClientResponse {
 }
 
 /** The gateway in force (swapped whole on a reload) and what outlives reloads. */
+export interface GatewayView {
+  readonly chain: Chain;
+  readonly bodyLimit: number;
+  readonly headerRules: HeaderRules;
+}
+
 export interface GatewaySource {
-  readonly current: { readonly chain: Chain; readonly bodyLimit: number };
+  readonly current: GatewayView;
   readonly breaker: CircuitBreaker | undefined;
 }
 
@@ -87,9 +94,6 @@ export interface PipelineOptions {
 /** Most bytes of a non-2xx upstream body kept for the error mapping; the rest is not buffered. */
 export const ERROR_BODY_CAP = 16 * 1024;
 
-/** Request headers the transports write themselves. */
-const SET_BY_TRANSPORT: ReadonlySet<string> = new Set(['host', 'content-length']);
-
 const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
   listPets: '/v1/pets',
   createPet: '/v1/pets',
@@ -107,11 +111,6 @@ export function describeCause(cause: unknown): string | undefined {
   const code = (cause as { code?: unknown }).code;
   const inner = cause.cause instanceof Error && cause.cause !== cause ? ` (${describeCause(cause.cause)})` : '';
   return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}${inner}`;
-}
-
-/** A final status the interface can carry: 200..599 (a 1xx final answer or 999 is not HTTP we relay). */
-function isFinalStatus(status: number): boolean {
-  return Number.isInteger(status) && status >= 200 && status <= 599;
 }
 
 /** The pipeline of one front: one per server, shared by its requests. */
@@ -181,6 +180,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
   private endedAt = 0;
   /** The chain of the gateway in force when the request arrived: a reload does not change it. */
   private readonly chain: Chain;
+  private readonly rules: HeaderRules;
   readonly bodyLimit: number;
 
   status = 0;
@@ -217,6 +217,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
   ) {
     const gw = pipeline.gateways.current;
     this.chain = gw.chain;
+    this.rules = gw.headerRules;
     this.bodyLimit = gw.bodyLimit;
     this.ex = gw.chain.open(head);
     res.once('close', this.onClose);
@@ -325,8 +326,10 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
         const closed = gateways.breaker?.admit();
         if (closed !== undefined) return this.sendError(closed);
       }
-      const headers = upstreamRequestHeaders(this.head.headers, ex, SET_BY_TRANSPORT) as Record<string, string | string[]>;
+      const h = this.head.headers;
+      const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: false, host: h.host as string | undefined }) as Record<string, string | string[]>;
       if (body !== undefined) headers['content-length'] = String(body.length);
+      else delete headers['content-length'];
       const query = ex.upstreamQuery;
       this.upstreamRequest = {
         method: op.method,
@@ -361,7 +364,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     clearTimeout(this.deadline);
     this.upstreamStatus = status;
     try {
-      if (!isFinalStatus(status) || tooManyHeaders(headers)) {
+      if (!isValidUpstreamStatus(status) || tooManyHeaders(headers)) {
         // 999, 600, a 101 nobody asked for, or a header flood: not an answer to relay (issue 12, item 6).
         this.control?.abort();
         return this.upstreamFailed(new GatewayError('bad_gateway', undefined, {}, new Error(`upstream answered status ${status}`)));
@@ -380,7 +383,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       }
       this.mode = Mode.Streaming;
       this.status = status;
-      this.res.writeHead(status, upstream.conforms ? this.ownHeaders(headers) : clientResponseHeaders(headers as Record<string, HeaderValue | number>, this.ex));
+      this.res.writeHead(status, upstream.conforms ? this.ownHeaders(headers) : clientResponseHeaders(this.rules, headers as Record<string, HeaderValue | number>, this.ex));
     } catch (err) {
       // A header value node will not write (the upstream's fault): 502, nothing forwarded.
       this.control?.abort();
@@ -509,7 +512,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     } catch (err) {
       return this.crash(err, 'response phase');
     }
-    this.send(out.status, clientResponseHeaders(out.headers, this.ex, true), out.body);
+    this.send(out.status, clientResponseHeaders(this.rules, out.headers, this.ex, true), out.body);
   }
 
   /** The client went away, or the response is done: abandon what is pending, tell the observers. */
