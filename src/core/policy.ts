@@ -7,6 +7,7 @@
  */
 import type { GatewayError } from './errors.js';
 import type { Operation, RouteMatch } from './operations.js';
+import type { RateLimitStore, StoreConfig } from '../stores/types.js';
 
 export type HeaderValue = string | string[] | undefined;
 /** Request headers as node:http gives them: lower-case names. */
@@ -45,8 +46,19 @@ export interface Exchange {
   upstreamBody: Buffer | undefined;
   /** The id of the API key that authenticated the request (never the key). */
   keyId: string | undefined;
+  /** The authenticated consumer's lifecycle (issue 14): set by `auth` with `keyId`, one frozen object per key. */
+  consumer?: Consumer | undefined;
   /** listPets: the page size and status filter the upstream was asked for, once validated. */
   list: { readonly limit: number; readonly status: string | undefined } | undefined;
+}
+
+/** What the gateway knows of an API key besides its id: when it expires and what it may call. */
+export interface Consumer {
+  readonly id: string;
+  /** RFC 3339, as the policy file gives it; undefined: never expires. */
+  readonly expires: string | undefined;
+  /** The operationIds the key may call; undefined: every operation. */
+  readonly operations: readonly string[] | undefined;
 }
 
 /** A decision: continue (`undefined`) or stop with an error. */
@@ -108,6 +120,11 @@ export interface PolicyEnv {
   readonly now?: () => number;
   /** The operator log; nothing is logged when absent. */
   readonly log?: PolicyLog;
+  /**
+   * Opens (or shares) the store a policy file names; the process-wide stores of src/stores when
+   * absent. Injected so tests can give a fake clock, and so a reload reuses the open connection.
+   */
+  readonly openStore?: (config: StoreConfig) => RateLimitStore;
 }
 
 /** A problem found in a policy file: a JSON path (e.g. `$.policies.auth.keys[0]`) and a plain message. */
