@@ -13,15 +13,11 @@
  */
 import { createClient, defineScript, type CommandParser } from 'redis';
 import type { PolicyLog } from '../core/policy.js';
+import { REDIS_DEFAULTS } from './defaults.js';
 import { sortUses } from './memory.js';
 import type { DeprecationLedger, DeprecationUse, RateDecision, RateLimitRule, RateLimitStore, RedisStoreConfig } from './types.js';
 
-export const REDIS_DEFAULTS = {
-  prefix: 'petstore-gateway:',
-  commandTimeoutMs: 250,
-  connectTimeoutMs: 1000,
-  maxReconnectDelayMs: 2000,
-} as const;
+export { REDIS_DEFAULTS };
 
 /**
  * GCRA in Lua: the arithmetic of gcra.ts, in microseconds from Redis' TIME (integers below 2^53,
