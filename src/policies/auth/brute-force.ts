@@ -14,21 +14,21 @@ import type { BruteForceConfig } from './schema.js';
 
 export class FailureLimiter {
   private readonly rule: RateLimitRule;
-  private readonly tats: LRUCache<string, number>;
+  /** Made on the first failure: lru-cache allocates its index arrays for `max` up front (tens of MB). */
+  private tats: LRUCache<string, number> | undefined;
 
   constructor(
     config: BruteForceConfig,
     private readonly now: () => number,
-    maxAddresses = DEFAULT_MAX_KEYS,
+    private readonly maxAddresses = DEFAULT_MAX_KEYS,
   ) {
     this.rule = { limit: config.maxFailures, windowMs: config.windowSeconds * 1000 };
-    this.tats = new LRUCache<string, number>({ max: maxAddresses, perf: { now } });
   }
 
   /** Milliseconds until `address` may try again; 0 when it is not locked. */
   lockedFor(address: string): number {
     // Most traffic comes from addresses that never failed: skip the lookup while none has.
-    if (this.tats.size === 0) return 0;
+    if (this.tats === undefined || this.tats.size === 0) return 0;
     const tat = this.tats.get(address);
     if (tat === undefined) return 0;
     const now = this.now();
@@ -39,12 +39,13 @@ export class FailureLimiter {
   /** Counts one failure of `address`. */
   fail(address: string): void {
     const now = this.now();
-    const step = gcra(this.tats.get(address), now, this.rule);
-    if (step.allowed) this.tats.set(address, step.tat, { ttl: Math.ceil(step.tat - now) + 1 });
+    const tats = (this.tats ??= new LRUCache<string, number>({ max: this.maxAddresses, perf: { now: this.now } }));
+    const step = gcra(tats.get(address), now, this.rule);
+    if (step.allowed) tats.set(address, step.tat, { ttl: Math.ceil(step.tat - now) + 1 });
   }
 
   /** Addresses tracked now (at most `maxAddresses`). */
   get size(): number {
-    return this.tats.size;
+    return this.tats?.size ?? 0;
   }
 }
