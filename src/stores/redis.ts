@@ -89,6 +89,7 @@ function connect(config: RedisStoreConfig) {
     keyPrefix: config.prefix ?? REDIS_DEFAULTS.prefix,
     // Fail fast while disconnected: a queued command would wait for the reconnect (a hang).
     disableOfflineQueue: true,
+    // Covers the wait to be written only; withDeadline below covers the answer.
     commandOptions: { timeout: config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs },
     socket: {
       connectTimeout: config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs,
@@ -100,6 +101,35 @@ function connect(config: RedisStoreConfig) {
 }
 
 type Client = ReturnType<typeof connect>;
+
+export class RedisDeadlineError extends Error {
+  constructor(ms: number) {
+    super(`Redis did not answer within ${ms} ms`);
+    this.name = 'RedisDeadlineError';
+  }
+}
+
+/**
+ * node-redis' command `timeout` only covers the wait to be written: once a command is on the wire
+ * its timer is dropped, so a Redis that accepts bytes but never answers (frozen, overloaded, a
+ * half-open connection) would hang the request. This deadline covers the whole round trip. A late
+ * answer is ignored (the take may still have been counted: erring towards the limit).
+ */
+function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new RedisDeadlineError(ms)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}
 
 /** Logs a recurring failure at most once per `everyMs`, with the number of failures since. */
 export class ThrottledWarning {
@@ -154,10 +184,12 @@ export class RedisStore implements RateLimitStore {
   private readonly client: Client;
   private readonly warning: ThrottledWarning;
   private readonly url: string;
+  private readonly timeoutMs: number;
   private closed = false;
 
   constructor(config: RedisStoreConfig, options: RedisStoreOptions = {}) {
     this.url = redactUrl(config.url);
+    this.timeoutMs = config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
     this.warning = new ThrottledWarning(options.log);
     this.client = connect(config);
     // Without an 'error' listener an EventEmitter error would crash the process.
@@ -178,11 +210,11 @@ export class RedisStore implements RateLimitStore {
       () => undefined,
       () => undefined,
     );
-    this.ledger = new RedisDeprecationLedger(this.client, this.failed);
+    this.ledger = new RedisDeprecationLedger(this.client, this.failed, this.timeoutMs);
   }
 
   take(key: string, rule: RateLimitRule): Promise<RateDecision> {
-    return this.client.gcra(`rl:${key}`, rule.limit, rule.windowMs).then((reply) => {
+    return withDeadline(this.client.gcra(`rl:${key}`, rule.limit, rule.windowMs), this.timeoutMs).then((reply) => {
       this.healthy = true;
       const [allowed, remaining, resetMs, retryAfterMs] = reply as [number, number, number, number];
       return { allowed: allowed === 1, remaining, resetMs, retryAfterMs };
@@ -211,22 +243,24 @@ class RedisDeprecationLedger implements DeprecationLedger {
   constructor(
     private readonly client: Client,
     private readonly failed: (err: unknown) => never,
+    private readonly timeoutMs: number,
   ) {}
 
   record(operation: string, consumer: string, atMs: number): void {
     // Never waits for Redis; a failure is counted and logged by the store.
-    this.client
-      .record(operationKey(operation), OPERATIONS_KEY, consumer, atMs, operation)
+    withDeadline(this.client.record(operationKey(operation), OPERATIONS_KEY, consumer, atMs, operation), this.timeoutMs)
       .catch(this.failed)
       .catch(() => undefined);
   }
 
   async report(): Promise<DeprecationUse[]> {
     const client = this.client;
-    const operations = await client.sMembers(OPERATIONS_KEY).catch(this.failed);
+    // The report is for operators, not the request path: a longer deadline, still bounded.
+    const deadline = this.timeoutMs * 8;
+    const operations = await withDeadline(client.sMembers(OPERATIONS_KEY), deadline).catch(this.failed);
     const rows: DeprecationUse[] = [];
     for (const operation of [...operations].map(String).sort()) {
-      const hash = (await client.hGetAll(operationKey(operation)).catch(this.failed)) as Record<string, string>;
+      const hash = (await withDeadline(client.hGetAll(operationKey(operation)), deadline).catch(this.failed)) as Record<string, string>;
       for (const [field, value] of Object.entries(hash)) {
         if (!field.startsWith('c:')) continue;
         const consumer = field.slice(2);

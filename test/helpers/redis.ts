@@ -1,7 +1,8 @@
 /**
  * A real redis-server for tests (Debian's package; .ci/run installs it when missing): on a free
  * loopback port, without persistence, stopped at teardown. `kill()` makes it vanish as a crash
- * would (SIGKILL); `restart()` brings it back, empty, on the same port ("Redis returns").
+ * would (SIGKILL); `restart()` brings it back, empty, on the same port ("Redis returns");
+ * `pause()` freezes it (SIGSTOP) so commands get no answer at all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -19,6 +20,10 @@ export interface TestRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port (empty: no persistence), once it answers PING. */
   restart(): Promise<void>;
+  /** Freezes it (SIGSTOP): connections stay open, nothing answers (a hung Redis). */
+  pause(): void;
+  /** Thaws it (SIGCONT). */
+  resume(): void;
 }
 
 async function freePort(): Promise<number> {
@@ -66,6 +71,7 @@ async function waitForPing(port: number, child: ChildProcess): Promise<void> {
 async function ended(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exit = once(child, 'exit');
+  child.kill('SIGCONT'); // a paused server would not act on SIGTERM
   child.kill(signal);
   await exit;
 }
@@ -80,6 +86,8 @@ export async function startRedis(): Promise<TestRedis> {
     port,
     stop: () => ended(child, 'SIGTERM'),
     kill: () => ended(child, 'SIGKILL'),
+    pause: () => void child.kill('SIGSTOP'),
+    resume: () => void child.kill('SIGCONT'),
     async restart() {
       await ended(child, 'SIGKILL');
       child = spawnServer(port);
