@@ -4,7 +4,7 @@
  * limit holding again once Redis is back, the policy's fail-open and fail-closed on it, the
  * shared deprecation ledger, and one connection per URL in the process registry.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { Exchange } from '../../src/core/policy.js';
 import { rateLimit } from '../../src/policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, openStore, openStores, storesReady } from '../../src/stores/index.js';
@@ -18,7 +18,7 @@ const RULE: RateLimitRule = { limit: 50, windowMs: 60_000 };
 /** Generous on a loaded 2-core machine, yet far from a hang: the command timeout is 250 ms. */
 const FAST_MS = 1000;
 
-async function redisAndStores(t: Tap.Test, n: number, prefix = `t${Math.random().toString(36).slice(2, 8)}:`) {
+async function redisAndStores(t: Test, n: number, prefix = `t${Math.random().toString(36).slice(2, 8)}:`) {
   const redis = await startRedis();
   t.teardown(() => redis.stop());
   const stores = Array.from({ length: n }, () => new RedisStore({ url: redis.url, prefix }));
