@@ -9,7 +9,8 @@ import { once } from 'node:events';
 import { createServer, connect } from 'node:net';
 import { sleep } from './wait.js';
 
-export const REDIS_SERVER = process.env.REDIS_SERVER ?? '/usr/bin/redis-server';
+/** On PATH (Debian installs /usr/bin/redis-server); REDIS_SERVER names another binary. */
+export const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
 
 export interface TestRedis {
   readonly url: string;
