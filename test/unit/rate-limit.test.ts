@@ -8,7 +8,7 @@ import { Chain } from '../../src/core/gateway.js';
 import type { Exchange, PolicyEnv } from '../../src/core/policy.js';
 import { parsePolicy } from '../../src/config/load.js';
 import { auth, hashKey, type AuthConfig } from '../../src/policies/auth/index.js';
-import { rateLimit, type RateLimitConfig } from '../../src/policies/rate-limit/index.js';
+import { perWorkerNotice, rateLimit, type RateLimitConfig } from '../../src/policies/rate-limit/index.js';
 import { MemoryRateLimitStore } from '../../src/stores/memory.js';
 import type { RateDecision, RateLimitStore, StoreConfig } from '../../src/stores/types.js';
 import { fakeLog } from '../helpers/log.js';
@@ -194,4 +194,11 @@ t.test('schema: the option names of issue 14, defaults, and rejections with path
       ['$.policies["rate-limit"].burst', '$.policies["rate-limit"].limit', '$.policies["rate-limit"].onStoreError', '$.policies["rate-limit"].store'],
     );
   }
+});
+
+t.test('--workers N with the memory store: a notice that limits are per worker; none with Redis or one worker', async (t) => {
+  t.match(perWorkerNotice(config(), 4), /counts per worker: with --workers 4 a consumer may make up to 4x its limit/);
+  t.equal(perWorkerNotice(config(), 1), undefined);
+  t.equal(perWorkerNotice(config({ store: { redis: { url: 'redis://127.0.0.1:6379' } } }), 4), undefined);
+  t.equal(perWorkerNotice(config({ limit: undefined }), 4), undefined, 'nothing limited, nothing to say');
 });

@@ -55,6 +55,15 @@ export function limitsAnyone(config: RateLimitConfig): boolean {
   return config.limit !== undefined || Object.keys(config.perKey).length > 0;
 }
 
+/**
+ * What `serve --workers N` must say at start (issue 14) when each worker would count on its own:
+ * the memory store with N > 1. undefined when there is nothing to say.
+ */
+export function perWorkerNotice(config: RateLimitConfig, workers: number): string | undefined {
+  if (workers <= 1 || config.store !== 'memory' || !limitsAnyone(config)) return undefined;
+  return `rate-limit: the memory store counts per worker: with --workers ${workers} a consumer may make up to ${workers}x its limit; use store: {redis: {url}} for one limit across workers`;
+}
+
 function create(config: RateLimitConfig, env: PolicyEnv) {
   if (!limitsAnyone(config)) return { name: 'rate-limit' };
   const store: RateLimitStore = (env.openStore ?? openStore)(config.store);
