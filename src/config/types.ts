@@ -6,6 +6,7 @@ import type { ListPetsConfig } from '../policies/list-pets/index.js';
 import type { ResponseContractConfig } from '../policies/response-contract/index.js';
 import type { UpstreamErrorsConfig } from '../policies/upstream-errors/index.js';
 import type { NewPetConfig } from '../policies/new-pet/index.js';
+import type { RateLimitConfig } from '../policies/rate-limit/index.js';
 import type { RouteConfig } from '../policies/route/index.js';
 
 export interface UpstreamConfig {
@@ -37,6 +38,7 @@ export interface PolicyConfig {
   readonly headers: HeadersConfig;
   readonly policies: {
     readonly auth: AuthConfig;
+    readonly 'rate-limit': RateLimitConfig;
     readonly route: RouteConfig;
     readonly deprecation: DeprecationConfig;
     readonly 'list-pets': ListPetsConfig;

@@ -25,6 +25,9 @@ export const CATALOGUE = {
   missing_api_key: { status: 401, message: 'An API key is required: send Authorization: Bearer <key>.' },
   malformed_authorization: { status: 401, message: 'The Authorization header must be "Bearer <key>".' },
   invalid_api_key: { status: 401, message: 'The API key is not valid.' },
+  expired_api_key: { status: 401, message: 'The API key has expired.' },
+  // 403 (issue 14: a key's operations)
+  forbidden: { status: 403, message: 'This API key may not call this operation.' },
   // 404 / 405
   not_found: { status: 404, message: 'No operation of this interface is at this path.' },
   pet_not_found: { status: 404, message: 'The requested animal could not be found.' },
@@ -36,6 +39,8 @@ export const CATALOGUE = {
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
   too_many_requests: { status: 429, message: 'Too many requests: retry later.' },
+  rate_limited: { status: 429, message: 'The rate limit of this API key is exceeded: retry after the time in Retry-After.' },
+  too_many_auth_failures: { status: 429, message: 'Too many failed authentications from this address: retry after the time in Retry-After.' },
   headers_too_large: { status: 431, message: 'The request headers are too large.' },
   // 5xx
   internal_error: { status: 500, message: 'The service failed to handle the request.' },

@@ -8,6 +8,7 @@
 import type { GatewayError } from './errors.js';
 import type { Operation, RouteMatch } from './operations.js';
 import type { SecretSet } from './redact.js';
+import type { RateLimitStore, StoreConfig } from '../stores/types.js';
 
 export type HeaderValue = string | string[] | undefined;
 /** Request headers as node:http gives them: lower-case names. */
@@ -50,8 +51,19 @@ export interface Exchange {
   requestId?: string;
   /** The policy that denied the request, when one did (for the access log and metrics). */
   deniedBy?: string;
+  /** The authenticated consumer's lifecycle (issue 14): set by `auth` with `keyId`, one frozen object per key. */
+  consumer?: Consumer | undefined;
   /** listPets: the page size and status filter the upstream was asked for, once validated. */
   list: { readonly limit: number; readonly status: string | undefined } | undefined;
+}
+
+/** What the gateway knows of an API key besides its id: when it expires and what it may call. */
+export interface Consumer {
+  readonly id: string;
+  /** RFC 3339, as the policy file gives it; undefined: never expires. */
+  readonly expires: string | undefined;
+  /** The operationIds the key may call; undefined: every operation. */
+  readonly operations: readonly string[] | undefined;
 }
 
 /** A decision: continue (`undefined`) or stop with an error. */
@@ -132,6 +144,11 @@ export interface PolicyEnv {
   readonly secrets?: SecretSet;
   /** Whose credential the upstream sees; `gateway` when absent. Built by `gatewayPolicyEnv`. */
   readonly upstreamAuth?: UpstreamAuth;
+  /**
+   * Opens (or shares) the store a policy file names; the process-wide stores of src/stores when
+   * absent. Injected so tests can give a fake clock, and so a reload reuses the open connection.
+   */
+  readonly openStore?: (config: StoreConfig) => RateLimitStore;
 }
 
 /** A problem found in a policy file: a JSON path (e.g. `$.policies.auth.keys[0]`) and a plain message. */

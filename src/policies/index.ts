@@ -1,6 +1,8 @@
 /**
  * The policy modules, in the order the chain runs them. This list is the only place that order is
- * written: `auth` first (an unauthenticated client learns nothing else), then `route`, then the
+ * written: `auth` first (an unauthenticated client learns nothing else), then `rate-limit` (per key
+ * id, so only after auth: a bad key is never counted; before `route`, so a consumer over its limit
+ * is refused whatever it asks, unknown paths included), then `route`, then the
  * checks of one operation. Response phases run in the same order: `upstream-errors` makes every
  * non-2xx the Error shape, then `list-pets` and `response-contract` look at 2xx bodies. The name of each module is its key under `policies:` in a policy file.
  */
@@ -10,6 +12,7 @@ import { auth, gatewaySecrets, upstreamAuthOf } from './auth/index.js';
 import { deprecation } from './deprecation/index.js';
 import { listPets } from './list-pets/index.js';
 import { newPet } from './new-pet/index.js';
+import { rateLimit } from './rate-limit/index.js';
 import { responseContract } from './response-contract/index.js';
 import { route } from './route/index.js';
 import { upstreamErrors } from './upstream-errors/index.js';
@@ -17,6 +20,7 @@ import { upstreamErrors } from './upstream-errors/index.js';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export const POLICY_MODULES: ReadonlyArray<PolicyModule<any>> = Object.freeze([
   auth,
+  rateLimit,
   route,
   deprecation,
   listPets,
@@ -25,7 +29,7 @@ export const POLICY_MODULES: ReadonlyArray<PolicyModule<any>> = Object.freeze([
   responseContract,
 ]);
 
-export { auth, deprecation, listPets, newPet, responseContract, route, upstreamErrors };
+export { auth, deprecation, listPets, newPet, rateLimit, responseContract, route, upstreamErrors };
 
 /**
  * The environment every policy of a config is created with: `env` plus what policies need to know

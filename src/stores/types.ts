@@ -44,3 +44,19 @@ export interface DeprecationLedger {
   report(): Promise<DeprecationUse[]>;
   close(): Promise<void>;
 }
+
+/** Where the counters live, as a policy file names it: this process, or one Redis for every instance. */
+export type StoreConfig = 'memory' | { readonly redis: RedisStoreConfig };
+
+export interface RedisStoreConfig {
+  /** `redis[s]://[[user][:password]@]host[:port][/db]`. */
+  readonly url: string;
+  /** Prefix of every key the gateway writes, so several deployments can share one Redis. */
+  readonly prefix?: string;
+  /** A command that has no answer after this many milliseconds fails (never a hang). */
+  readonly commandTimeoutMs?: number;
+  /** Longest wait for a TCP connection to Redis. */
+  readonly connectTimeoutMs?: number;
+  /** Reconnection backs off exponentially up to this many milliseconds between attempts. */
+  readonly maxReconnectDelayMs?: number;
+}

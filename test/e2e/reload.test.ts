@@ -160,7 +160,7 @@ t.test('an invalid file is refused: its problems are logged and the old policy s
       [/^\$\.policies\.auth\.keys\[0\]\.hash: has the wrong format/, /^\$\.policies\["list-pets"\]\.outOfRange: must be one of: reject, clamp/],
     ],
     ['not YAML', 'policies: [\n  auth: {\n', [/^\$: not valid YAML or JSON/]],
-    ['an unknown policy', policy({ 'rate-limit': {} }), [/^\$\.policies\["rate-limit"\]: unknown property 'rate-limit'/]],
+    ['an unknown policy', policy({ 'ip-filter': {} }), [/^\$\.policies\["ip-filter"\]: unknown property 'ip-filter'/]],
   ];
   for (const [name, text, expected] of cases) {
     await t.test(name, async (t) => {

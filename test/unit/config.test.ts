@@ -44,7 +44,14 @@ const DEFAULTS = {
   },
   headers: { request: { allow: [] }, response: { allow: [] } },
   policies: {
-    auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', realm: 'petstore', upstreamAuthorization: 'drop' },
+    auth: {
+      keys: [],
+      keysFromEnv: 'PETSTORE_API_KEYS',
+      realm: 'petstore',
+      upstreamAuthorization: 'drop',
+      bruteForce: { maxFailures: 100, windowSeconds: 60 },
+    },
+    'rate-limit': { windowSeconds: 60, perKey: {}, store: 'memory', onStoreError: 'open' },
     route: {},
     deprecation: {
       deprecatedAt: '2026-01-01T00:00:00Z',
@@ -236,7 +243,7 @@ const REJECTED: [name: string, text: string, problems: Problem[], env?: Env][] =
   // unknown names
   ['unknown top-level key', 'version: 1\nfoo: 1', [{ path: '$.foo', message: "unknown property 'foo'" }]],
   ['unknown top-level key needing brackets', '"rate-limit": {}', [{ path: '$["rate-limit"]', message: "unknown property 'rate-limit'" }]],
-  ['unknown policy name', 'policies: { rate-limit: {} }', [{ path: '$.policies["rate-limit"]', message: "unknown property 'rate-limit'" }]],
+  ['unknown policy name', 'policies: { ip-filter: {} }', [{ path: '$.policies["ip-filter"]', message: "unknown property 'ip-filter'" }]],
   ['unknown policy name (typo)', 'policies: { newPet: {} }', [{ path: '$.policies.newPet', message: "unknown property 'newPet'" }]],
   ['unknown option of route', 'policies: { route: { strict: true } }', [{ path: '$.policies.route.strict', message: "unknown property 'strict'" }]],
   ['unknown option of auth', 'policies: { auth: { key: [] } }', [{ path: '$.policies.auth.key', message: "unknown property 'key'" }]],
@@ -452,7 +459,7 @@ t.test('a file with several problems reports all of them at once, in document or
     'upstream: { url: "ftp://x", connections: 0 }',
     'server: { port: "abc" }',
     'policies:',
-    '  rate-limit: {}',
+    '  ip-filter: {}',
     `  auth: { keys: [ { id: "", hash: "sha256:XYZ" }, { hash: "${H1}" } ], upstreamAuthorization: keep }`,
     '  new-pet: { unknownFields: drop, maxBytes: 1 }',
   ].join('\n');
@@ -462,7 +469,7 @@ t.test('a file with several problems reports all of them at once, in document or
     { path: '$.upstream.url', message: URL_FORMAT },
     { path: '$.upstream.connections', message: 'must be >= 1' },
     { path: '$.server.port', message: 'must be integer' },
-    { path: '$.policies["rate-limit"]', message: "unknown property 'rate-limit'" },
+    { path: '$.policies["ip-filter"]', message: "unknown property 'ip-filter'" },
     { path: '$.policies.auth.keys[0].id', message: 'must not be empty' },
     { path: '$.policies.auth.keys[0].hash', message: HASH_FORMAT },
     { path: '$.policies.auth.keys[1]', message: "missing required property 'id'" },
@@ -591,7 +598,7 @@ t.test('schema/policy.schema.json is the output of policyFileSchema()', async (t
 
 t.test('policyFileSchema lists every policy module with a default', async (t) => {
   const s = policyFileSchema() as { properties: { policies: { properties: Record<string, { default?: unknown }> } } };
-  t.strictSame(Object.keys(s.properties.policies.properties), ['auth', 'route', 'deprecation', 'list-pets', 'new-pet', 'upstream-errors', 'response-contract']);
+  t.strictSame(Object.keys(s.properties.policies.properties), ['auth', 'rate-limit', 'route', 'deprecation', 'list-pets', 'new-pet', 'upstream-errors', 'response-contract']);
   t.strictSame(Object.keys(s.properties.policies.properties), POLICY_MODULES.map((m) => m.name), 'in the order of the chain');
   for (const [name, p] of Object.entries(s.properties.policies.properties)) t.strictSame(p.default, {}, name);
   // Each call returns a fresh object: the loader's defaults cannot leak between files.

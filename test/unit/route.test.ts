@@ -170,7 +170,8 @@ t.test('chain order: auth denies before route, route before new-pet', async (t) 
   const gw = createGateway(loaded.config, { env: {}, now: () => Date.parse('2027-01-01T00:00:00Z') });
   const names = gw.chain.policies.map((p) => p.name);
   t.equal(names[0], 'auth', 'auth first');
-  t.equal(names[1], 'route', 'route second');
+  t.equal(names[1], 'rate-limit', 'rate-limit second: a limited consumer is refused on any path');
+  t.equal(names[2], 'route', 'route third');
   t.ok(names.indexOf('new-pet') > names.indexOf('route'), 'new-pet after route');
 
   const decide = (method: string, target: string, headers: IncomingHeaders) => {

@@ -2,15 +2,27 @@
  * The `auth` policy: `Authorization: Bearer <key>` on every request (pet-store-interface.md,
  * "Authentication"), challenged as RFC 6750 section 3 describes. It runs first in the chain, so an
  * unauthenticated client learns nothing about routes or schemas.
+ *
+ * Issue 14: a key may expire (401, error="invalid_token", "The access token expired") and may be
+ * limited to some operations (403 forbidden, error="insufficient_scope", RFC 6750 section 3.1);
+ * failed guesses are limited per client address (429 too_many_auth_failures).
+ *
+ * A locked address is locked for every key, valid ones included: answering a valid key from a
+ * locked address differently from an invalid one would tell the guesser which guess was right,
+ * which is the oracle the lock exists to take away. Clients behind the same NAT as a guesser wait
+ * for the window to drain (at most `windowSeconds` after the guessing stops); raise `maxFailures`
+ * where many clients share one address.
  */
 import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth } from '../../core/policy.js';
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
+import { parseDateTime } from '../deprecation/index.js';
+import { FailureLimiter } from './brute-force.js';
 import { KeyRing } from './keys.js';
-import { schema, type AuthConfig } from './schema.js';
+import { DEFAULT_BRUTE_FORCE, schema, type AuthConfig } from './schema.js';
 
 export { hashKey, newKey, KeyRing } from './keys.js';
-export type { AuthConfig } from './schema.js';
+export type { AuthConfig, BruteForceConfig, KeyEntry } from './schema.js';
 
 /** RFC 6750 section 2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=". */
 const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
@@ -20,7 +32,7 @@ const BEARER = /^bearer +/i;
 /** The keys a config accepts: its hashes, plus the plaintext keys of its environment variable. */
 export function buildKeyRing(config: AuthConfig, env: PolicyEnv): KeyRing {
   const ring = new KeyRing();
-  for (const k of config.keys) ring.add(k.id, k.hash);
+  for (const k of config.keys) ring.add(k.id, k.hash, { expires: k.expires, operations: k.operations });
   for (const [i, key] of envKeys(config, env).entries()) ring.addPlain(`${config.keysFromEnv}#${i + 1}`, key);
   return ring;
 }
@@ -61,6 +73,9 @@ function check(config: AuthConfig, path: string, env: PolicyEnv): Problem[] {
     if (seenHashes.has(k.hash)) problems.push({ path: `${path}.keys[${i}].hash`, message: 'duplicate key hash' });
     seenIds.add(k.id);
     seenHashes.add(k.hash);
+    if (k.expires !== undefined && Number.isNaN(parseDateTime(k.expires))) {
+      problems.push({ path: `${path}.keys[${i}].expires`, message: 'is not a valid date' });
+    }
   });
   // Never echo a plaintext key in a message: only its position.
   envKeys(config, env).forEach((k, i) => {
@@ -75,8 +90,27 @@ function check(config: AuthConfig, path: string, env: PolicyEnv): Problem[] {
   return problems;
 }
 
+/**
+ * One line per key for `check` (issue 14): id, expiry and operations. Never a hash or a key.
+ * `now` marks keys that have already expired.
+ */
+export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {
+  const now = (env.now ?? Date.now)();
+  const lines = config.keys.map((k) => {
+    const expires = k.expires === undefined ? 'never expires' : `${Date.parse(k.expires) <= now ? 'EXPIRED' : 'expires'} ${k.expires}`;
+    const ops = k.operations === undefined ? 'all operations' : `operations: ${k.operations.length === 0 ? '(none)' : k.operations.join(', ')}`;
+    return `${k.id}: ${expires}, ${ops}`;
+  });
+  envKeys(config, env).forEach((_, i) => lines.push(`${config.keysFromEnv}#${i + 1}: never expires, all operations (from the environment)`));
+  return lines;
+}
+
 function create(config: AuthConfig, env: PolicyEnv) {
   const ring = buildKeyRing(config, env);
+  const now = env.now ?? Date.now;
+  // Absent (a config built in code, not loaded): the schema's default, on.
+  const bruteForce = config.bruteForce === undefined ? DEFAULT_BRUTE_FORCE : config.bruteForce;
+  const failures = bruteForce === null ? undefined : new FailureLimiter(bruteForce, now);
   const realm = `Bearer realm="${config.realm}"`;
   // RFC 6750 section 3.1: no error code when the request has no authentication information.
   const missing = new GatewayError('missing_api_key', undefined, { 'www-authenticate': realm });
@@ -84,6 +118,11 @@ function create(config: AuthConfig, env: PolicyEnv) {
     'www-authenticate': `${realm}, error="invalid_request"`,
   });
   const invalid = new GatewayError('invalid_api_key', undefined, { 'www-authenticate': `${realm}, error="invalid_token"` });
+  // RFC 6750 section 3: the wording of its own example for an expired token.
+  const expired = new GatewayError('expired_api_key', undefined, {
+    'www-authenticate': `${realm}, error="invalid_token", error_description="The access token expired"`,
+  });
+  const forbidden = new GatewayError('forbidden', undefined, { 'www-authenticate': `${realm}, error="insufficient_scope"` });
 
   // Authorization reaches the upstream only as this policy sets it (src/core/headers.ts never
   // forwards the client's): `forward` sets the client's header, `drop` nothing, `fromEnv` the
@@ -94,6 +133,10 @@ function create(config: AuthConfig, env: PolicyEnv) {
 
   return {
     name: 'auth',
+    /** Client addresses with recent failures (bounded by lru-cache); 0 without brute-force protection. */
+    get trackedAddresses(): number {
+      return failures?.size ?? 0;
+    },
     onRequest(ex: Exchange): Decision {
       const header = ex.head.headers.authorization;
       if (header === undefined || header === '') return missing;
@@ -102,9 +145,21 @@ function create(config: AuthConfig, env: PolicyEnv) {
       if (scheme === null) return malformed;
       const token = (header as string).slice(scheme[0].length);
       if (!B64TOKEN.test(token)) return malformed;
-      const id = ring.identify(token);
-      if (id === undefined) return invalid;
-      ex.keyId = id;
+      // A token from a locked address is not even looked up (see the header comment).
+      const address = ex.head.remoteAddress;
+      if (failures !== undefined && address !== undefined) {
+        const waitMs = failures.lockedFor(address);
+        if (waitMs > 0) return new GatewayError('too_many_auth_failures', undefined, { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) });
+      }
+      const grant = ring.grant(token);
+      if (grant === undefined) {
+        if (failures !== undefined && address !== undefined) failures.fail(address);
+        return invalid;
+      }
+      if (grant.expiresMs !== undefined && now() >= grant.expiresMs) return expired;
+      if (grant.operations !== undefined && ex.operation !== undefined && !grant.operations.has(ex.operation.id)) return forbidden;
+      ex.keyId = grant.consumer.id;
+      ex.consumer = grant.consumer;
       ex.upstreamHeaders.authorization = forward ? (header as string) : upstreamValue;
       return undefined;
     },

@@ -7,6 +7,7 @@
  * no dictionary attack applies, and a slow hash would put milliseconds on every request.
  */
 import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Consumer } from '../../core/policy.js';
 
 export const HASH_PREFIX = 'sha256:';
 export const HASH_PATTERN = '^sha256:[0-9a-f]{64}$';
@@ -21,13 +22,39 @@ export function newKey(): string {
   return 'psg_' + randomBytes(32).toString('base64url');
 }
 
+/** What a key may do besides authenticate (issue 14): built once per key, read per request. */
+export interface KeyGrant {
+  /** Epoch milliseconds after which the key is refused; undefined: never. */
+  readonly expiresMs: number | undefined;
+  /** The operationIds it may call; undefined: all. */
+  readonly operations: ReadonlySet<string> | undefined;
+  /** The consumer the exchange carries (frozen, shared by every request of the key). */
+  readonly consumer: Consumer;
+}
+
+interface Entry {
+  readonly id: string;
+  readonly digest: Buffer;
+  readonly grant: KeyGrant;
+}
+
 /** Keys as a set of digests, looked up in O(1) and confirmed with a constant-time compare. */
 export class KeyRing {
-  private readonly byDigest = new Map<string, { id: string; digest: Buffer }>();
+  private readonly byDigest = new Map<string, Entry>();
 
-  add(id: string, hash: string): void {
+  add(id: string, hash: string, limits: { expires?: string | undefined; operations?: readonly string[] | undefined } = {}): void {
     const hex = hash.slice(HASH_PREFIX.length);
-    this.byDigest.set(hex, { id, digest: Buffer.from(hex, 'hex') });
+    const consumer: Consumer = Object.freeze({
+      id,
+      expires: limits.expires,
+      operations: limits.operations === undefined ? undefined : Object.freeze([...limits.operations]),
+    });
+    const grant: KeyGrant = Object.freeze({
+      expiresMs: limits.expires === undefined ? undefined : Date.parse(limits.expires),
+      operations: limits.operations === undefined ? undefined : new Set(limits.operations),
+      consumer,
+    });
+    this.byDigest.set(hex, { id, digest: Buffer.from(hex, 'hex'), grant });
   }
 
   /** A plaintext key, as it comes from the environment: hashed at once, never kept. */
@@ -41,9 +68,14 @@ export class KeyRing {
 
   /** The id of the key, or undefined. Never logs or keeps the presented key. */
   identify(presented: string): string | undefined {
+    return this.grant(presented)?.consumer.id;
+  }
+
+  /** The grant of the key, or undefined. Never logs or keeps the presented key. */
+  grant(presented: string): KeyGrant | undefined {
     // crypto.hash: one call, no Hash object per request (a quarter of createHash's cost here).
     const digest = hash('sha256', presented, 'buffer') as Buffer;
     const entry = this.byDigest.get(digest.toString('hex'));
-    return entry !== undefined && timingSafeEqual(entry.digest, digest) ? entry.id : undefined;
+    return entry !== undefined && timingSafeEqual(entry.digest, digest) ? entry.grant : undefined;
   }
 }

@@ -1,0 +1,133 @@
+/**
+ * The `rate-limit` policy (issue 14): requests per consumer, counted per API key id across
+ * operations. It runs right after `auth`, so a bad key is answered 401 and never counted against
+ * anyone, and a refused request never reaches the upstream.
+ *
+ * Headers: draft-ietf-httpapi-ratelimit-headers (-10/-11: Structured Fields, RFC 9651) on every
+ * response to a limited consumer, denials included:
+ *   RateLimit-Policy: "default";q=<limit>;w=<window seconds>
+ *   RateLimit: "default";r=<remaining>;t=<seconds>
+ * `t` is the seconds until the whole quota is back; on a 429 it is the Retry-After (the seconds
+ * until one request is allowed again), both rounded up so a client never retries too early.
+ */
+import { GatewayError } from '../../core/errors.js';
+import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
+import { openStore } from '../../stores/index.js';
+import { ThrottledWarning } from '../../stores/redis.js';
+import type { RateDecision, RateLimitRule, RateLimitStore } from '../../stores/types.js';
+import { schema, type RateLimitConfig } from './schema.js';
+
+export type { RateLimitConfig } from './schema.js';
+
+/** The one quota policy a consumer has; its name in the headers (an sf-string, RFC 9651). */
+const POLICY_NAME = '"default"';
+
+interface Rule extends RateLimitRule {
+  /** RateLimit-Policy, built once per rule. */
+  readonly policyHeader: string;
+}
+
+function rule(limit: number, windowSeconds: number): Rule {
+  return Object.freeze({ limit, windowMs: windowSeconds * 1000, policyHeader: `${POLICY_NAME};q=${limit};w=${windowSeconds}` });
+}
+
+/** Whole seconds, rounded up: never shorter than the real wait (issue 14). */
+function seconds(ms: number): number {
+  const s = Math.ceil(ms / 1000);
+  return s > 0 ? s : 0;
+}
+
+function check(config: RateLimitConfig, path: string): Problem[] {
+  const problems: Problem[] = [];
+  const store = config.store;
+  if (typeof store === 'object') {
+    try {
+      new URL(store.redis.url);
+    } catch {
+      problems.push({ path: `${path}.store.redis.url`, message: 'is not a valid URL' });
+    }
+  }
+  return problems;
+}
+
+/** Whether the config limits anyone: without `limit` and `perKey` the policy does nothing (today's behaviour). */
+export function limitsAnyone(config: RateLimitConfig): boolean {
+  return config.limit !== undefined || Object.keys(config.perKey).length > 0;
+}
+
+/**
+ * What `serve --workers N` must say at start (issue 14) when each worker would count on its own:
+ * the memory store with N > 1. undefined when there is nothing to say.
+ */
+export function perWorkerNotice(config: RateLimitConfig, workers: number): string | undefined {
+  if (workers <= 1 || config.store !== 'memory' || !limitsAnyone(config)) return undefined;
+  return `rate-limit: the memory store counts per worker: with --workers ${workers} a consumer may make up to ${workers}x its limit; use store: {redis: {url}} for one limit across workers`;
+}
+
+function create(config: RateLimitConfig, env: PolicyEnv) {
+  if (!limitsAnyone(config)) return { name: 'rate-limit' };
+  const store: RateLimitStore = (env.openStore ?? openStore)(config.store);
+  const base = config.limit === undefined ? undefined : rule(config.limit, config.windowSeconds);
+  const perKey = new Map<string, Rule>();
+  for (const [id, r] of Object.entries(config.perKey)) perKey.set(id, rule(r.limit, r.windowSeconds ?? config.windowSeconds));
+  const failOpen = config.onStoreError === 'open';
+  const warning = new ThrottledWarning(env.log, 10_000, env.now);
+  const unavailable = new GatewayError('service_unavailable', 'The rate limit store is unavailable: retry later.', { 'retry-after': '1' });
+  let failedOpen = 0;
+
+  function decide(ex: Exchange, r: Rule, d: RateDecision): Decision {
+    ex.responseHeaders['ratelimit-policy'] = r.policyHeader;
+    if (d.allowed) {
+      ex.responseHeaders.ratelimit = `${POLICY_NAME};r=${d.remaining};t=${seconds(d.resetMs)}`;
+      return undefined;
+    }
+    // At least 1: a refusal always has something to wait for (GCRA's retryAfterMs > 0).
+    const retry = Math.max(1, seconds(d.retryAfterMs));
+    ex.responseHeaders.ratelimit = `${POLICY_NAME};r=0;t=${retry}`;
+    return new GatewayError('rate_limited', undefined, { 'retry-after': String(retry) });
+  }
+
+  function storeFailed(ex: Exchange, r: Rule, err: unknown): Decision {
+    // The limit is known, the count is not: only the policy header is true.
+    ex.responseHeaders['ratelimit-policy'] = r.policyHeader;
+    if (!failOpen) return unavailable;
+    failedOpen++;
+    warning.warn(
+      { policy: 'rate-limit', store: store.kind, err: err instanceof Error ? err.message : String(err), servedUnlimited: failedOpen },
+      'rate limit store failed: serving without a limit (onStoreError: open)',
+    );
+    return undefined;
+  }
+
+  return {
+    name: 'rate-limit',
+    /** Requests served without a decision because the store failed (onStoreError: open). */
+    get failedOpen(): number {
+      return failedOpen;
+    },
+    onRequest(ex: Exchange): Decision | Promise<Decision> {
+      const id = ex.keyId;
+      // auth runs first; without a key id the request was not authenticated, nothing to count.
+      if (id === undefined) return undefined;
+      const r = perKey.get(id) ?? base;
+      if (r === undefined) return undefined;
+      let d: RateDecision | Promise<RateDecision>;
+      try {
+        d = store.take(id, r);
+      } catch (err) {
+        return storeFailed(ex, r, err);
+      }
+      // The memory store answers synchronously: no promise on its path (issue 14).
+      if (d instanceof Promise) return d.then((v) => decide(ex, r, v), (err: unknown) => storeFailed(ex, r, err));
+      return decide(ex, r, d);
+    },
+  };
+}
+
+export const rateLimit: PolicyModule<RateLimitConfig> = {
+  name: 'rate-limit',
+  description: schema.description,
+  schema,
+  check,
+  create,
+};

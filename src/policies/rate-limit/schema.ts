@@ -1,0 +1,79 @@
+/** The config of the `rate-limit` policy (issue 14): its JSON Schema (with defaults) and its TypeScript type. */
+import { REDIS_DEFAULTS } from '../../stores/defaults.js';
+import type { StoreConfig } from '../../stores/types.js';
+
+export interface RateLimitRuleConfig {
+  readonly limit: number;
+  readonly windowSeconds?: number;
+}
+
+export interface RateLimitConfig {
+  /** Requests per window per consumer; absent: no limit but the `perKey` ones (the default: no limit at all). */
+  readonly limit?: number;
+  readonly windowSeconds: number;
+  readonly perKey: Readonly<Record<string, RateLimitRuleConfig>>;
+  readonly store: StoreConfig;
+  readonly onStoreError: 'open' | 'closed';
+}
+
+const LIMIT = { type: 'integer', minimum: 1, maximum: 1000000000 } as const;
+const WINDOW = { type: 'integer', minimum: 1, maximum: 86400 } as const;
+
+export const schema = {
+  type: 'object',
+  description:
+    'Requests per consumer (API key id), counted across operations after `auth` (a bad key is never counted), with GCRA: `limit` at once, refilled evenly over `windowSeconds`. Over it: 429 rate_limited with Retry-After; every response to a limited consumer carries RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers). Without `limit` and `perKey`, nothing is limited.',
+  additionalProperties: false,
+  properties: {
+    limit: { ...LIMIT, description: 'Requests per window, per consumer. Absent: only the keys of `perKey` are limited.' },
+    windowSeconds: { ...WINDOW, default: 60, description: 'The window of `limit`, in seconds (at most one day).' },
+    perKey: {
+      type: 'object',
+      default: {},
+      description: 'Limits by key id that replace `limit` for that key, e.g. {ops: {limit: 1000, windowSeconds: 60}}.',
+      propertyNames: { type: 'string', minLength: 1, maxLength: 64 },
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['limit'],
+        properties: {
+          limit: LIMIT,
+          windowSeconds: { ...WINDOW, description: 'Defaults to the top-level windowSeconds.' },
+        },
+      },
+    },
+    store: {
+      default: 'memory',
+      description:
+        'Where the counters live: "memory" (this process; with --workers N each worker has its own) or {redis: {url}} (one limit across every instance and worker).',
+      oneOf: [
+        { type: 'string', enum: ['memory'] },
+        {
+          type: 'object',
+          additionalProperties: false,
+          required: ['redis'],
+          properties: {
+            redis: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['url'],
+              properties: {
+                url: { type: 'string', pattern: '^rediss?://[^\\s]+$', description: 'redis[s]://[[user][:password]@]host[:port][/db]' },
+                prefix: { type: 'string', minLength: 1, maxLength: 64, description: `Prefix of every key the gateway writes; default "${REDIS_DEFAULTS.prefix}".` },
+                commandTimeoutMs: { type: 'integer', minimum: 10, maximum: 10000, description: `A command without an answer after this many ms fails (onStoreError decides); default ${REDIS_DEFAULTS.commandTimeoutMs}.` },
+                connectTimeoutMs: { type: 'integer', minimum: 10, maximum: 60000, description: `Longest wait for a connection, ms; default ${REDIS_DEFAULTS.connectTimeoutMs}.` },
+                maxReconnectDelayMs: { type: 'integer', minimum: 10, maximum: 60000, description: `Reconnection backs off exponentially up to this many ms; default ${REDIS_DEFAULTS.maxReconnectDelayMs}.` },
+              },
+            },
+          },
+        },
+      ],
+    },
+    onStoreError: {
+      type: 'string',
+      enum: ['open', 'closed'],
+      default: 'open',
+      description: 'When the store fails (Redis away or slow): "open" serves the request (a throttled warn log, counted), "closed" answers 503.',
+    },
+  },
+} as const;

@@ -1,0 +1,98 @@
+/**
+ * A real redis-server for tests (Debian's package; .ci/run installs it when missing): on a free
+ * loopback port, without persistence, stopped at teardown. `kill()` makes it vanish as a crash
+ * would (SIGKILL); `restart()` brings it back, empty, on the same port ("Redis returns");
+ * `pause()` freezes it (SIGSTOP) so commands get no answer at all.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, connect } from 'node:net';
+import { sleep } from './wait.js';
+
+/** On PATH (Debian installs /usr/bin/redis-server); REDIS_SERVER names another binary. */
+export const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
+
+export interface TestRedis {
+  readonly url: string;
+  readonly port: number;
+  /** Stops it (SIGTERM) and waits for the exit. Idempotent. */
+  stop(): Promise<void>;
+  /** Kills it (SIGKILL), as a crash, and waits for the exit. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port (empty: no persistence), once it answers PING. */
+  restart(): Promise<void>;
+  /** Freezes it (SIGSTOP): connections stay open, nothing answers (a hung Redis). */
+  pause(): void;
+  /** Thaws it (SIGCONT). */
+  resume(): void;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+/** One PING over a raw socket: true when the answer is +PONG. */
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(500, () => done(false));
+    socket.on('error', () => done(false));
+    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (d) => done(d.toString('latin1').startsWith('+PONG')));
+  });
+}
+
+function spawnServer(port: number): ChildProcess {
+  const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  child.stderr?.resume();
+  return child;
+}
+
+async function waitForPing(port: number, child: ChildProcess): Promise<void> {
+  // Bounded: 100 tries of at most ~550 ms; fails early if the server exited.
+  for (let i = 0; i < 100; i++) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${port}`);
+    if (await ping(port)) return;
+    await sleep(50);
+  }
+  throw new Error(`redis-server on port ${port} did not answer PING`);
+}
+
+async function ended(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exit = once(child, 'exit');
+  child.kill('SIGCONT'); // a paused server would not act on SIGTERM
+  child.kill(signal);
+  await exit;
+}
+
+/** Starts redis-server; register `stop` with t.teardown. */
+export async function startRedis(): Promise<TestRedis> {
+  const port = await freePort();
+  let child = spawnServer(port);
+  await waitForPing(port, child);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    stop: () => ended(child, 'SIGTERM'),
+    kill: () => ended(child, 'SIGKILL'),
+    pause: () => void child.kill('SIGSTOP'),
+    resume: () => void child.kill('SIGCONT'),
+    async restart() {
+      await ended(child, 'SIGKILL');
+      child = spawnServer(port);
+      await waitForPing(port, child);
+    },
+  };
+}
