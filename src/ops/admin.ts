@@ -19,7 +19,7 @@ import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js
 import type { DeprecationReport } from './deprecations.js';
 
 /** Why the gateway should not get traffic now (the /readyz body's `reason`). */
-export type NotReadyReason = 'starting' | 'draining' | 'circuit breaker open' | 'upstream unreachable' | 'store down' | (string & {});
+export type NotReadyReason = 'starting' | 'draining' | 'circuit breaker open' | 'upstream unreachable' | 'store down' | 'worker down' | (string & {});
 
 export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: NotReadyReason };
 

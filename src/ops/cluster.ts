@@ -121,6 +121,8 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
   const timeoutMs = options.answerTimeoutMs ?? 2000;
   const pending = new Map<number, Pending>();
   let nextId = 0;
+  // Fewer workers than asked for is "starting" until the group has been ready once, then "worker down".
+  let wasReady = false;
 
   const onMessage = (_worker: Worker, message: unknown): void => {
     if (!isAnswer(message)) return;
@@ -165,7 +167,7 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
       const own = options.readiness();
       if (!own.ready) return own;
       const workers = running();
-      if (workers.length < options.workers) return { ready: false, reason: 'starting' };
+      if (workers.length < options.workers) return { ready: false, reason: wasReady ? 'worker down' : 'starting' };
       let answers: AnswerMessage[];
       try {
         answers = await ask('readiness', workers);
@@ -177,6 +179,7 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
         const r = a.result as Readiness | undefined;
         if (r === undefined || !r.ready) return r ?? { ready: false, reason: 'readiness check failed' };
       }
+      wasReady = true;
       return { ready: true };
     },
     async metrics(): Promise<MetricsText> {
