@@ -18,13 +18,14 @@
  *   (past it, `_OTHER`), as is every other label that comes from a record (`policy`, `code`).
  *
  * Envoy fixes its stat names and tags when the config loads so that the hot path only increments;
- * likewise every series' prom-client child (`metric.labels(...)`) is bound once, the first time its
- * label set is seen, and kept in a Map under a number computed from small indices, so recording a
- * request builds no label object and no key string.
+ * likewise every series is bound once, the first time its label set is seen, and kept in a Map
+ * under a number computed from small indices, so recording a request builds no label object and no
+ * key string, and costs a few additions (src/ops/series.ts; prom-client formats them at scrape).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { FAILURE_KINDS, type FailureKind } from '../core/upstream.js';
+import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series.js';
 
 /**
  * OpenTelemetry's advised explicit bucket boundaries for http.server.request.duration and
@@ -75,8 +76,8 @@ export interface GatewayMetricsOptions {
   readonly defaultMetricsPrefix?: string;
 }
 
-type HistogramChild = Histogram.Internal<string>;
-type CounterChild = Counter.Internal;
+type HistogramChild = HistogramSeries;
+type CounterChild = CounterSeries;
 
 /**
  * Children of one counter keyed by label values from records, at most `cap` distinct values per
@@ -88,7 +89,7 @@ class CappedChildren {
   private readonly secondValues = new Set<string>();
 
   constructor(
-    private readonly counter: Counter<string>,
+    private readonly counter: SeriesCounter,
     private readonly names: readonly [string, string],
     private readonly cap: number,
   ) {}
@@ -107,7 +108,7 @@ class CappedChildren {
         if (this.secondValues.size >= this.cap && second !== OTHER) return this.child(first, OTHER);
         this.secondValues.add(second);
       }
-      c = this.counter.labels({ [this.names[0]]: first, [this.names[1]]: second });
+      c = this.counter.bind({ [this.names[0]]: first, [this.names[1]]: second });
       inner.set(second, c);
     }
     return c;
@@ -125,8 +126,8 @@ class CappedChildren {
  */
 export class GatewayMetrics implements ExchangeObserver {
   readonly registry: Registry;
-  private readonly serverDuration: Histogram<string>;
-  private readonly clientDuration: Histogram<string>;
+  private readonly serverDuration: SeriesHistogram;
+  private readonly clientDuration: SeriesHistogram;
   private readonly serverChildren = new Map<number, HistogramChild>();
   private readonly clientChildren = new Map<number, HistogramChild>();
   private readonly clientFailureChildren = new Map<number, HistogramChild>();
@@ -142,43 +143,31 @@ export class GatewayMetrics implements ExchangeObserver {
     const cap = options.maxLabelValues ?? 1000;
     this.deprecatedOps = new Set(options.deprecatedOperations ?? ['getPet']);
 
-    this.serverDuration = new Histogram({
-      name: 'http_server_request_duration_seconds',
-      help: 'Duration of HTTP server requests, from arrival to the last byte written (OpenTelemetry http.server.request.duration).',
-      labelNames: ['http_request_method', 'http_route', 'http_response_status_code', 'error_type'],
-      buckets: [...OTEL_DURATION_BUCKETS],
-      registers: [registry],
-    });
-    this.clientDuration = new Histogram({
-      name: 'http_client_request_duration_seconds',
-      help: 'Duration of upstream requests, from sending to the end of the answer or the failure (OpenTelemetry http.client.request.duration).',
-      labelNames: ['http_request_method', 'http_route', 'http_response_status_code', 'error_type'],
-      buckets: [...OTEL_DURATION_BUCKETS],
-      registers: [registry],
-    });
-    const rejections = new Counter({
-      name: 'petstore_gateway_rejections_total',
-      help: 'Requests a policy answered itself with an error, by policy and catalogue code.',
-      labelNames: ['policy', 'code'],
-      registers: [registry],
-    });
+    this.serverDuration = new SeriesHistogram(
+      registry,
+      'http_server_request_duration_seconds',
+      'Duration of HTTP server requests, from arrival to the last byte written (OpenTelemetry http.server.request.duration).',
+      OTEL_DURATION_BUCKETS,
+    );
+    this.clientDuration = new SeriesHistogram(
+      registry,
+      'http_client_request_duration_seconds',
+      'Duration of upstream requests, from sending to the end of the answer or the failure (OpenTelemetry http.client.request.duration).',
+      OTEL_DURATION_BUCKETS,
+    );
+    const rejections = new SeriesCounter(registry, 'petstore_gateway_rejections_total', 'Requests a policy answered itself with an error, by policy and catalogue code.', [
+      'policy',
+      'code',
+    ]);
     this.rejections = new CappedChildren(rejections, ['policy', 'code'], cap);
-    const deprecated = new Counter({
-      name: 'petstore_gateway_deprecated_requests_total',
-      help: 'Calls of a deprecated operation (getPet, sunset 2030-12-05) by consumer (API key id).',
-      labelNames: ['operation', 'consumer'],
-      registers: [registry],
-    });
+    const deprecated = new SeriesCounter(registry, 'petstore_gateway_deprecated_requests_total', 'Calls of a deprecated operation (getPet, sunset 2030-12-05) by consumer (API key id).', [
+      'operation',
+      'consumer',
+    ]);
     this.deprecated = new CappedChildren(deprecated, ['operation', 'consumer'], cap);
-    const failures = new Counter({
-      name: 'petstore_gateway_upstream_failures_total',
-      help: 'Upstream calls that failed without an answer, by failure kind.',
-      labelNames: ['kind'],
-      registers: [registry],
-    });
+    const failures = new SeriesCounter(registry, 'petstore_gateway_upstream_failures_total', 'Upstream calls that failed without an answer, by failure kind.', ['kind']);
     // Every kind is bound (and so exported as 0) from the start: a rate() needs the series before its first failure.
-    this.failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, failures.labels({ kind: k })])) as Record<FailureKind, CounterChild>;
-    for (const k of FAILURE_KINDS) this.failures[k].inc(0);
+    this.failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, failures.bind({ kind: k })])) as Record<FailureKind, CounterChild>;
 
     const breakerOpen = options.breakerOpen;
     new Gauge({
@@ -191,15 +180,8 @@ export class GatewayMetrics implements ExchangeObserver {
         this.set(breakerOpen?.() === true ? 1 : 0);
       },
     });
-    const reloads = new Counter({
-      name: 'petstore_gateway_policy_reloads_total',
-      help: 'Policy file reloads (SIGHUP or file change), by result.',
-      labelNames: ['result'],
-      registers: [registry],
-    });
-    this.reloads = { success: reloads.labels({ result: 'success' }), failure: reloads.labels({ result: 'failure' }) };
-    this.reloads.success.inc(0);
-    this.reloads.failure.inc(0);
+    const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.', ['result']);
+    this.reloads = { success: reloads.bind({ result: 'success' }), failure: reloads.bind({ result: 'failure' }) };
 
     const storeErrors = options.storeErrors;
     new Counter({
@@ -273,13 +255,13 @@ export class GatewayMetrics implements ExchangeObserver {
   }
 
   /** Binds one child, the only place label objects are built (once per series). */
-  private bind(h: Histogram<string>, method: number, route: number, slot: number, errorType: string | undefined): HistogramChild {
+  private bind(h: SeriesHistogram, method: number, route: number, slot: number, errorType: string | undefined): HistogramChild {
     const labels: Record<string, string> = { http_request_method: METHOD_NAMES[method] ?? OTHER, http_route: ROUTES[route] ?? 'unknown' };
     if (errorType !== undefined) labels.error_type = errorType;
     else if (slot === SLOT_ABORTED) labels.error_type = 'aborted';
     else if (slot === SLOT_OTHER) labels.error_type = OTHER;
     else labels.http_response_status_code = String(slot);
-    return h.labels(labels);
+    return h.bind(labels);
   }
 }
 
