@@ -50,6 +50,21 @@ export interface AdminHandle {
 }
 
 export const ADMIN_DEFAULT_PORT = 9464;
+
+/**
+ * `server.admin` in the policy file, for src/config/schema.ts to compose into SERVER_SCHEMA
+ * (overridden by `serve --admin-host` / `--admin-port`); null turns the listener off.
+ */
+export const ADMIN_SCHEMA = {
+  type: ['object', 'null'],
+  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations), on a port of its own; null turns it off.',
+  additionalProperties: false,
+  default: { host: '127.0.0.1', port: ADMIN_DEFAULT_PORT },
+  properties: {
+    host: { type: 'string', minLength: 1, default: '127.0.0.1', description: 'Address to listen on; loopback by default: metrics and the report name consumers.' },
+    port: { type: 'integer', minimum: 0, maximum: 65535, default: ADMIN_DEFAULT_PORT, description: "TCP port; 9464 is OpenTelemetry's for a process's Prometheus endpoint; 0 picks a free one (logged)." },
+  },
+} as const;
 export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/deprecations'] as const;
 const ALLOW = 'GET, HEAD';
 const JSON_TYPE = 'application/json; charset=utf-8';

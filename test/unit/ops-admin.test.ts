@@ -39,8 +39,12 @@ async function setup(t: TapTest) {
     metrics,
     ledger,
     errors,
-    setReadiness: (r: Readiness) => void (readiness = r),
-    breakMetrics: () => void (metricsFail = true),
+    setReadiness: (r: Readiness): void => {
+      readiness = r;
+    },
+    breakMetrics: (): void => {
+      metricsFail = true;
+    },
   };
 }
 
