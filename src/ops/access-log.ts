@@ -8,7 +8,9 @@
  * record later cannot leak into the log by accident.
  *
  * Writing is asynchronous (pino.destination({ sync: false }): lines are buffered and written by
- * sonic-boom without blocking the event loop per line); `close()` flushes what is buffered.
+ * sonic-boom without blocking the event loop per line); `close()` flushes what is buffered, and
+ * pino's destination flushes itself synchronously on process exit (its own exit hook), so an
+ * exit without close() loses no line either.
  */
 import { pino, type DestinationStream, type Level, type Logger } from 'pino';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
@@ -121,7 +123,7 @@ export function accessLine(r: ExchangeRecord, consumerInfo?: (consumer: string) 
  */
 export class AccessLog implements ExchangeObserver {
   readonly logger: Logger;
-  private readonly destination: (DestinationStream & { flushSync?(): void; end?(): void; once?(e: string, f: () => void): void }) | undefined;
+  private readonly destination: (DestinationStream & { end?(): void; once?(e: string, f: () => void): void }) | undefined;
   private readonly consumerInfo: ((consumer: string) => ConsumerInfo | undefined) | undefined;
 
   constructor(options: AccessLogOptions = {}) {

@@ -11,6 +11,7 @@
  *   for and merged (counts added, earliest first sighting, latest last one).
  *
  * Messages (the primary's questions and the workers' answers), besides prom-client's own:
+ *   worker -> primary  { type: 'petstore-gateway:hello' } once it answers questions (until then: starting)
  *   primary -> worker  { type: 'petstore-gateway:ask', id: number, what: 'readiness' | 'deprecations' }
  *   worker -> primary  { type: 'petstore-gateway:answer', id: number, what, result?: Readiness | DeprecationUse[], error?: string }
  * Pull, not push: the answer is the worker's state when the probe comes, with no change events to
@@ -22,6 +23,7 @@ import type { DeprecationLedger, DeprecationUse } from '../stores/types.js';
 import type { AdminOptions, MetricsText, Readiness } from './admin.js';
 import { deprecationReport, mergeUses, type DeprecatedOperation, type DeprecationReport } from './deprecations.js';
 
+export const HELLO = 'petstore-gateway:hello';
 export const ASK = 'petstore-gateway:ask';
 export const ANSWER = 'petstore-gateway:answer';
 
@@ -74,6 +76,7 @@ export function serveWorkerOps(options: WorkerOpsOptions): () => void {
     });
   };
   process.on('message', onMessage);
+  if (process.connected) process.send?.({ type: HELLO }, undefined, undefined, () => {});
   return () => {
     process.off('message', onMessage);
   };
@@ -96,7 +99,7 @@ export interface PrimaryOpsOptions {
   readonly deprecated: ReadonlyArray<DeprecatedOperation>;
   /** A ledger every worker shares (Redis): read once here. Absent: each worker's is asked and merged. */
   readonly sharedLedger?: DeprecationLedger;
-  /** How long a worker has to answer a question; default 2000 ms. */
+  /** How long a worker has to answer a question; default 800 ms (a Kubernetes probe waits 1 s by default). */
   readonly answerTimeoutMs?: number;
 }
 
@@ -118,13 +121,22 @@ interface Pending {
  */
 export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; close(): void } {
   const aggregator = new AggregatorRegistry();
-  const timeoutMs = options.answerTimeoutMs ?? 2000;
+  const timeoutMs = options.answerTimeoutMs ?? 800;
   const pending = new Map<number, Pending>();
   let nextId = 0;
   // Fewer workers than asked for is "starting" until the group has been ready once, then "worker down".
   let wasReady = false;
 
-  const onMessage = (_worker: Worker, message: unknown): void => {
+  // Workers that said hello: only they can answer; the others are still starting.
+  const registered = new Set<number>();
+  const onExit = (worker: Worker): void => {
+    registered.delete(worker.id);
+  };
+  const onMessage = (worker: Worker, message: unknown): void => {
+    if (typeof message === 'object' && message !== null && (message as { type?: unknown }).type === HELLO) {
+      registered.add(worker.id);
+      return;
+    }
     if (!isAnswer(message)) return;
     const p = pending.get(message.id);
     if (p === undefined) return; // late: its question timed out
@@ -135,9 +147,11 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
     }
   };
   cluster.on('message', onMessage);
+  cluster.on('exit', onExit);
 
+  /** Workers alive and answering questions. */
   function running(): Worker[] {
-    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
+    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected() && registered.has(w.id));
   }
 
   function ask(what: Question, workers: Worker[]): Promise<AnswerMessage[]> {
@@ -202,6 +216,7 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
     callbacks,
     close() {
       cluster.off('message', onMessage);
+      cluster.off('exit', onExit);
       for (const p of pending.values()) p.done(new Error('closed'));
       pending.clear();
     },

@@ -155,17 +155,11 @@ export class GatewayMetrics implements ExchangeObserver {
       'Duration of upstream requests, from sending to the end of the answer or the failure (OpenTelemetry http.client.request.duration).',
       OTEL_DURATION_BUCKETS,
     );
-    const rejections = new SeriesCounter(registry, 'petstore_gateway_rejections_total', 'Requests a policy answered itself with an error, by policy and catalogue code.', [
-      'policy',
-      'code',
-    ]);
+    const rejections = new SeriesCounter(registry, 'petstore_gateway_rejections_total', 'Requests a policy answered itself with an error, by policy and catalogue code.');
     this.rejections = new CappedChildren(rejections, ['policy', 'code'], cap);
-    const deprecated = new SeriesCounter(registry, 'petstore_gateway_deprecated_requests_total', 'Calls of a deprecated operation (getPet, sunset 2030-12-05) by consumer (API key id).', [
-      'operation',
-      'consumer',
-    ]);
+    const deprecated = new SeriesCounter(registry, 'petstore_gateway_deprecated_requests_total', 'Calls of a deprecated operation (getPet, sunset 2030-12-05) by consumer (API key id).');
     this.deprecated = new CappedChildren(deprecated, ['operation', 'consumer'], cap);
-    const failures = new SeriesCounter(registry, 'petstore_gateway_upstream_failures_total', 'Upstream calls that failed without an answer, by failure kind.', ['kind']);
+    const failures = new SeriesCounter(registry, 'petstore_gateway_upstream_failures_total', 'Upstream calls that failed without an answer, by failure kind.');
     // Every kind is bound (and so exported as 0) from the start: a rate() needs the series before its first failure.
     this.failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, failures.bind({ kind: k })])) as Record<FailureKind, CounterChild>;
 
@@ -180,7 +174,7 @@ export class GatewayMetrics implements ExchangeObserver {
         this.set(breakerOpen?.() === true ? 1 : 0);
       },
     });
-    const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.', ['result']);
+    const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.');
     this.reloads = { success: reloads.bind({ result: 'success' }), failure: reloads.bind({ result: 'failure' }) };
 
     const storeErrors = options.storeErrors;

@@ -7,12 +7,12 @@
  * lib/histogram.js `observe`), about 0.3-0.9 µs per observation and garbage on every request;
  * these series cost an array index and two additions (bench/ops.mjs). The exposition, its format,
  * the registry and the cluster aggregation stay prom-client's:
- * - counters are prom-client Counters that copy these values in at each scrape (`collect`);
- * - a histogram is registered as a metric object whose `get()` returns prom-client's own
- *   histogram values shape (the way prom-client's AggregatorRegistry registers the metrics it
- *   aggregates), so Registry.metrics() and getMetricsAsJSON() format and aggregate it as theirs.
+ * each counter and histogram is registered as a metric object whose `get()` returns prom-client's
+ * own values shape (the way prom-client's AggregatorRegistry registers the metrics it aggregates),
+ * so Registry.metrics(), getMetricsAsJSON(), resetMetrics() and the cluster aggregation treat them
+ * as their own.
  */
-import { Counter, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 
 /** One counter series: labels fixed when bound, a number that only grows. */
 export class CounterSeries {
@@ -23,20 +23,20 @@ export class CounterSeries {
   }
 }
 
-/** A prom-client Counter whose series are CounterSeries, copied in when scraped. */
+/** A counter metric in a prom-client Registry, fed through CounterSeries. */
 export class SeriesCounter {
   private readonly series: CounterSeries[] = [];
 
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[]) {
+  constructor(registry: Registry, name: string, help: string) {
     const series = this.series;
-    new Counter({
+    register(registry, {
       name,
       help,
-      labelNames: [...labelNames],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const s of series) this.inc(s.labels, s.value);
+      type: 'counter',
+      aggregator: 'sum',
+      get: async () => ({ name, help, type: 'counter', aggregator: 'sum', values: series.map((s) => ({ value: s.value, labels: { ...s.labels } })) }),
+      reset: () => {
+        for (const s of series) s.value = 0;
       },
     });
   }
@@ -75,7 +75,21 @@ export class HistogramSeries {
   }
 }
 
-type Value = { value: number; labels: Record<string, string | number>; metricName: string };
+type Value = { value: number; labels: Record<string, string | number>; metricName?: string };
+
+interface MetricObject {
+  readonly name: string;
+  readonly help: string;
+  readonly type: 'counter' | 'histogram';
+  readonly aggregator: 'sum';
+  get(): Promise<{ name: string; help: string; type: 'counter' | 'histogram'; aggregator: 'sum'; values: Value[] }>;
+  reset(): void;
+}
+
+/** Registers a metric object of prom-client's shape (name, help, type, aggregator, get); see the module comment. */
+function register(registry: Registry, metric: MetricObject): void {
+  registry.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
+}
 
 /** A histogram metric in a prom-client Registry, fed through HistogramSeries. */
 export class SeriesHistogram {
@@ -89,12 +103,12 @@ export class SeriesHistogram {
     buckets: readonly number[],
   ) {
     this.bounds = Float64Array.from(buckets);
-    const metric = {
+    register(registry, {
       name,
       help,
-      type: 'histogram' as const,
-      aggregator: 'sum' as const,
-      get: async () => ({ name, help, type: 'histogram' as const, aggregator: 'sum' as const, values: this.values() }),
+      type: 'histogram',
+      aggregator: 'sum',
+      get: async () => ({ name, help, type: 'histogram', aggregator: 'sum', values: this.values() }),
       reset: () => {
         for (const s of this.series) {
           s.counts.fill(0);
@@ -102,9 +116,7 @@ export class SeriesHistogram {
           s.count = 0;
         }
       },
-    };
-    // A metric object of prom-client's shape (name, help, type, aggregator, get); see the module comment.
-    registry.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
+    });
   }
 
   bind(labels: Record<string, string>): HistogramSeries {

@@ -3,6 +3,7 @@
  * through a logger passed in and through its own asynchronous destination (flushed by close());
  * never a key, an Authorization value or a query value other than limit and status.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import { pino } from 'pino';
 import t from 'tap';
 import { AccessLog, LOG_SCHEMA } from '../../src/ops/access-log.js';
 import { record } from '../helpers/record.js';
+import { PROJECT_ROOT, ensureBuilt } from '../helpers/servers.js';
 
 /** A pino logger writing into an array of parsed lines. */
 function capture(): { logger: pino.Logger; lines: Array<Record<string, unknown>>; raw: string[] } {
@@ -129,6 +131,28 @@ t.test('its own asynchronous destination, flushed on close', async (t) => {
   t.match(lines[0], { log: 'access', msg: 'request', pid: process.pid });
   t.match(String(lines[0]?.time), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'ISO time');
   t.notOk('hostname' in (lines[0] ?? {}), 'no hostname: pid is enough to tell workers apart');
+});
+
+t.test('an exit without close() loses no buffered line (pino flushes its destination at exit)', async (t) => {
+  ensureBuilt();
+  const dir = mkdtempSync(join(tmpdir(), 'access-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'access.log');
+  // A process that logs, then exits at once, with lines still in the asynchronous buffer.
+  const script = `
+    const { AccessLog } = await import(${JSON.stringify(join(PROJECT_ROOT, 'dist', 'ops', 'access-log.js'))});
+    const { openSync } = await import('node:fs');
+    // A descriptor, not a path: sonic-boom opens a path asynchronously, a descriptor is ready at once.
+    const log = new AccessLog({ destination: openSync(process.argv[1], 'w') });
+    const r = JSON.parse(process.argv[2]);
+    for (let i = 0; i < 300; i++) log.onEnd({ ...r, requestId: 'x' + i });
+    process.exit(0);
+  `;
+  const res = spawnSync(process.execPath, ['--input-type=module', '-e', script, file, JSON.stringify(record())], { encoding: 'utf8', timeout: 20_000 });
+  t.equal(res.status, 0, res.stderr);
+  const lines = readFileSync(file, 'utf8').trim().split('\n');
+  t.equal(lines.length, 300, 'every line');
+  t.equal((JSON.parse(lines[299] as string) as { reqId: string }).reqId, 'x299');
 });
 
 t.test('the log config schema', async (t) => {

@@ -129,4 +129,22 @@ t.test('a flood of hostile records creates no series beyond the bounded set', as
 t.test('a record that would break a metric does not throw', async (t) => {
   const m = new GatewayMetrics({ defaultMetrics: false });
   t.doesNotThrow(() => m.onEnd(record({ durationMs: Number.NaN, upstreamMs: Number.POSITIVE_INFINITY })));
+  t.doesNotThrow(() => m.onEnd(record({ durationMs: -1, upstreamMs: 1 })));
+  const s = parseExposition(await m.registry.metrics());
+  const ok = { http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: '200' };
+  t.equal(value(s, `${SERVER}_count`, ok), 0, 'NaN and negative durations are not observations');
+  t.equal(value(s, `${CLIENT}_count`, ok), 1, 'only the finite upstream duration');
+  t.equal(value(s, `${CLIENT}_sum`, ok), 0.001);
+});
+
+t.test('registry.resetMetrics() zeroes every series', async (t) => {
+  const m = new GatewayMetrics({ defaultMetrics: false });
+  m.onEnd(record({ route: '/v1/pets/{petId}', operation: 'getPet', upstreamFailure: 'reset' }));
+  m.reloaded(true);
+  m.registry.resetMetrics();
+  const s = parseExposition(await m.registry.metrics());
+  t.equal(value(s, `${SERVER}_count`, { http_request_method: 'GET', http_route: '/v1/pets/{petId}', http_response_status_code: '200' }), 0);
+  t.equal(value(s, 'petstore_gateway_deprecated_requests_total', { operation: 'getPet', consumer: 'team-a' }), 0);
+  t.equal(value(s, 'petstore_gateway_upstream_failures_total', { kind: 'reset' }), 0);
+  t.equal(value(s, 'petstore_gateway_policy_reloads_total', { result: 'success' }), 0);
 });
