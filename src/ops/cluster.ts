@@ -1,0 +1,224 @@
+/**
+ * The admin listener for `serve --workers N` (issue 13: "the admin listener answers for the whole
+ * process group"). It runs in the primary, which serves no API traffic and so has no metrics,
+ * readiness or ledger of its own worth reporting; it asks the workers over the cluster IPC channel:
+ *
+ * - metrics: prom-client's AggregatorRegistry (`clusterMetrics()`): each worker answers with its
+ *   registry as JSON, histograms and counters are summed, gauges by their `aggregator`;
+ * - readiness: every worker is asked and must answer ready within a deadline; the group is ready
+ *   only when all N workers run and are ready (the first reason otherwise);
+ * - deprecations: a shared ledger (Redis) is read once; memory ledgers (one per worker) are asked
+ *   for and merged (counts added, earliest first sighting, latest last one).
+ *
+ * Messages (the primary's questions and the workers' answers), besides prom-client's own:
+ *   worker -> primary  { type: 'petstore-gateway:hello' } once it answers questions (until then: starting)
+ *   primary -> worker  { type: 'petstore-gateway:ask', id: number, what: 'readiness' | 'deprecations' }
+ *   worker -> primary  { type: 'petstore-gateway:answer', id: number, what, result?: Readiness | DeprecationUse[], error?: string }
+ * Pull, not push: the answer is the worker's state when the probe comes, with no change events to
+ * wire from the breaker or the store, and a worker that hangs is seen as not ready.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { AggregatorRegistry, type Registry } from 'prom-client';
+import type { DeprecationLedger, DeprecationUse } from '../stores/types.js';
+import type { AdminOptions, MetricsText, Readiness } from './admin.js';
+import { deprecationReport, mergeUses, type DeprecatedOperation, type DeprecationReport } from './deprecations.js';
+
+export const HELLO = 'petstore-gateway:hello';
+export const ASK = 'petstore-gateway:ask';
+export const ANSWER = 'petstore-gateway:answer';
+
+export type Question = 'readiness' | 'deprecations';
+
+export interface AskMessage {
+  readonly type: typeof ASK;
+  readonly id: number;
+  readonly what: Question;
+}
+
+export interface AnswerMessage {
+  readonly type: typeof ANSWER;
+  readonly id: number;
+  readonly what: Question;
+  readonly result?: Readiness | DeprecationUse[];
+  readonly error?: string;
+}
+
+function isAnswer(m: unknown): m is AnswerMessage {
+  return typeof m === 'object' && m !== null && (m as { type?: unknown }).type === ANSWER && typeof (m as { id?: unknown }).id === 'number';
+}
+
+function isAsk(m: unknown): m is AskMessage {
+  return typeof m === 'object' && m !== null && (m as { type?: unknown }).type === ASK && typeof (m as { id?: unknown }).id === 'number';
+}
+
+export interface WorkerOpsOptions {
+  /** The worker's metrics registry (GatewayMetrics.registry). */
+  readonly registry: Registry;
+  /** The worker's readiness, asked at each probe of the primary's /readyz. */
+  readonly readiness: () => Readiness | Promise<Readiness>;
+  /** The worker's ledger, asked when the primary merges memory ledgers. */
+  readonly ledger?: DeprecationLedger;
+}
+
+/**
+ * Call once in each worker: registers its registry for the primary's aggregation and answers the
+ * primary's questions. Returns a function that stops answering (for a worker's shutdown).
+ */
+export function serveWorkerOps(options: WorkerOpsOptions): () => void {
+  // prom-client's worker side listens only once an AggregatorRegistry exists in the process.
+  AggregatorRegistry.setRegistries([options.registry]);
+  new AggregatorRegistry();
+  const onMessage = (message: unknown): void => {
+    if (!isAsk(message)) return;
+    void answer(options, message).then((reply) => {
+      // The channel may be gone (primary exiting): nothing to tell then.
+      if (process.connected) process.send?.(reply, undefined, undefined, () => {});
+    });
+  };
+  process.on('message', onMessage);
+  if (process.connected) process.send?.({ type: HELLO }, undefined, undefined, () => {});
+  return () => {
+    process.off('message', onMessage);
+  };
+}
+
+async function answer(options: WorkerOpsOptions, ask: AskMessage): Promise<AnswerMessage> {
+  try {
+    if (ask.what === 'readiness') return { type: ANSWER, id: ask.id, what: ask.what, result: await options.readiness() };
+    return { type: ANSWER, id: ask.id, what: ask.what, result: options.ledger === undefined ? [] : await options.ledger.report() };
+  } catch (err) {
+    return { type: ANSWER, id: ask.id, what: ask.what, error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+export interface PrimaryOpsOptions {
+  /** How many workers the group should have: fewer running means not ready (starting or restarting). */
+  readonly workers: number;
+  /** The primary's own state: 'starting' until the workers are forked, 'draining' once SIGTERM came. */
+  readonly readiness: () => Readiness;
+  readonly deprecated: ReadonlyArray<DeprecatedOperation>;
+  /** A ledger every worker shares (Redis): read once here. Absent: each worker's is asked and merged. */
+  readonly sharedLedger?: DeprecationLedger;
+  /** How long a worker has to answer a question; default 800 ms (a Kubernetes probe waits 1 s by default). */
+  readonly answerTimeoutMs?: number;
+}
+
+type Callbacks = Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations'>;
+
+interface Pending {
+  readonly answers: AnswerMessage[];
+  waiting: number;
+  readonly done: (answers: AnswerMessage[] | Error) => void;
+}
+
+/**
+ * Call once in the primary: the admin listener's callbacks for the whole group.
+ *
+ * @example
+ *   const ops = primaryOps({ workers: n, readiness: () => (draining ? { ready: false, reason: 'draining' } : READY), deprecated });
+ *   const admin = await startAdmin({ host, port, ...ops.callbacks });
+ *   // on shutdown: await admin.close(); ops.close();
+ */
+export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; close(): void } {
+  const aggregator = new AggregatorRegistry();
+  const timeoutMs = options.answerTimeoutMs ?? 800;
+  const pending = new Map<number, Pending>();
+  let nextId = 0;
+  // Fewer workers than asked for is "starting" until the group has been ready once, then "worker down".
+  let wasReady = false;
+
+  // Workers that said hello: only they can answer; the others are still starting.
+  const registered = new Set<number>();
+  const onExit = (worker: Worker): void => {
+    registered.delete(worker.id);
+  };
+  const onMessage = (worker: Worker, message: unknown): void => {
+    if (typeof message === 'object' && message !== null && (message as { type?: unknown }).type === HELLO) {
+      registered.add(worker.id);
+      return;
+    }
+    if (!isAnswer(message)) return;
+    const p = pending.get(message.id);
+    if (p === undefined) return; // late: its question timed out
+    p.answers.push(message);
+    if (--p.waiting === 0) {
+      pending.delete(message.id);
+      p.done(p.answers);
+    }
+  };
+  cluster.on('message', onMessage);
+  cluster.on('exit', onExit);
+
+  /** Workers alive and answering questions. */
+  function running(): Worker[] {
+    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected() && registered.has(w.id));
+  }
+
+  function ask(what: Question, workers: Worker[]): Promise<AnswerMessage[]> {
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new Error(`${p.waiting} of ${workers.length} workers did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const p: Pending = {
+        answers: [],
+        waiting: workers.length,
+        done: (answers) => {
+          clearTimeout(timer);
+          if (answers instanceof Error) reject(answers);
+          else resolve(answers);
+        },
+      };
+      pending.set(id, p);
+      const message: AskMessage = { type: ASK, id, what };
+      for (const w of workers) w.send(message);
+    });
+  }
+
+  const callbacks: Callbacks = {
+    async readiness(): Promise<Readiness> {
+      const own = options.readiness();
+      if (!own.ready) return own;
+      const workers = running();
+      if (workers.length < options.workers) return { ready: false, reason: wasReady ? 'worker down' : 'starting' };
+      let answers: AnswerMessage[];
+      try {
+        answers = await ask('readiness', workers);
+      } catch {
+        return { ready: false, reason: 'a worker does not answer' };
+      }
+      for (const a of answers) {
+        if (a.error !== undefined) return { ready: false, reason: 'readiness check failed' };
+        const r = a.result as Readiness | undefined;
+        if (r === undefined || !r.ready) return r ?? { ready: false, reason: 'readiness check failed' };
+      }
+      wasReady = true;
+      return { ready: true };
+    },
+    async metrics(): Promise<MetricsText> {
+      return { body: await aggregator.clusterMetrics(), contentType: aggregator.contentType };
+    },
+    async deprecations(): Promise<DeprecationReport> {
+      if (options.sharedLedger !== undefined) return deprecationReport(await options.sharedLedger.report(), options.deprecated);
+      const workers = running();
+      const answers = workers.length === 0 ? [] : await ask('deprecations', workers);
+      const failed = answers.find((a) => a.error !== undefined);
+      if (failed !== undefined) throw new Error(`a worker's ledger failed: ${failed.error}`);
+      return deprecationReport(
+        mergeUses(answers.map((a) => (a.result as DeprecationUse[] | undefined) ?? [])),
+        options.deprecated,
+      );
+    },
+  };
+
+  return {
+    callbacks,
+    close() {
+      cluster.off('message', onMessage);
+      cluster.off('exit', onExit);
+      for (const p of pending.values()) p.done(new Error('closed'));
+      pending.clear();
+    },
+  };
+}

@@ -1,0 +1,263 @@
+/**
+ * The gateway's metrics (issue 13), named after the OpenTelemetry HTTP semantic conventions in their
+ * Prometheus form (`http.server.request.duration` -> `http_server_request_duration_seconds`, the
+ * attribute `http.request.method` -> label `http_request_method`, ...), plus the gateway's own
+ * `petstore_gateway_*` counters.
+ *
+ * The registry is this object's own, never prom-client's global one, so two gateways in one process
+ * (the tests) never share series and the cluster primary can aggregate exactly what workers expose.
+ *
+ * Label sets are bounded, whatever a client sends (a flood of random paths, methods or keys creates
+ * no series):
+ * - `http_request_method`: the nine methods of RFC 9110 and PATCH (RFC 5789), case-sensitive; any
+ *   other value is `_OTHER` (OpenTelemetry's rule for http.request.method);
+ * - `http_route`: the record's RouteLabel (three values: the two templates and `unknown`);
+ * - `http_response_status_code`: a status 100..599; else the series carries `error_type` instead
+ *   (`aborted` when the client went away before any status, `_OTHER` otherwise);
+ * - `consumer`: a configured key id (bounded by the config), capped anyway at `maxConsumers`
+ *   (past it, `_OTHER`), as is every other label that comes from a record (`policy`, `code`).
+ *
+ * Envoy fixes its stat names and tags when the config loads so that the hot path only increments;
+ * likewise every series is bound once, the first time its label set is seen, and kept in a Map
+ * under a number computed from small indices, so recording a request builds no label object and no
+ * key string, and costs a few additions (src/ops/series.ts; prom-client formats them at scrape).
+ */
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
+import { FAILURE_KINDS, type FailureKind } from '../core/upstream.js';
+import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series.js';
+
+/**
+ * OpenTelemetry's advised explicit bucket boundaries for http.server.request.duration and
+ * http.client.request.duration, in seconds (semantic conventions, "HTTP metrics").
+ */
+export const OTEL_DURATION_BUCKETS: readonly number[] = Object.freeze([0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]);
+
+/** The methods OpenTelemetry knows by default (RFC 9110 section 9 and PATCH); others are `_OTHER`. */
+export const KNOWN_METHODS: readonly string[] = Object.freeze(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'TRACE']);
+
+/** OpenTelemetry's value for a method, or an error type, outside the known set. */
+export const OTHER = '_OTHER';
+
+const METHOD_INDEX = new Map<string, number>(KNOWN_METHODS.map((m, i) => [m, i]));
+const METHOD_NAMES = [...KNOWN_METHODS, OTHER];
+const OTHER_METHOD = KNOWN_METHODS.length;
+const ROUTES = ['/v1/pets', '/v1/pets/{petId}', 'unknown'] as const;
+/** Status slots 0..599 are statuses; these two are the error types of a request without one. */
+const SLOT_ABORTED = 600;
+const SLOT_OTHER = 601;
+const SLOTS = 1024;
+
+function methodIndex(method: string): number {
+  return METHOD_INDEX.get(method) ?? OTHER_METHOD;
+}
+
+function routeIndex(route: string): number {
+  return route === '/v1/pets' ? 0 : route === '/v1/pets/{petId}' ? 1 : 2;
+}
+
+function statusSlot(status: number): number {
+  if (status === 0) return SLOT_ABORTED;
+  return Number.isInteger(status) && status >= 100 && status <= 599 ? status : SLOT_OTHER;
+}
+
+export interface GatewayMetricsOptions {
+  /** Whether the circuit breaker is open now; read at each scrape. Absent: the gauge reads 0. */
+  readonly breakerOpen?: () => boolean;
+  /** How many store commands failed so far (Redis away, ...); read at each scrape. */
+  readonly storeErrors?: () => number;
+  /** Operations whose calls are counted per consumer (default: getPet, deprecated by the interface). */
+  readonly deprecatedOperations?: readonly string[];
+  /** Most distinct values of a label taken from a record (consumer, policy, code); past it `_OTHER`. Default 1000. */
+  readonly maxLabelValues?: number;
+  /** prom-client's process and Node metrics (default true). */
+  readonly defaultMetrics?: boolean;
+  /** A prefix for the default metrics only (prom-client's `prefix`); default none. */
+  readonly defaultMetricsPrefix?: string;
+}
+
+type HistogramChild = HistogramSeries;
+type CounterChild = CounterSeries;
+
+/**
+ * Children of one counter keyed by label values from records, at most `cap` distinct values per
+ * label; later values fold into `_OTHER` (the guard behind "bounded by config").
+ */
+class CappedChildren {
+  private readonly children = new Map<string, Map<string, CounterChild>>();
+  private firstValues = 0;
+  private readonly secondValues = new Set<string>();
+
+  constructor(
+    private readonly counter: SeriesCounter,
+    private readonly names: readonly [string, string],
+    private readonly cap: number,
+  ) {}
+
+  child(first: string, second: string): CounterChild {
+    let inner = this.children.get(first);
+    if (inner === undefined) {
+      if (this.firstValues >= this.cap) return this.child(OTHER, second);
+      this.firstValues++;
+      inner = new Map();
+      this.children.set(first, inner);
+    }
+    let c = inner.get(second);
+    if (c === undefined) {
+      if (!this.secondValues.has(second)) {
+        if (this.secondValues.size >= this.cap && second !== OTHER) return this.child(first, OTHER);
+        this.secondValues.add(second);
+      }
+      c = this.counter.bind({ [this.names[0]]: first, [this.names[1]]: second });
+      inner.set(second, c);
+    }
+    return c;
+  }
+}
+
+/**
+ * The metrics of one gateway process: an ExchangeObserver (the exchange calls `onEnd` once per
+ * finished request) owning its own prom-client Registry.
+ *
+ * @example
+ *   const metrics = new GatewayMetrics({ breakerOpen: () => breaker.isOpen });
+ *   exchange.observers.push(metrics);
+ *   adminListener({ metrics: () => metrics.registry.metrics(), contentType: metrics.registry.contentType, ... });
+ */
+export class GatewayMetrics implements ExchangeObserver {
+  readonly registry: Registry;
+  private readonly serverDuration: SeriesHistogram;
+  private readonly clientDuration: SeriesHistogram;
+  private readonly serverChildren = new Map<number, HistogramChild>();
+  private readonly clientChildren = new Map<number, HistogramChild>();
+  private readonly clientFailureChildren = new Map<number, HistogramChild>();
+  private readonly rejections: CappedChildren;
+  private readonly deprecated: CappedChildren;
+  private readonly deprecatedOps: ReadonlySet<string>;
+  private readonly failures: Readonly<Record<FailureKind, CounterChild>>;
+  private readonly reloads: { readonly success: CounterChild; readonly failure: CounterChild };
+
+  constructor(options: GatewayMetricsOptions = {}) {
+    const registry = new Registry();
+    this.registry = registry;
+    const cap = options.maxLabelValues ?? 1000;
+    this.deprecatedOps = new Set(options.deprecatedOperations ?? ['getPet']);
+
+    this.serverDuration = new SeriesHistogram(
+      registry,
+      'http_server_request_duration_seconds',
+      'Duration of HTTP server requests, from arrival to the last byte written (OpenTelemetry http.server.request.duration).',
+      OTEL_DURATION_BUCKETS,
+    );
+    this.clientDuration = new SeriesHistogram(
+      registry,
+      'http_client_request_duration_seconds',
+      'Duration of upstream requests, from sending to the end of the answer or the failure (OpenTelemetry http.client.request.duration).',
+      OTEL_DURATION_BUCKETS,
+    );
+    const rejections = new SeriesCounter(registry, 'petstore_gateway_rejections_total', 'Requests a policy answered itself with an error, by policy and catalogue code.');
+    this.rejections = new CappedChildren(rejections, ['policy', 'code'], cap);
+    const deprecated = new SeriesCounter(registry, 'petstore_gateway_deprecated_requests_total', 'Calls of a deprecated operation (getPet, sunset 2030-12-05) by consumer (API key id).');
+    this.deprecated = new CappedChildren(deprecated, ['operation', 'consumer'], cap);
+    const failures = new SeriesCounter(registry, 'petstore_gateway_upstream_failures_total', 'Upstream calls that failed without an answer, by failure kind.');
+    // Every kind is bound (and so exported as 0) from the start: a rate() needs the series before its first failure.
+    this.failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, failures.bind({ kind: k })])) as Record<FailureKind, CounterChild>;
+
+    const breakerOpen = options.breakerOpen;
+    new Gauge({
+      name: 'petstore_gateway_circuit_breaker_open',
+      help: '1 while the circuit breaker in front of the upstream is open, else 0 (with --workers: 1 when open in any worker).',
+      registers: [registry],
+      // Workers each have their own breaker: the group's value is the largest (prom-client's cluster aggregation).
+      aggregator: 'max',
+      collect() {
+        this.set(breakerOpen?.() === true ? 1 : 0);
+      },
+    });
+    const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.');
+    this.reloads = { success: reloads.bind({ result: 'success' }), failure: reloads.bind({ result: 'failure' }) };
+
+    const storeErrors = options.storeErrors;
+    new Counter({
+      name: 'petstore_gateway_store_errors_total',
+      help: 'Commands of the shared store (rate limits, deprecation ledger) that failed.',
+      registers: [registry],
+      collect() {
+        // The store counts; the metric only reports its count (a counter that only grows).
+        this.reset();
+        this.inc(storeErrors?.() ?? 0);
+      },
+    });
+
+    if (options.defaultMetrics !== false) {
+      collectDefaultMetrics({ register: registry, ...(options.defaultMetricsPrefix === undefined ? {} : { prefix: options.defaultMetricsPrefix }) });
+    }
+  }
+
+  /** Records one finished request. Never throws: a metrics fault must not fail a request. */
+  onEnd(record: ExchangeRecord): void {
+    try {
+      this.record(record);
+    } catch {
+      // Unreachable by construction (values are finite, label sets bounded); the request matters more.
+    }
+  }
+
+  /** Counts one policy reload (SIGHUP, file change): `ok` false when the new file was refused. */
+  reloaded(ok: boolean): void {
+    (ok ? this.reloads.success : this.reloads.failure).inc();
+  }
+
+  private record(r: ExchangeRecord): void {
+    const m = methodIndex(r.method);
+    const ri = routeIndex(r.route);
+    const mr = m * 4 + ri;
+    const key = mr * SLOTS + statusSlot(r.status);
+    let server = this.serverChildren.get(key);
+    if (server === undefined) {
+      server = this.bind(this.serverDuration, m, ri, statusSlot(r.status), undefined);
+      this.serverChildren.set(key, server);
+    }
+    server.observe(r.durationMs / 1000);
+
+    if (r.upstreamMs !== undefined) {
+      let client: HistogramChild | undefined;
+      if (r.upstreamStatus !== undefined) {
+        const ck = mr * SLOTS + statusSlot(r.upstreamStatus);
+        client = this.clientChildren.get(ck);
+        if (client === undefined) {
+          client = this.bind(this.clientDuration, m, ri, statusSlot(r.upstreamStatus), undefined);
+          this.clientChildren.set(ck, client);
+        }
+      } else {
+        // Failure kinds are a fixed list: index + 1, 0 for a call that ended without kind (the client left).
+        const fi = r.upstreamFailure === undefined ? 0 : FAILURE_KINDS.indexOf(r.upstreamFailure) + 1;
+        const fk = mr * 16 + fi;
+        client = this.clientFailureChildren.get(fk);
+        if (client === undefined) {
+          client = this.bind(this.clientDuration, m, ri, -1, fi === 0 ? OTHER : (FAILURE_KINDS[fi - 1] ?? OTHER));
+          this.clientFailureChildren.set(fk, client);
+        }
+      }
+      client.observe(r.upstreamMs / 1000);
+    }
+    if (r.upstreamFailure !== undefined) this.failures[r.upstreamFailure]?.inc();
+    if (r.rejectedBy !== undefined) this.rejections.child(r.rejectedBy, r.errorCode ?? OTHER).inc();
+    if (r.operation !== undefined && r.consumer !== undefined && this.deprecatedOps.has(r.operation)) {
+      this.deprecated.child(r.operation, r.consumer).inc();
+    }
+  }
+
+  /** Binds one child, the only place label objects are built (once per series). */
+  private bind(h: SeriesHistogram, method: number, route: number, slot: number, errorType: string | undefined): HistogramChild {
+    const labels: Record<string, string> = { http_request_method: METHOD_NAMES[method] ?? OTHER, http_route: ROUTES[route] ?? 'unknown' };
+    if (errorType !== undefined) labels.error_type = errorType;
+    else if (slot === SLOT_ABORTED) labels.error_type = 'aborted';
+    else if (slot === SLOT_OTHER) labels.error_type = OTHER;
+    else labels.http_response_status_code = String(slot);
+    return h.bind(labels);
+  }
+}
+
+/** The route label values, for tests and dashboards. */
+export const ROUTE_LABELS: readonly string[] = ROUTES;

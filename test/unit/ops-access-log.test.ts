@@ -1,0 +1,162 @@
+/**
+ * The access log (src/ops/access-log.ts): one JSON line per record with the fields of issue 13,
+ * through a logger passed in and through its own asynchronous destination (flushed by close());
+ * never a key, an Authorization value or a query value other than limit and status.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import t from 'tap';
+import { AccessLog, LOG_SCHEMA } from '../../src/ops/access-log.js';
+import { record } from '../helpers/record.js';
+import { PROJECT_ROOT, ensureBuilt } from '../helpers/servers.js';
+
+/** A pino logger writing into an array of parsed lines. */
+function capture(): { logger: pino.Logger; lines: Array<Record<string, unknown>>; raw: string[] } {
+  const lines: Array<Record<string, unknown>> = [];
+  const raw: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (line === '') continue;
+        raw.push(line);
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      }
+      done();
+    },
+  });
+  return { logger: pino({ level: 'info' }, stream), lines, raw };
+}
+
+const KEY = 'pk_live_0123456789abcdefSECRETSECRET';
+
+t.test('one line per request with the fields of the issue', async (t) => {
+  const { logger, lines } = capture();
+  const log = new AccessLog({ logger, consumerInfo: (id) => (id === 'team-a' ? { expires: '2027-01-01T00:00:00Z', scopes: ['pets:read'] } : undefined) });
+  log.onEnd(record({ limit: '20', statusFilter: 'available', durationMs: 12.3456789 }));
+  log.onEnd(
+    record({
+      requestId: 'abc',
+      method: 'POST',
+      route: '/v1/pets',
+      operation: 'createPet',
+      status: 401,
+      errorCode: 'invalid_api_key',
+      rejectedBy: 'auth',
+      upstreamStatus: undefined,
+      upstreamMs: undefined,
+      consumer: undefined,
+      bytesIn: 42,
+      bytesOut: 90,
+    }),
+  );
+  log.onEnd(record({ status: 504, errorCode: 'upstream_timeout', upstreamStatus: undefined, upstreamMs: 10000, upstreamFailure: 'headers_timeout', consumer: 'team-b' }));
+  t.equal(lines.length, 3);
+  const [ok, denied, timeout] = lines as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
+  t.match(ok, {
+    level: 30,
+    msg: 'request',
+    log: 'access',
+    reqId: 'req-1',
+    method: 'GET',
+    route: '/v1/pets',
+    operation: 'listPets',
+    status: 200,
+    durationMs: 12.346,
+    upstreamStatus: 200,
+    upstreamMs: 7.25,
+    bytesIn: 0,
+    bytesOut: 321,
+    client: '127.0.0.1',
+    consumer: 'team-a',
+    consumerExpires: '2027-01-01T00:00:00Z',
+    consumerScopes: ['pets:read'],
+    limit: '20',
+    statusFilter: 'available',
+  });
+  t.type(ok.time, 'number', 'a time');
+  t.notOk('errorCode' in ok, 'no error code on a success');
+  t.match(denied, { reqId: 'abc', method: 'POST', status: 401, errorCode: 'invalid_api_key', rejectedBy: 'auth', bytesIn: 42, bytesOut: 90 });
+  t.notOk('consumer' in denied, 'no consumer before auth');
+  t.notOk('upstreamStatus' in denied, 'no upstream call');
+  t.match(timeout, { status: 504, errorCode: 'upstream_timeout', upstreamFailure: 'headers_timeout', upstreamMs: 10000, consumer: 'team-b' });
+  t.notOk('consumerExpires' in timeout, 'the hook knows nothing of team-b');
+});
+
+t.test('never a key, an Authorization value or another query value', async (t) => {
+  const { logger, raw } = capture();
+  const log = new AccessLog({ logger });
+  // A record that a careless exchange might have decorated: the extra fields must not be copied.
+  const leaky = {
+    ...record({ limit: '5' }),
+    authorization: `Bearer ${KEY}`,
+    headers: { authorization: `Bearer ${KEY}` },
+    query: `limit=5&token=${KEY}`,
+    key: KEY,
+  };
+  log.onEnd(leaky);
+  t.equal(raw.length, 1);
+  const line = raw[0] as string;
+  t.notMatch(line, KEY, 'no key');
+  t.notMatch(line, /authorization/i, 'no Authorization');
+  t.notMatch(line, /token/, 'no other query value');
+  t.notMatch(line, /Bearer/);
+});
+
+t.test('a throwing hook does not fail the request', async (t) => {
+  const { logger, lines } = capture();
+  const log = new AccessLog({
+    logger,
+    consumerInfo: () => {
+      throw new Error('boom');
+    },
+  });
+  t.doesNotThrow(() => log.onEnd(record()));
+  t.equal(lines.length, 0, 'the line is lost, the request is not');
+});
+
+t.test('its own asynchronous destination, flushed on close', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'access-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'access.log');
+  const log = new AccessLog({ destination: file });
+  for (let i = 0; i < 500; i++) log.onEnd(record({ requestId: `r${i}` }));
+  await log.close();
+  const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  t.equal(lines.length, 500, 'every line written by close()');
+  t.equal(lines[499]?.reqId, 'r499');
+  t.match(lines[0], { log: 'access', msg: 'request', pid: process.pid });
+  t.match(String(lines[0]?.time), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'ISO time');
+  t.notOk('hostname' in (lines[0] ?? {}), 'no hostname: pid is enough to tell workers apart');
+});
+
+t.test('an exit without close() loses no buffered line (pino flushes its destination at exit)', async (t) => {
+  ensureBuilt();
+  const dir = mkdtempSync(join(tmpdir(), 'access-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'access.log');
+  // A process that logs, then exits at once, with lines still in the asynchronous buffer.
+  const script = `
+    const { AccessLog } = await import(${JSON.stringify(join(PROJECT_ROOT, 'dist', 'ops', 'access-log.js'))});
+    const { openSync } = await import('node:fs');
+    // A descriptor, not a path: sonic-boom opens a path asynchronously, a descriptor is ready at once.
+    const log = new AccessLog({ destination: openSync(process.argv[1], 'w') });
+    const r = JSON.parse(process.argv[2]);
+    for (let i = 0; i < 300; i++) log.onEnd({ ...r, requestId: 'x' + i });
+    process.exit(0);
+  `;
+  const res = spawnSync(process.execPath, ['--input-type=module', '-e', script, file, JSON.stringify(record())], { encoding: 'utf8', timeout: 20_000 });
+  t.equal(res.status, 0, res.stderr);
+  const lines = readFileSync(file, 'utf8').trim().split('\n');
+  t.equal(lines.length, 300, 'every line');
+  t.equal((JSON.parse(lines[299] as string) as { reqId: string }).reqId, 'x299');
+});
+
+t.test('the log config schema', async (t) => {
+  t.equal(LOG_SCHEMA.properties.access.default, true, 'on by default');
+  t.equal(LOG_SCHEMA.properties.level.default, 'info');
+  t.equal(LOG_SCHEMA.additionalProperties, false);
+});
