@@ -10,7 +10,6 @@ import t, { type Test } from 'tap';
 import { formatProblems, loadPolicyFile, parsePolicy, toJsonPath, type Overrides } from '../../src/config/load.js';
 import { policyFileSchema } from '../../src/config/schema.js';
 import type { Problem } from '../../src/core/policy.js';
-import { hashKey } from '../../src/policies/auth/index.js';
 import { POLICY_MODULES } from '../../src/policies/index.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
