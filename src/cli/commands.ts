@@ -1,6 +1,9 @@
 /**
  * The command line: serve, check, hash-key, new-key, backend, schema. Exit codes: 0 ok, 1 runtime
  * failure, 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
+ *
+ * Output: while serving, stdout carries only pino's JSON lines (NDJSON, issue 13 item 4); human text
+ * (the banner, the ephemeral key, usage errors, policy problems) goes to stderr.
  */
 import cluster from 'node:cluster';
 import { existsSync, readFileSync, watch } from 'node:fs';
@@ -10,15 +13,14 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { pino, type Logger, type LoggerOptions } from 'pino';
-import { buildServer } from '../engines/fastify.js';
-import { buildProxyServer } from '../engines/http-proxy-3.js';
-import type { NodeServerHandle } from '../fronts/node-server.js';
-import { buildUndiciServer } from '../engines/undici.js';
 import { createBackendServer } from '../backend/server.js';
-import { formatProblems, loadPolicyFile } from '../config/load.js';
+import { formatProblems, loadPolicyFile, type LoadOptions, type Overrides } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
+import type { PolicyConfig } from '../config/types.js';
 import { createGateway, GatewayHolder } from '../gateway.js';
 import { buildKeyRing, hashKey, newKey } from '../policies/auth/index.js';
+import { probeUpstream } from './probe.js';
+import { superviseWorkers } from './supervisor.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -27,59 +29,179 @@ const ENGINES = ['undici', 'fastify', 'http-proxy-3'];
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
+const SERVE_HELP = `Usage: petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N]
+                             [--admin-host H] [--admin-port N] [--ephemeral-key] [--watch]
+                             [--engine undici|fastify|http-proxy-3] [--workers N]
+
+Run the gateway.
+  --policy FILE       the policy file (default: ./policies/default.yaml, else the packaged one)
+  --upstream URL      override upstream.url: "builtin" or the upstream's base URL ending with its
+                      /v1 prefix, e.g. http://127.0.0.1:8081/v1
+  --host H, --port N  override server.host and server.port (0 picks a free port)
+  --admin-host H, --admin-port N
+                      where the admin listener binds
+  --ephemeral-key     when no API key is configured, make one for this run and print it on stderr
+                      (the quickstart; nothing is saved)
+  --watch             reload the policy when the file changes (SIGHUP always reloads)
+  --engine E          undici (default, fastest), fastify or http-proxy-3: same policies on each
+  --workers N         N processes share the port (node:cluster); SIGHUP reloads every one
+
+stdout carries JSON log lines only; the banner and the ephemeral key go to stderr.
+At start, the upstream is probed once (GET <upstream>/pets?limit=1, no key) and a warning is logged
+when its base path looks wrong. SIGTERM/SIGINT stop gracefully (server.shutdownGraceMs).
+Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad usage, 78 bad policy or no API key.
+`;
+
+const CHECK_HELP = `Usage: petstore-gateway check [FILE] [--upstream URL] [--host H] [--port N] [--ephemeral-key]
+
+Validate a policy file exactly as \`serve\` would with the same flags and environment (e.g.
+PETSTORE_API_KEYS): every problem in one pass, one line each (FILE: $.path: message).
+Without FILE: the file \`serve\` would use. Exit 0 when serve would start, 78 otherwise.
+`;
+
+const HASH_KEY_HELP = `Usage: petstore-gateway hash-key [--id NAME]
+
+Read one API key on stdin; print its line for a policy file's auth.keys (only the SHA-256 hash).
+  printf %s "$KEY" | petstore-gateway hash-key --id ops
+`;
+
+const NEW_KEY_HELP = `Usage: petstore-gateway new-key
+
+Print a new random API key (256 bits, psg_ prefix) on stdout.
+`;
+
+const BACKEND_HELP = `Usage: petstore-gateway backend [--host H] [--port N]
+
+Run the reference backend on its own (listPets, createPet, getPet, in memory); its base URL,
+ending with /v1, is printed on stdout. Default 127.0.0.1:8081.
+`;
+
+const SCHEMA_HELP = `Usage: petstore-gateway schema
+
+Print the JSON Schema of policy files.
+`;
+
 const HELP = `petstore-gateway: a policy-enforcing gateway for the pet store interface
 
 Usage:
-  petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--host H] [--port N] [--ephemeral-key] [--watch]
-                         [--engine undici|fastify|http-proxy-3] [--workers N]
-      Run the gateway. Without --policy: policies/default.yaml. --upstream, --host and --port
-      override the file. --ephemeral-key: when no API key is configured, make one for this run
-      and print it (the quickstart; nothing is saved). SIGHUP (and, with --watch, a change of
-      the file) reloads the policy; SIGTERM/SIGINT stop gracefully. --engine: the adapter
-      (undici, the default and fastest; fastify; or http-proxy-3); all enforce the same
-      policies. --workers N: N
-      processes share the port (node:cluster); SIGHUP reloads every one. With the built-in
-      backend each worker has its own in-memory store.
-  petstore-gateway check FILE
-      Validate a policy file; print every problem (exit 78 if any).
+  petstore-gateway serve [--policy FILE] [--upstream URL|builtin] [--port N] [--ephemeral-key] ...
+      Run the gateway.
+  petstore-gateway check [FILE]
+      Validate a policy file as serve would; print every problem (exit 78 if any).
   petstore-gateway hash-key [--id NAME]
       Read a key on stdin; print the line for a policy file's auth.keys.
   petstore-gateway new-key
       Print a new random API key (256 bits).
   petstore-gateway backend [--host H] [--port N]
-      Run the reference backend on its own (listPets, createPet, getPet, in memory).
+      Run the reference backend on its own.
   petstore-gateway schema
       Print the JSON Schema of policy files.
-  petstore-gateway --help
+  petstore-gateway --version
+
+'petstore-gateway <command> --help' for a command's options.
 
 Environment:
-  PETSTORE_API_KEYS   more API keys, comma-separated (the name is set by auth.keysFromEnv)
+  PETSTORE_API_KEYS   API keys, comma-separated (the name is set by auth.keysFromEnv)
   LOG_LEVEL           fatal, error, warn, info (default), debug, trace, silent
 
 Exit codes: 0 ok, 1 runtime failure, 2 bad usage, 78 bad policy file.
 `;
 
-class UsageError extends Error {}
+const COMMAND_HELP: Readonly<Record<string, string>> = {
+  serve: SERVE_HELP,
+  check: CHECK_HELP,
+  'hash-key': HASH_KEY_HELP,
+  'new-key': NEW_KEY_HELP,
+  backend: BACKEND_HELP,
+  schema: SCHEMA_HELP,
+};
+
+/** Bad usage: one line, then where to read more (never the whole help: issue 12, item 9). */
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** `--help` on a command: print its help and exit 0. */
+class HelpRequested extends Error {
+  constructor(readonly command: string) {
+    super(command);
+  }
+}
 
 function defaultPolicyFile(): string {
   const local = join(process.cwd(), 'policies', 'default.yaml');
   return existsSync(local) ? local : join(PACKAGE_ROOT, 'policies', 'default.yaml');
 }
 
-function parse(args: string[], options: ParseArgsConfig['options'], positionals = 0) {
+function parse(
+  command: string,
+  args: string[],
+  options: ParseArgsConfig['options'],
+  positionals = 0,
+): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
   let parsed;
   try {
-    parsed = parseArgs({ args, options: options ?? {}, allowPositionals: positionals > 0, strict: true });
+    parsed = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: positionals > 0, strict: true });
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    throw new UsageError((err as Error).message, command);
   }
-  if (parsed.positionals.length > positionals) throw new UsageError(`unexpected argument '${parsed.positionals[positionals]}'`);
-  return parsed;
+  if (parsed.values.help === true) throw new HelpRequested(command);
+  if (parsed.positionals.length > positionals) throw new UsageError(`unexpected argument '${parsed.positionals[positionals]}'`, command);
+  return { values: parsed.values as Record<string, string | boolean | undefined>, positionals: parsed.positionals };
 }
 
-function portOf(value: unknown): number | string | undefined {
-  if (typeof value !== 'string') return undefined;
-  return /^\d{1,5}$/.test(value) ? Number(value) : value;
+/** A port flag: a whole number from 0 to 65535, else a usage error that names the flag. */
+function portFlag(command: string, flag: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  const text = String(value);
+  if (!/^\d{1,5}$/.test(text) || Number(text) > 65535) throw new UsageError(`${flag} must be a whole number from 0 to 65535, not '${text}'`, command);
+  return Number(text);
+}
+
+function hostFlag(command: string, flag: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  const text = String(value);
+  if (text === '' || /\s/.test(text)) throw new UsageError(`${flag} must be a host name or IP address, not '${text}'`, command);
+  return text;
+}
+
+/** --upstream: "builtin" or an http(s) URL without query or fragment (the same rule as upstream.url). */
+function upstreamFlag(command: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  const text = String(value);
+  if (text === 'builtin') return text;
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || !/^https?:$/.test(url.protocol) || /[\s?#]/.test(text) || !/^https?:\/\//.test(text)) {
+    throw new UsageError(`--upstream must be 'builtin' or an http(s) base URL such as http://127.0.0.1:8081/v1, not '${text}'`, command);
+  }
+  return text;
+}
+
+const OVERRIDE_OPTIONS = {
+  upstream: { type: 'string' },
+  host: { type: 'string' },
+  port: { type: 'string' },
+  'ephemeral-key': { type: 'boolean' },
+} as const;
+
+function overridesOf(command: string, values: Record<string, unknown>): Overrides {
+  return {
+    upstreamUrl: upstreamFlag(command, values.upstream),
+    host: hostFlag(command, '--host', values.host),
+    port: portFlag(command, '--port', values.port),
+    adminHost: hostFlag(command, '--admin-host', values['admin-host']),
+    adminPort: portFlag(command, '--admin-port', values['admin-port']),
+  };
 }
 
 async function readStdin(): Promise<string> {
@@ -96,47 +218,59 @@ function loggerOptions(): LoggerOptions {
   };
 }
 
+/**
+ * The one validation path of `serve`, `check` and a reload (issue 12, item 9): the file with the
+ * command line's overrides, then what a running gateway needs (an API key). With --ephemeral-key and
+ * no key configured, a key is made for the run and put in the environment (`env` is changed).
+ */
+function loadForServe(
+  file: string,
+  env: Record<string, string | undefined>,
+  overrides: Overrides,
+  ephemeralKey: boolean,
+): { ok: true; config: PolicyConfig; ephemeral: string | undefined } | { ok: false; problems: string } {
+  const keys: LoadOptions['keys'] = ephemeralKey ? 'ephemeral-allowed' : 'required';
+  let loaded = loadPolicyFile(file, { env }, overrides, { keys });
+  if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
+  const auth = loaded.config.policies.auth;
+  if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, ephemeral: undefined };
+  const ephemeral = newKey();
+  env[auth.keysFromEnv] = ephemeral;
+  loaded = loadPolicyFile(file, { env }, overrides, { keys: 'required' });
+  if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
+  return { ok: true, config: loaded.config, ephemeral };
+}
+
 async function serve(args: string[]): Promise<number> {
-  const { values } = parse(args, {
+  const { values } = parse('serve', args, {
+    ...OVERRIDE_OPTIONS,
     policy: { type: 'string' },
-    upstream: { type: 'string' },
-    host: { type: 'string' },
-    port: { type: 'string' },
-    'ephemeral-key': { type: 'boolean' },
+    'admin-host': { type: 'string' },
+    'admin-port': { type: 'string' },
     watch: { type: 'boolean' },
     engine: { type: 'string' },
     workers: { type: 'string' },
   });
   const engine = (values.engine as string | undefined) ?? 'undici';
   const workersText = (values.workers as string | undefined) ?? '1';
-  if (!/^[1-9][0-9]{0,2}$/.test(workersText)) throw new UsageError(`--workers must be a whole number from 1 to 999, not '${workersText}'`);
+  if (!/^[1-9][0-9]{0,2}$/.test(workersText)) throw new UsageError(`--workers must be a whole number from 1 to 999, not '${workersText}'`, 'serve');
   const workers = Number(workersText);
-  if (!ENGINES.includes(engine)) throw new UsageError(`--engine must be one of ${ENGINES.join(', ')}, not '${engine}'`);
+  if (!ENGINES.includes(engine)) throw new UsageError(`--engine must be one of ${ENGINES.join(', ')}, not '${engine}'`, 'serve');
+  const overrides = overridesOf('serve', values);
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const env: Record<string, string | undefined> = { ...process.env };
-  const overrides = { upstreamUrl: values.upstream as string | undefined, host: values.host as string | undefined, port: portOf(values.port) };
-  let loaded = loadPolicyFile(file, { env }, overrides);
+  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true);
   if (!loaded.ok) {
-    process.stderr.write(formatProblems(file, loaded.problems) + '\n');
+    process.stderr.write(loaded.problems + '\n');
     return EXIT.config;
   }
-  let ephemeral: string | undefined;
-  const auth = loaded.config.policies.auth;
-  if (buildKeyRing(auth, { env }).size === 0) {
-    if (values['ephemeral-key'] !== true || auth.keysFromEnv === null) {
-      process.stderr.write(
-        `${file}: $.policies.auth: no API key is configured, so every request would be refused. ` +
-          `Add keys (petstore-gateway hash-key), set ${auth.keysFromEnv ?? 'auth.keysFromEnv'}, or pass --ephemeral-key.\n`,
-      );
-      return EXIT.config;
-    }
-    ephemeral = newKey();
-    env[auth.keysFromEnv] = ephemeral;
-    loaded = loadPolicyFile(file, { env }, overrides);
-    if (!loaded.ok) return EXIT.config;
-  }
+  const { ephemeral } = loaded;
   const log = pino(loggerOptions());
-  if (workers > 1 && cluster.isPrimary) return runPrimary(workers, env, ephemeral, log);
+  if (workers > 1 && cluster.isPrimary) {
+    // The primary probes once for all workers; a worker does not.
+    void probeUpstream(loaded.config, log);
+    return superviseWorkers({ workers, env, log, onListening: (banner) => printBanner(`${banner} with ${workers} workers`, ephemeral, undefined) });
+  }
   const holder = new GatewayHolder(createGateway(loaded.config, { env, log }));
   const running = await startEngine(engine, holder, log);
   const { host, port, shutdownGraceMs } = loaded.config.server;
@@ -145,12 +279,8 @@ async function serve(args: string[]): Promise<number> {
   // Hot reload: re-read the file; an invalid file is refused with its problems logged and the old
   // policy stays; requests in flight finish under the policy they started with.
   const reload = (reason: string) => {
-    const next = loadPolicyFile(file, { env }, overrides);
-    const problems = !next.ok
-      ? next.problems
-      : buildKeyRing(next.config.policies.auth, { env }).size === 0
-        ? [{ path: '$.policies.auth', message: 'no API key is configured, so every request would be refused' }]
-        : holder.replace(createGateway(next.config, { env, log }, holder.current.backend));
+    const next = loadPolicyFile(file, { env }, overrides, { keys: 'required' });
+    const problems = !next.ok ? next.problems : holder.replace(createGateway(next.config, { env, log }, holder.current.backend));
     if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
     else log.info({ file, reason }, 'policy reloaded');
   };
@@ -170,34 +300,58 @@ async function serve(args: string[]): Promise<number> {
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    const since = performance.now();
     for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
-    log.info({ signal, graceMs: shutdownGraceMs }, 'shutting down');
+    log.info({ signal, graceMs: shutdownGraceMs, inFlight: active.size }, 'shutting down');
     const force = setTimeout(() => {
       log.warn({ graceMs: shutdownGraceMs }, 'requests still in flight after the grace period; closing their connections');
       running.server.closeAllConnections();
     }, shutdownGraceMs);
     force.unref();
+    const exit = (code: number) => {
+      log.info({ signal, ms: Math.round(performance.now() - since), exitCode: code }, 'stopped');
+      log.flush();
+      process.exit(code);
+    };
     running.close().then(
-      () => process.exit(EXIT.ok),
-      () => process.exit(EXIT.runtime),
+      () => exit(EXIT.ok),
+      (err: unknown) => {
+        log.error({ err }, 'error while stopping');
+        exit(EXIT.runtime);
+      },
     );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  await running.listen(host, port);
+  try {
+    await running.listen(host, port);
+  } catch (err) {
+    // A worker that cannot listen must exit (main.ts lets its IPC channel go), never stay up silently.
+    const e = err as NodeJS.ErrnoException;
+    process.stderr.write(`petstore-gateway: cannot listen on ${host}:${port}: ${e.code ?? e.message}\n`);
+    await running.close().catch(() => undefined);
+    return EXIT.runtime;
+  }
   const addr = running.server.address() as AddressInfo;
   const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
   log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
   const banner = `petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})`;
   // A cluster worker tells the primary, which prints one banner for all.
   if (cluster.isWorker) process.send?.({ type: 'listening', banner });
-  else process.stdout.write(banner + '\n');
-  if (ephemeral !== undefined) {
-    process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
-    process.stdout.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
+  else {
+    printBanner(banner, ephemeral, url);
+    void probeUpstream(loaded.config, log);
   }
-
   return -1; // keep running
+}
+
+/** The human text of a start, on stderr: stdout stays NDJSON (issue 13, item 4). */
+function printBanner(banner: string, ephemeral: string | undefined, url: string | undefined): void {
+  process.stderr.write(banner + '\n');
+  if (ephemeral !== undefined) {
+    process.stderr.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
+    if (url !== undefined) process.stderr.write(`try: curl -H 'Authorization: Bearer ${ephemeral}' ${url}/v1/pets\n`);
+  }
 }
 
 interface RunningEngine {
@@ -208,72 +362,37 @@ interface RunningEngine {
 
 /**
  * The standalone server of an engine: node:http + undici, Fastify + @fastify/http-proxy, or
- * node:http + http-proxy-3.
+ * node:http + http-proxy-3. Each engine's module is imported here, when it is chosen, so a run
+ * loads one engine's library, not all three (issue 11, item 5).
  */
 async function startEngine(engine: string, holder: GatewayHolder, log: Logger): Promise<RunningEngine> {
-  if (engine !== 'fastify') {
-    const handle: NodeServerHandle = engine === 'undici' ? buildUndiciServer(holder, { log }) : buildProxyServer(holder, { log });
+  if (engine === 'fastify') {
+    const { buildServer } = await import('../engines/fastify.js');
+    const app = await buildServer(holder, { loggerInstance: log });
     return {
-      server: handle.server,
-      listen: (host, port) =>
-        new Promise((resolve, reject) => {
-          handle.server.once('error', reject);
-          handle.server.listen(port, host, () => resolve());
-        }),
-      close: () => handle.close(),
+      server: app.server,
+      listen: async (host, port) => {
+        await app.listen({ host, port });
+      },
+      close: () => app.close(),
     };
   }
-  const app = await buildServer(holder, { loggerInstance: log });
+  const handle =
+    engine === 'undici'
+      ? (await import('../engines/undici.js')).buildUndiciServer(holder, { log })
+      : (await import('../engines/http-proxy-3.js')).buildProxyServer(holder, { log });
   return {
-    server: app.server,
-    listen: async (host, port) => {
-      await app.listen({ host, port });
-    },
-    close: () => app.close(),
+    server: handle.server,
+    listen: (host, port) =>
+      new Promise((resolve, reject) => {
+        handle.server.once('error', reject);
+        handle.server.listen(port, host, () => {
+          handle.server.off('error', reject);
+          resolve();
+        });
+      }),
+    close: () => handle.close(),
   };
-}
-
-/**
- * `serve --workers N`: the primary forks N workers (node:cluster; they share the listening socket),
- * hands each the same environment (an ephemeral key included), prints one banner, forwards SIGHUP
- * (every worker reloads the same file) and SIGTERM/SIGINT (each stops gracefully), and exits 0 once
- * all have. A worker that dies unexpectedly is replaced.
- */
-function runPrimary(workers: number, env: Record<string, string | undefined>, ephemeral: string | undefined, log: Logger): number {
-  let stopping = false;
-  let listening = 0;
-  const fork = () => {
-    const worker = cluster.fork(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined)));
-    worker.on('message', (msg: { type?: string; banner?: string }) => {
-      // One banner, once every worker listens (so a SIGHUP from then on reaches them all).
-      if (msg.type !== 'listening' || ++listening !== workers) return;
-      process.stdout.write(`${msg.banner} with ${workers} workers\n`);
-      if (ephemeral !== undefined) {
-        process.stdout.write(`API key for this run (kept in memory only): ${ephemeral}\n`);
-      }
-    });
-  };
-  for (let i = 0; i < workers; i++) fork();
-  cluster.on('exit', (worker, code, signal) => {
-    if (stopping) {
-      if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(EXIT.ok);
-      return;
-    }
-    log.error({ pid: worker.process.pid, code, signal }, 'worker exited; starting another');
-    fork();
-  });
-  const each = (signal: NodeJS.Signals) => {
-    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal);
-  };
-  process.on('SIGHUP', () => each('SIGHUP'));
-  const stop = (signal: NodeJS.Signals) => {
-    if (stopping) return;
-    stopping = true;
-    each(signal);
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
-  return -1;
 }
 
 /** Calls `onChange` (debounced) when the file changes, also when an editor replaces it. */
@@ -291,13 +410,14 @@ function watchFile(file: string, onChange: () => void): void {
   }).unref();
 }
 
+/** `check`: the validation `serve` runs, with the same flags and environment, nothing started. */
 function check(args: string[]): number {
-  const { positionals } = parse(args, {}, 1);
-  const file = positionals[0];
-  if (file === undefined) throw new UsageError('check needs a FILE');
-  const loaded = loadPolicyFile(file, { env: process.env });
+  const { values, positionals } = parse('check', args, OVERRIDE_OPTIONS, 1);
+  const file = positionals[0] ?? defaultPolicyFile();
+  const overrides = overridesOf('check', values);
+  const loaded = loadForServe(file, { ...process.env }, overrides, values['ephemeral-key'] === true);
   if (!loaded.ok) {
-    process.stdout.write(formatProblems(file, loaded.problems) + '\n');
+    process.stdout.write(loaded.problems + '\n');
     return EXIT.config;
   }
   process.stdout.write(`${file}: ok\n`);
@@ -305,22 +425,22 @@ function check(args: string[]): number {
 }
 
 async function hashKeyCommand(args: string[]): Promise<number> {
-  const { values } = parse(args, { id: { type: 'string' } });
+  const { values } = parse('hash-key', args, { id: { type: 'string' } });
   const id = (values.id as string | undefined) ?? 'key-1';
   const key = (await readStdin()).replace(/\r?\n$/, '');
-  if (key === '' || /\s/.test(key)) throw new UsageError('hash-key reads one key, without spaces, on stdin');
+  if (key === '' || /\s/.test(key)) throw new UsageError('hash-key reads one key, without spaces, on stdin', 'hash-key');
   process.stdout.write(`- { id: ${JSON.stringify(id)}, hash: "${hashKey(key)}" }\n`);
   return EXIT.ok;
 }
 
 async function backend(args: string[]): Promise<number> {
-  const { values } = parse(args, { host: { type: 'string' }, port: { type: 'string' } });
-  const port = portOf(values.port) ?? 8081;
-  if (typeof port !== 'number' || port > 65535) throw new UsageError('--port must be a number from 0 to 65535');
+  const { values } = parse('backend', args, { host: { type: 'string' }, port: { type: 'string' } });
+  const port = portFlag('backend', '--port', values.port) ?? 8081;
+  const host = hostFlag('backend', '--host', values.host) ?? '127.0.0.1';
   const server = createBackendServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, (values.host as string | undefined) ?? '127.0.0.1', resolve);
+    server.listen(port, host, resolve);
   });
   const addr = server.address() as AddressInfo;
   process.stdout.write(`petstore-gateway backend listening on http://${addr.address}:${addr.port}/v1\n`);
@@ -328,6 +448,10 @@ async function backend(args: string[]): Promise<number> {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   return -1;
+}
+
+function version(): string {
+  return (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -341,29 +465,39 @@ export async function main(argv: string[]): Promise<number> {
       case 'hash-key':
         return await hashKeyCommand(rest);
       case 'new-key':
-        parse(rest, {});
+        parse('new-key', rest, {});
         process.stdout.write(newKey() + '\n');
         return EXIT.ok;
       case 'backend':
         return await backend(rest);
       case 'schema':
-        parse(rest, {});
+        parse('schema', rest, {});
         process.stdout.write(JSON.stringify(policyFileSchema(), null, 2) + '\n');
         return EXIT.ok;
       case '--help':
       case '-h':
-      case 'help':
-        process.stdout.write(HELP);
+      case 'help': {
+        const topic = rest[0];
+        if (topic !== undefined && COMMAND_HELP[topic] === undefined) throw new UsageError(`unknown command '${topic}'`);
+        process.stdout.write(topic === undefined ? HELP : COMMAND_HELP[topic]!);
         return EXIT.ok;
+      }
       case '--version':
-        process.stdout.write(JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')).version + '\n');
+      case '-V':
+      case 'version':
+        process.stdout.write(`${version()}\n`);
         return EXIT.ok;
       default:
         throw new UsageError(command === undefined ? 'a command is required' : `unknown command '${command}'`);
     }
   } catch (err) {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(COMMAND_HELP[err.command] ?? HELP);
+      return EXIT.ok;
+    }
     if (err instanceof UsageError) {
-      process.stderr.write(`petstore-gateway: ${err.message}\n\n${HELP}`);
+      const more = err.command === undefined ? `'petstore-gateway --help'` : `'petstore-gateway ${err.command} --help'`;
+      process.stderr.write(`petstore-gateway: ${err.message}\nsee ${more}\n`);
       return EXIT.usage;
     }
     process.stderr.write(`petstore-gateway: ${(err as Error).message}\n`);

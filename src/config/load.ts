@@ -8,6 +8,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { parseDocument } from 'yaml';
 import { checkHeaderRules } from '../core/headers.js';
 import type { PolicyEnv, Problem } from '../core/policy.js';
+import { buildKeyRing, type AuthConfig } from '../policies/auth/index.js';
 import { POLICY_MODULES } from '../policies/index.js';
 import { policyFileSchema } from './schema.js';
 import type { PolicyConfig } from './types.js';
@@ -37,6 +38,24 @@ export function toJsonPath(pointer: string): string {
   );
 }
 
+/**
+ * What a `pattern` expects, said the way a user reads it (issue 12, item 9: "has the wrong format"
+ * is not enough). Keyed by the pattern text of the schemas; a pattern missing here is described by
+ * the pattern itself, so every message still says what was expected.
+ */
+const PATTERN_EXPECTS: Readonly<Record<string, string>> = {
+  '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$':
+    'must be an RFC 3339 date-time with a zone, such as 2030-12-05T00:00:00Z',
+  '^(builtin|https?://[^\\s?#]+)$':
+    'must be "builtin" or an http(s) base URL without query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1',
+  '^sha256:[0-9a-f]{64}$': 'must be "sha256:" and 64 lower-case hex digits, as `petstore-gateway hash-key` prints it',
+  '^[A-Za-z_][A-Za-z0-9_]*$': 'must be an environment variable name such as PETSTORE_API_KEYS (letters, digits and _, not starting with a digit)',
+  '^[^\\s<>"]+$': 'must be a URI reference without spaces, <, > or ", such as /v1/pets or https://example.com/doc',
+  '^[a-z]+/[a-z0-9.+-]+$': 'must be a lower-case media type such as text/html',
+  '^[\\x20-\\x21\\x23-\\x5b\\x5d-\\x7e]{1,64}$': 'must be 1 to 64 printable ASCII characters without " or \\',
+  '^[1-5][0-9]{2}$': 'must be an HTTP status code of three digits, such as 422',
+};
+
 function describe(e: ErrorObject): Problem {
   const path = toJsonPath(e.instancePath);
   const hint = typeof e.parentSchema?.description === 'string' ? `: ${e.parentSchema.description}` : '';
@@ -52,8 +71,10 @@ function describe(e: ErrorObject): Problem {
       return { path, message: `must be one of: ${(p.allowedValues as unknown[]).map(String).join(', ')}` };
     case 'const':
       return { path, message: `must be ${JSON.stringify(p.allowedValue)}` };
-    case 'pattern':
-      return { path, message: `has the wrong format${hint}` };
+    case 'pattern': {
+      const expects = PATTERN_EXPECTS[String(p.pattern)];
+      return { path, message: expects ?? `must match /${String(p.pattern)}/${hint}` };
+    }
     case 'oneOf':
       return { path, message: `is not any of the accepted forms${hint}` };
     case 'minimum':
@@ -100,6 +121,19 @@ export interface Overrides {
   readonly upstreamUrl?: string | undefined;
   readonly host?: string | undefined;
   readonly port?: number | string | undefined;
+  /** `serve --admin-host`/`--admin-port`: carried for the admin listener (applied where it is wired). */
+  readonly adminHost?: string | undefined;
+  readonly adminPort?: number | undefined;
+}
+
+/**
+ * What a running gateway needs beyond a valid file. `serve` refuses a config that accepts no API key
+ * (every request would be 401); `check` runs the same rule so it fails exactly when `serve` would
+ * (issue 12, item 9). `'ephemeral-allowed'`: `serve --ephemeral-key` may make a key for the run,
+ * which works only when `auth.keysFromEnv` names a variable to put it in.
+ */
+export interface LoadOptions {
+  readonly keys?: 'not-checked' | 'required' | 'ephemeral-allowed';
 }
 
 function applyOverrides(value: Record<string, unknown>, o: Overrides): void {
@@ -114,8 +148,27 @@ function applyOverrides(value: Record<string, unknown>, o: Overrides): void {
   if (o.port !== undefined) set('server', 'port', o.port);
 }
 
+const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** `$.a.b` relates to `$.a.b[0].c` and to `$.a`: one is the other or contains it. */
+function related(a: string, b: string): boolean {
+  const within = (inner: string, outer: string) => inner === outer || inner.startsWith(outer + '.') || inner.startsWith(outer + '[');
+  return within(a, b) || within(b, a);
+}
+
+/** The problem `serve` refuses to start with when no key is accepted, or none. */
+function keyProblem(auth: AuthConfig, env: PolicyEnv, mode: LoadOptions['keys']): Problem | undefined {
+  if (mode === undefined || mode === 'not-checked') return undefined;
+  if (buildKeyRing(auth, env).size > 0) return undefined;
+  if (mode === 'ephemeral-allowed' && auth.keysFromEnv !== null) return undefined;
+  const ways = ['add keys to auth.keys (petstore-gateway new-key, then hash-key)'];
+  if (auth.keysFromEnv !== null) ways.push(`set ${auth.keysFromEnv}`, 'or pass --ephemeral-key for a key that lasts one run');
+  else ways.push('or set auth.keysFromEnv to read keys from the environment');
+  return { path: '$.policies.auth', message: `no API key is configured, so every request would be refused: ${ways.join(', ')}` };
+}
+
 /** Validates the text of a policy file. Pure: reads nothing but its arguments. */
-export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides = {}): LoadResult {
+export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   if (doc.errors.length > 0) {
     return {
@@ -127,21 +180,36 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
     };
   }
   const value: unknown = doc.toJS() ?? {};
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+  if (!isMapping(value)) {
     return { ok: false, problems: [{ path: '$', message: 'a policy file must be a mapping (an object)' }] };
   }
-  applyOverrides(value as Record<string, unknown>, overrides);
+  applyOverrides(value, overrides);
+  // Ajv fills defaults as it goes, also in a section that has errors, so the cross-field rules
+  // below see complete sections.
   const errors = validate(value);
   const problems = schemaProblems(errors);
-  // Cross-field rules run on every policy section the schema accepted, so one run reports all.
-  const policies = (value as { policies?: unknown }).policies;
-  if (policies !== null && typeof policies === 'object' && !Array.isArray(policies)) {
+  // Every problem in one pass (issue 12, item 9): the cross-field rules (date order, duplicate keys...)
+  // run also on a section with schema errors. A rule that trips over a value of the wrong type is
+  // skipped (that value is reported already), and a rule's problem about a value the schema already
+  // blamed (e.g. "is not a valid date" after "must be an RFC 3339 date-time") is dropped.
+  const schemaPaths = problems.map((p) => p.path);
+  const policies = value.policies;
+  if (isMapping(policies)) {
     for (const m of POLICY_MODULES) {
-      const pointer = `/policies/${m.name}`;
-      const section = (policies as Record<string, unknown>)[m.name];
-      if (m.check && section !== undefined && !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'))) {
-        problems.push(...m.check(section, toJsonPath(pointer), env));
+      const section = policies[m.name];
+      if (m.check === undefined || !isMapping(section)) continue;
+      let found: readonly Problem[];
+      try {
+        found = m.check(section, toJsonPath(`/policies/${m.name}`), env);
+      } catch {
+        continue;
       }
+      problems.push(...found.filter((f) => !schemaPaths.some((s) => related(f.path, s))));
+    }
+    const auth = policies.auth;
+    if (isMapping(auth) && !schemaPaths.some((s) => related(s, '$.policies.auth'))) {
+      const missing = keyProblem(auth as unknown as AuthConfig, env, options.keys);
+      if (missing !== undefined) problems.push(missing);
     }
   }
   // Header names the gateway never forwards, and trusted proxies proxy-addr cannot parse.
@@ -149,12 +217,12 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
   problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
   if (problems.length > 0) return { ok: false, problems };
-  const config = value as PolicyConfig;
+  const config = value as unknown as PolicyConfig;
   return { ok: true, config: deepFreeze(config) };
 }
 
-/** Reads and validates a policy file. */
-export function loadPolicyFile(file: string, env: PolicyEnv, overrides: Overrides = {}): LoadResult {
+/** Reads and validates a policy file: the one path `serve`, `check` and a reload go through. */
+export function loadPolicyFile(file: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -162,7 +230,7 @@ export function loadPolicyFile(file: string, env: PolicyEnv, overrides: Override
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
     return { ok: false, problems: [{ path: '$', message: `cannot read the file (${code})` }] };
   }
-  return parsePolicy(text, env, overrides);
+  return parsePolicy(text, env, overrides, options);
 }
 
 /** One line per problem, as the CLI prints them: `FILE: PATH: MESSAGE`. */

@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
-import { bearer, ENGINES, ensureBuilt, request, runCli, spawnCliUntil, tempDir } from '../helpers/servers.js';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { bearer, ENGINES, ensureBuilt, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
 
 ensureBuilt();
 
@@ -32,6 +33,21 @@ writeFileSync(
     '',
   ].join('\n'),
 );
+const DATES_POLICY = join(dir, 'dates.yaml');
+writeFileSync(
+  DATES_POLICY,
+  [
+    'version: 1',
+    'policies:',
+    '  auth: { keysFromEnv: PETSTORE_API_KEYS }',
+    '  deprecation:',
+    '    deprecatedAt: tomorrow',
+    '    brownouts:',
+    '      - { start: "2029-01-02T00:00:00Z", end: "2029-01-01T00:00:00Z" }',
+    '      - { start: soon, end: "2029-01-01T00:00:00Z" }',
+    '',
+  ].join('\n'),
+);
 const KEY = 'psg_example-key_0123456789';
 const SERVE = ['serve', '--host', '127.0.0.1', '--port', '0'];
 
@@ -40,7 +56,15 @@ const SERVE = ['serve', '--host', '127.0.0.1', '--port', '0'];
 const runs = {
   help: runCli(t, ['--help'], { timeoutMs: 30_000 }),
   unknown: runCli(t, ['frobnicate'], { timeoutMs: 30_000 }),
-  checkDefault: runCli(t, ['check', 'policies/default.yaml'], { timeoutMs: 30_000 }),
+  checkDefault: runCli(t, ['check', 'policies/default.yaml'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 }),
+  checkNoKey: runCli(t, ['check', 'policies/default.yaml'], { timeoutMs: 30_000 }),
+  checkNoKeyEphemeral: runCli(t, ['check', 'policies/default.yaml', '--ephemeral-key'], { timeoutMs: 30_000 }),
+  checkDates: runCli(t, ['check', DATES_POLICY], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 }),
+  serveHelp: runCli(t, ['serve', '--help'], { timeoutMs: 30_000 }),
+  checkHelp: runCli(t, ['check', '-h'], { timeoutMs: 30_000 }),
+  version: runCli(t, ['--version'], { timeoutMs: 30_000 }),
+  servePortAbc: runCli(t, [...SERVE.slice(0, 3), '--port', 'abc'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 }),
+  serveAdminPort: runCli(t, [...SERVE, '--admin-port', '99999'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 }),
   checkBad: runCli(t, ['check', BAD_POLICY], { timeoutMs: 30_000 }),
   hashKey: runCli(t, ['hash-key', '--id', 'ops'], { stdin: KEY + '\n', timeoutMs: 30_000 }),
   hashKeySpaced: runCli(t, ['hash-key'], { stdin: 'two words', timeoutMs: 30_000 }),
@@ -68,21 +92,66 @@ t.test('--help prints the usage and exits 0', async (t) => {
   const r = await runs.help;
   t.equal(r.code, 0);
   t.match(r.stdout, /^petstore-gateway: /);
-  for (const command of ['serve', 'check FILE', 'hash-key', 'new-key', 'backend', 'schema']) t.match(r.stdout, `petstore-gateway ${command}`);
+  for (const command of ['serve', 'check [FILE]', 'hash-key', 'new-key', 'backend', 'schema']) t.match(r.stdout, `petstore-gateway ${command}`);
   t.equal(r.stderr, '');
 });
 
-t.test('an unknown command exits 2 with a message on stderr', async (t) => {
+t.test('each command has its own --help; --version prints the package version', async (t) => {
+  const serve = await runs.serveHelp;
+  t.equal(serve.code, 0);
+  t.match(serve.stdout, /^Usage: petstore-gateway serve /);
+  for (const flag of ['--policy', '--upstream', '--port', '--admin-host', '--admin-port', '--ephemeral-key', '--engine', '--workers']) t.match(serve.stdout, flag);
+  const check = await runs.checkHelp;
+  t.equal(check.code, 0);
+  t.match(check.stdout, /^Usage: petstore-gateway check /);
+  const version = await runs.version;
+  t.equal(version.code, 0);
+  t.match(version.stdout, /^\d+\.\d+\.\d+\n$/);
+});
+
+t.test('an unknown command exits 2: one line and where to read more, not the whole help', async (t) => {
   const r = await runs.unknown;
   t.equal(r.code, 2);
-  t.match(r.stderr, /^petstore-gateway: unknown command 'frobnicate'\n/);
+  t.equal(r.stderr, "petstore-gateway: unknown command 'frobnicate'\nsee 'petstore-gateway --help'\n");
   t.equal(r.stdout, '');
 });
 
-t.test('check policies/default.yaml: ok, exit 0', async (t) => {
+t.test('serve --port abc is a usage error that names --port (exit 2), not a policy problem', async (t) => {
+  const r = await runs.servePortAbc;
+  t.equal(r.code, 2);
+  t.equal(r.stderr, "petstore-gateway: --port must be a whole number from 0 to 65535, not 'abc'\nsee 'petstore-gateway serve --help'\n");
+  t.equal(r.stdout, '');
+  const admin = await runs.serveAdminPort;
+  t.equal(admin.code, 2);
+  t.match(admin.stderr, /^petstore-gateway: --admin-port must be a whole number from 0 to 65535, not '99999'\n/);
+});
+
+t.test('check policies/default.yaml: ok when PETSTORE_API_KEYS has a key, exit 0', async (t) => {
   const r = await runs.checkDefault;
   t.equal(r.code, 0);
   t.equal(r.stdout, 'policies/default.yaml: ok\n');
+});
+
+t.test('check fails exactly where serve refuses: no API key configured (exit 78), unless --ephemeral-key', async (t) => {
+  const r = await runs.checkNoKey;
+  t.equal(r.code, 78);
+  t.match(r.stdout, /^policies\/default\.yaml: \$\.policies\.auth: no API key is configured, so every request would be refused: .*PETSTORE_API_KEYS.*--ephemeral-key/);
+  const serve = await runs.serveNoKey;
+  t.equal(serve.code, 78);
+  t.equal(serve.stderr.replace(/^.*?: /, ''), r.stdout.replace(/^.*?: /, ''), 'serve says the same');
+  const ephemeral = await runs.checkNoKeyEphemeral;
+  t.equal(ephemeral.code, 0, 'serve --ephemeral-key would start');
+});
+
+t.test('check reports date-order problems in the same pass as format problems, saying what was expected', async (t) => {
+  const r = await runs.checkDates;
+  t.equal(r.code, 78);
+  const lines = r.stdout.trimEnd().split('\n').map((l) => l.slice(DATES_POLICY.length + 2));
+  t.strictSame(lines.sort(), [
+    '$.policies.deprecation.brownouts[0]: must end after it starts',
+    '$.policies.deprecation.brownouts[1].start: must be an RFC 3339 date-time with a zone, such as 2030-12-05T00:00:00Z',
+    '$.policies.deprecation.deprecatedAt: must be an RFC 3339 date-time with a zone, such as 2030-12-05T00:00:00Z',
+  ]);
 });
 
 t.test('check on an invalid file: one FILE: $.path: message line per problem, exit 78', async (t) => {
@@ -92,9 +161,9 @@ t.test('check on an invalid file: one FILE: $.path: message line per problem, ex
   for (const line of lines) t.ok(line.startsWith(`${BAD_POLICY}: $`), `FILE: $.path: message (${line})`);
   const expected: Array<[string, RegExp]> = [
     ['$.version', /must be 1/],
-    ['$.upstream.url', /has the wrong format/],
+    ['$.upstream.url', /must be "builtin" or an http\(s\) base URL/],
     ['$.upstream.timeouts.headersMs', /must be >= 1/],
-    ['$.policies.auth.keys[0].hash', /has the wrong format/],
+    ['$.policies.auth.keys[0].hash', /must be "sha256:" and 64 lower-case hex digits/],
     ['$.policies["new-pet"].maxBytes', /must be >= 64/],
     ['$.policies["new-pet"].unknownFields', /must be one of: reject, strip, allow/],
     ['$.policies.bogus', /unknown property 'bogus'/],
@@ -139,16 +208,18 @@ ENGINES.forEach((engine, i) => t.test(`serve --port 0 --ephemeral-key --engine $
   assertError(t, await request(`${url}/v1/pets`), 401, 'missing_api_key');
   assertError(t, await request(`${url}/v1/pets`, { headers: bearer('psg_not-the-key') }), 401, 'invalid_api_key');
   const { stdout, stderr } = handle.output();
-  const logLines = stdout.split('\n').filter((l) => l.startsWith('{'));
+  const logLines = stdout.split('\n').filter((l) => l !== '');
   t.ok(logLines.length > 0, 'the server logs (pino, JSON lines)');
-  t.notOk(logLines.some((l) => l.includes(key)), 'the key is in no log line');
-  t.notOk(stderr.includes(key), 'nor on stderr');
-  t.equal(stdout.split(key).length - 1, 2, 'stdout shows it exactly twice: the key line and the curl hint');
+  t.ok(logLines.every((l) => { try { return typeof JSON.parse(l) === 'object'; } catch { return false; } }), 'stdout is NDJSON: every line is a JSON object');
+  t.ok(logLines.some((l) => l.includes('"msg":"petstore-gateway listening"') && l.includes(`"url":"${url}"`)), 'the banner facts are a JSON line too');
+  t.notOk(stdout.includes(key), 'the key is in no log line');
+  t.equal(stderr.split(key).length - 1, 2, 'stderr shows it exactly twice: the key line and the curl hint');
 
   handle.child.kill('SIGTERM');
   const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5000))]);
   t.not(exit, 'timeout', 'it stops on SIGTERM');
   if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0');
+  t.match(handle.output().stdout.trimEnd().split('\n').at(-1), /"msg":"stopped"/, 'the last line says it stopped');
 }));
 
 t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {
@@ -158,10 +229,10 @@ t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {
   t.equal(r.stdout, '', 'it never listened');
 });
 
-t.test('serve --upstream not-a-url exits 78', async (t) => {
+t.test('serve --upstream not-a-url is a usage error that names --upstream (exit 2)', async (t) => {
   const r = await runs.serveBadUpstream;
-  t.equal(r.code, 78);
-  t.match(r.stderr, /: \$\.upstream\.url: has the wrong format/);
+  t.equal(r.code, 2);
+  t.match(r.stderr, /^petstore-gateway: --upstream must be 'builtin' or an http\(s\) base URL such as http:\/\/127\.0\.0\.1:8081\/v1, not 'not-a-url'\nsee 'petstore-gateway serve --help'\n$/);
   t.equal(r.stdout, '', 'it never listened');
 });
 
@@ -193,5 +264,69 @@ t.test('serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTE
   const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 10_000))]);
   t.not(exit, 'timeout', 'the primary stops on SIGTERM');
   if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0 once its workers have');
-  t.equal(handle.output().stdout.split(key).length - 1, 1, 'the key is printed once, by the primary, and in no log line');
+  t.notOk(handle.output().stdout.includes(key), 'the key is in no log line');
+  t.equal(handle.output().stderr.split(key).length - 1, 1, 'the key is printed once, by the primary, on stderr');
+  const pidFields = handle.output().stdout.split('\n').filter((l) => l.includes('"msg":"stopped"'));
+  t.ok(pidFields.length >= 1, 'the primary logs that it stopped');
+});
+
+t.test('serve --workers 2 on a port in use: the workers cannot start, the supervisor exits non-zero with a clear message', async (t) => {
+  const blocker = createNetServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+  const port = (blocker.address() as AddressInfo).port;
+  const started = performance.now();
+  const r = await runCli(t, ['serve', '--host', '127.0.0.1', '--port', String(port), '--ephemeral-key', '--workers', '2'], { env: { LOG_LEVEL: 'info' }, timeoutMs: 30_000 });
+  t.comment(`exited after ${Math.round(performance.now() - started)} ms`);
+  t.equal(r.code, 1, 'exit 1: nothing would serve');
+  t.match(r.stderr, `cannot listen on 127.0.0.1:${port}: EADDRINUSE`, "the worker's reason");
+  t.match(r.stderr, /petstore-gateway: a worker \(pid \d+\) could not start \(exit code 1\); see its message above\. Stopping\.\n/, "the supervisor's decision");
+  t.notMatch(r.stderr, /listening on/, 'no banner');
+  const line = r.stdout.split('\n').find((l) => l.includes('"msg":"a worker could not start; stopping"'));
+  t.ok(line, 'and a JSON log line');
+  if (line !== undefined) t.equal((line.match(/"pid":/g) ?? []).length, 1, 'with one pid field (the worker is workerPid)');
+});
+
+t.test('an idle SIGTERM stops at once and logs "stopped" last', async (t) => {
+  const { handle } = await spawnCliUntil(t, [...SERVE, '--ephemeral-key'], /listening on /, { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' }, stream: 'stderr' });
+  const since = performance.now();
+  handle.child.kill('SIGTERM');
+  const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 10_000))]);
+  const ms = performance.now() - since;
+  t.comment(`idle SIGTERM to exit: ${Math.round(ms)} ms`);
+  t.not(exit, 'timeout');
+  // Measured 15-40 ms here; the bound is generous so a loaded 2-core machine cannot fail it, yet
+  // far below the keep-alive (5 s) and connection-check intervals a stop must not wait for.
+  t.ok(ms < 1000, `exits within 1000 ms (${Math.round(ms)} ms)`);
+  const last = JSON.parse(handle.output().stdout.trimEnd().split('\n').at(-1) ?? '{}') as { msg?: string; signal?: string };
+  t.equal(last.msg, 'stopped');
+  t.equal(last.signal, 'SIGTERM');
+});
+
+t.test('the start probe: an upstream URL without /v1 is warned about; an unreachable one logged; the gateway starts either way', async (t) => {
+  const stub = await startStubUpstream(t, (req, res) => {
+    if (req.url.startsWith('/v1/pets')) return sendJson(res, 200, '[]');
+    return sendJson(res, 404, { code: 'not_found', message: 'no such path', status: 404 });
+  });
+  const warned = await spawnCliUntil(t, [...SERVE, '--ephemeral-key', '--upstream', stub.origin], /^(?=[\s\S]*listening on )(?=[\s\S]*(\{[^\n]*"msg":"upstream probe: [^\n]*)\n)/, {
+    timeoutMs: 30_000,
+    env: { LOG_LEVEL: 'info' },
+  });
+  const line = JSON.parse(warned.match[1]!) as { level: number; verdict: string; status: number; msg: string };
+  t.equal(line.level, 40, 'a warning');
+  t.equal(line.verdict, 'wrong-base-path');
+  t.equal(line.status, 404);
+  t.match(line.msg, `try --upstream ${stub.origin}/v1`);
+  t.ok(stub.requests.some((r) => r.url === '/pets?limit=1' && r.headers.authorization === undefined), 'one GET /pets?limit=1 without a key');
+
+  const ok = await spawnCliUntil(t, [...SERVE, '--ephemeral-key', '--upstream', `${stub.origin}/v1`], /(\{[^\n]*"msg":"upstream probe: [^\n]*)\n/, { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' } });
+  t.match(JSON.parse(ok.match[1]!), { level: 30, verdict: 'ok', status: 200 }, 'the right base path: info');
+
+  const down = await spawnCliUntil(t, [...SERVE, '--ephemeral-key', '--upstream', `http://127.0.0.1:${await closedPort()}/v1`], /^(?=[\s\S]*listening on (http:\S+))(?=[\s\S]*(\{[^\n]*"msg":"upstream probe: [^\n]*)\n)/, {
+    timeoutMs: 30_000,
+    env: { LOG_LEVEL: 'info' },
+  });
+  t.match(JSON.parse(down.match[2]!), { level: 50, verdict: 'unreachable', msg: /ECONNREFUSED/ }, 'unreachable: an error line');
+  const key = /API key for this run \(kept in memory only\): (\S+)/.exec(down.handle.output().stderr)?.[1] ?? '';
+  t.equal((await request(`${down.match[1]}/v1/pets`, { headers: bearer(key) })).status, 502, 'and it serves (502 while the upstream is down)');
 });

@@ -157,7 +157,7 @@ t.test('an invalid file is refused: its problems are logged and the old policy s
     [
       'schema violations',
       policy({ auth: { keys: [{ id: 'second', hash: 'sha256:nothex' }], keysFromEnv: 'PETSTORE_API_KEYS' }, 'list-pets': { outOfRange: 'sometimes' } }),
-      [/^\$\.policies\.auth\.keys\[0\]\.hash: has the wrong format/, /^\$\.policies\["list-pets"\]\.outOfRange: must be one of: reject, clamp/],
+      [/^\$\.policies\.auth\.keys\[0\]\.hash: must be "sha256:" and 64 lower-case hex digits/, /^\$\.policies\["list-pets"\]\.outOfRange: must be one of: reject, clamp/],
     ],
     ['not YAML', 'policies: [\n  auth: {\n', [/^\$: not valid YAML or JSON/]],
     ['an unknown policy', policy({ 'ip-filter': {} }), [/^\$\.policies\["ip-filter"\]: unknown property 'ip-filter'/]],

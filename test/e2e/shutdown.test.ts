@@ -33,7 +33,9 @@ ensureBuilt();
 const dir = tempDir(t, 'shutdown');
 
 const KEY = testKey();
-const READY = /petstore-gateway listening on (http:\/\/127\.0\.0\.1:(\d+)) /;
+// The banner (stderr) and the start probe's log line (stdout), so the probe's one request to the
+// stub is over before a test counts the stub's requests.
+const READY = /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:(\d+)) )(?=[\s\S]*"msg":"upstream probe: )/;
 /** Slack for process scheduling on a loaded machine, on top of each expected time. */
 const SLACK_MS = 1500;
 

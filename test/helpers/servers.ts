@@ -350,15 +350,23 @@ export interface ProcessHandle {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+/** Which output `spawnCliUntil` matches `ready` against. */
+export type CliStream = 'stdout' | 'stderr' | 'either';
+
 /**
- * Spawns the built CLI as a long-running process and waits (at most timeoutMs) until its stdout
+ * Spawns the built CLI as a long-running process and waits (at most timeoutMs) until its output
  * matches `ready`; returns the match. The process is killed at teardown.
+ *
+ * `stream` (default 'either'): 'stdout' or 'stderr' match that stream alone; 'either' tries stdout,
+ * then stderr, then both together (stdout, a newline, stderr), so a pattern of lookaheads may need
+ * a JSON log line (stdout) and the banner (stderr) at once. `serve` writes its banner and ephemeral
+ * key to stderr and only JSON lines to stdout.
  */
 export async function spawnCliUntil(
   t: TeardownHost,
   args: string[],
   ready: RegExp,
-  options: { env?: Record<string, string>; timeoutMs?: number; spawn?: SpawnOptions } = {},
+  options: { env?: Record<string, string>; timeoutMs?: number; spawn?: SpawnOptions; stream?: CliStream } = {},
 ): Promise<{ handle: ProcessHandle; match: RegExpMatchArray }> {
   ensureBuilt();
   const child = spawn(process.execPath, [CLI, ...args], {
@@ -376,21 +384,29 @@ export async function spawnCliUntil(
   );
   const handle: ProcessHandle = { child, output: () => ({ stdout, stderr }), exited };
   const timeoutMs = options.timeoutMs ?? 10_000;
+  const stream = options.stream ?? 'either';
+  const candidates = (): string[] =>
+    stream === 'stdout' ? [stdout] : stream === 'stderr' ? [stderr] : [stdout, stderr, `${stdout}\n${stderr}`];
   const match = await new Promise<RegExpMatchArray>((resolvePromise, reject) => {
     const timer = setTimeout(() => done(new Error(`no ${ready} within ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`)), timeoutMs);
     const check = () => {
-      const m = ready.exec(stdout);
-      if (m !== null) done(undefined, m);
+      for (const text of candidates()) {
+        const m = ready.exec(text);
+        if (m !== null) return done(undefined, m);
+      }
     };
     const onExit = (code: number | null) => done(new Error(`exited (${code}) before ${ready}\nstdout: ${stdout}\nstderr: ${stderr}`));
     function done(err?: Error, m?: RegExpMatchArray) {
       clearTimeout(timer);
       child.stdout!.off('data', check);
+      child.stderr!.off('data', check);
       child.off('exit', onExit);
       if (err) reject(err);
       else resolvePromise(m!);
     }
+    // After the helper's own listeners (registered above), so the text is appended before a check.
     child.stdout!.on('data', check);
+    child.stderr!.on('data', check);
     child.once('exit', onExit);
     check();
   });

@@ -10,7 +10,6 @@ import t, { type Test } from 'tap';
 import { formatProblems, loadPolicyFile, parsePolicy, toJsonPath, type Overrides } from '../../src/config/load.js';
 import { policyFileSchema } from '../../src/config/schema.js';
 import type { Problem } from '../../src/core/policy.js';
-import { hashKey } from '../../src/policies/auth/index.js';
 import { POLICY_MODULES } from '../../src/policies/index.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -90,12 +89,12 @@ function withDefaults(patch: {
   };
 }
 
+// Each format message says what was expected (issue 12, item 9).
 const URL_FORMAT =
-  'has the wrong format: "builtin" (the in-process reference backend) or the base URL of the upstream, ending with its /v1 prefix, e.g. http://127.0.0.1:8081/v1.';
-const HASH_FORMAT = 'has the wrong format: "sha256:" and 64 lower-case hex digits.';
-const KEYS_FROM_ENV_FORMAT =
-  'has the wrong format: An environment variable with more keys, comma-separated, in plaintext (as secret managers inject them); null to read none.';
-const REALM_FORMAT = 'has the wrong format: The realm of the WWW-Authenticate challenge.';
+  'must be "builtin" or an http(s) base URL without query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1';
+const HASH_FORMAT = 'must be "sha256:" and 64 lower-case hex digits, as `petstore-gateway hash-key` prints it';
+const KEYS_FROM_ENV_FORMAT = 'must be an environment variable name such as PETSTORE_API_KEYS (letters, digits and _, not starting with a digit)';
+const REALM_FORMAT = 'must be 1 to 64 printable ASCII characters without " or \\';
 const UPSTREAM_AUTHORIZATION_FORMS =
   'is not any of the accepted forms: What the upstream receives as Authorization: "drop" (default: nothing), "forward" (the client\'s header), or {fromEnv: NAME} (a credential of the gateway\'s own, the whole header value, from that variable).';
 
@@ -158,16 +157,18 @@ t.test('accepted: policies/default.yaml from disk', async (t) => {
 
 t.test('accepted: policies/upstream.example.yaml from disk', async (t) => {
   const file = join(ROOT, 'policies', 'upstream.example.yaml');
-  const hash = 'sha256:239d610c3cb3891b136e406ed6352e180f4764d2aa4e6b7753b18985d93b1636';
   t.strictSame(loadPolicyFile(file, { env: {} }), {
     ok: true,
     config: withDefaults({
       upstream: { url: 'http://127.0.0.1:8081/v1' },
-      auth: { keys: [{ id: 'example', hash }] },
+      auth: { keys: [] },
     }),
   });
-  // Its comment says which key the hash is of.
-  t.equal(hashKey('example-key-do-not-use'), hash);
+  // It ships no usable key (issue 12, item 9): serve's rule refuses it until keys are given.
+  const refused = loadPolicyFile(file, { env: {} }, {}, { keys: 'required' });
+  t.equal(refused.ok, false);
+  if (!refused.ok) t.match(refused.problems, [{ path: '$.policies.auth', message: /^no API key is configured/ }]);
+  t.equal(loadPolicyFile(file, { env: { PETSTORE_API_KEYS: 'psg_abc' } }, {}, { keys: 'required' }).ok, true, 'a key from PETSTORE_API_KEYS is enough');
 });
 
 t.test('accepted: JSON form', async (t) => {

@@ -1,0 +1,81 @@
+/**
+ * The start-up probe of the upstream (issue 12, item 9): one `GET <upstream.url>/pets?limit=1`, no
+ * API key, a short timeout, so that an upstream URL without its `/v1` base path is caught at start
+ * instead of as a silent 404 on every call. It never stops the gateway: the upstream may come up
+ * later, and the probe only says what it saw.
+ *
+ * The rule (what each answer tells):
+ * - 2xx: the base path serves listPets: info.
+ * - 401/403: the upstream wants credentials before it says whether the path exists; a warning when
+ *   `policies.auth.upstreamAuthorization` is `drop` (every call would be refused), else info.
+ * - 404, 405, 3xx: nothing serves GET /pets there: a warning that the base path looks wrong, with the
+ *   URL plus `/v1` as the likely fix when the URL does not end with `/v1`.
+ * - other 4xx (e.g. 400 for the query): the path exists: info.
+ * - 5xx: a warning that the upstream answers with server errors.
+ * - no answer (refused, DNS, timeout): an error line; requests get 502/504 until it answers.
+ */
+import type { Logger } from 'pino';
+import type { PolicyConfig } from '../config/types.js';
+
+export const PROBE_TIMEOUT_MS = 2000;
+
+export type ProbeVerdict = 'ok' | 'needs-credentials' | 'wrong-base-path' | 'server-error' | 'reachable' | 'unreachable';
+
+export interface ProbeResult {
+  readonly verdict: ProbeVerdict;
+  readonly status?: number;
+  readonly level: 'info' | 'warn' | 'error';
+  readonly message: string;
+}
+
+/** Classifies the probe's outcome: `status`, or the error when there was no answer. */
+export function judgeProbe(base: string, upstreamAuthorization: unknown, status: number | undefined, error?: string): ProbeResult {
+  const target = `GET ${base}/pets?limit=1`;
+  if (status === undefined) {
+    return { verdict: 'unreachable', level: 'error', message: `upstream probe: ${target} got no answer (${error ?? 'error'}); requests will get 502/504 until the upstream answers` };
+  }
+  if (status >= 200 && status < 300) return { verdict: 'ok', status, level: 'info', message: `upstream probe: ${target} answered ${status}` };
+  if (status === 401 || status === 403) {
+    const dropped = upstreamAuthorization === 'drop';
+    return {
+      verdict: 'needs-credentials',
+      status,
+      level: dropped ? 'warn' : 'info',
+      message: dropped
+        ? `upstream probe: ${target} answered ${status} without credentials, and policies.auth.upstreamAuthorization is drop: the upstream will likely refuse every call (set it to forward or {fromEnv: NAME})`
+        : `upstream probe: ${target} answered ${status} without credentials (the gateway sends them per policies.auth.upstreamAuthorization)`,
+    };
+  }
+  if (status === 404 || status === 405 || (status >= 300 && status < 400)) {
+    const path = new URL(base).pathname.replace(/\/+$/, '');
+    const hint = path.endsWith('/v1') ? 'check that it is the base the interface paths hang from' : `it probably lacks the /v1 base path: try --upstream ${base.replace(/\/+$/, '')}/v1`;
+    return { verdict: 'wrong-base-path', status, level: 'warn', message: `upstream probe: ${target} answered ${status}, so the upstream URL looks wrong: ${hint}` };
+  }
+  if (status >= 500) return { verdict: 'server-error', status, level: 'warn', message: `upstream probe: ${target} answered ${status}: the upstream reports a server error` };
+  return { verdict: 'reachable', status, level: 'info', message: `upstream probe: ${target} answered ${status}` };
+}
+
+/** Probes the configured upstream once and logs one line; nothing for the built-in backend. */
+export async function probeUpstream(config: PolicyConfig, log: Logger, timeoutMs = PROBE_TIMEOUT_MS): Promise<ProbeResult | undefined> {
+  const base = config.upstream.url;
+  if (base === 'builtin') return undefined;
+  let status: number | undefined;
+  let error: string | undefined;
+  try {
+    // fetch (node's built-in client): no engine library is loaded for one request. No redirect is
+    // followed: a redirect is itself a sign of a wrong base path.
+    const res = await fetch(`${base.replace(/\/+$/, '')}/pets?limit=1`, {
+      redirect: 'manual',
+      headers: { accept: 'application/json' },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    status = res.status;
+    await res.body?.cancel().catch(() => undefined);
+  } catch (err) {
+    const e = err as Error & { cause?: { code?: string } };
+    error = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message);
+  }
+  const result = judgeProbe(base, config.policies.auth.upstreamAuthorization, status, error);
+  log[result.level]({ upstream: base, status: result.status, verdict: result.verdict }, result.message);
+  return result;
+}

@@ -1,0 +1,149 @@
+/**
+ * `serve --workers N`: the primary forks N workers (node:cluster; they share the listening socket),
+ * hands each the same environment (an ephemeral key included), reports once when all listen,
+ * forwards SIGHUP (every worker reloads the same file) and SIGTERM/SIGINT (each stops gracefully),
+ * and exits 0 once all have.
+ *
+ * Failures (issue 11, item 3): a worker of the first set that exits before listening (a bad policy,
+ * the port in use) stops the whole gateway with that worker's exit code: nothing would serve, and
+ * retrying cannot fix a config or a taken port. A worker that dies later is replaced after a
+ * back-off (100 ms doubling to 10 s); a replacement that cannot start, or dies within 10 s of
+ * listening, is a quick crash, and after 5 quick crashes in a row the supervisor gives up and stops
+ * (exit 1) rather than fork forever. Log lines name the worker as `workerPid`: pino already adds the
+ * primary's own `pid`.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import type { Logger } from 'pino';
+
+export interface SupervisorLimits {
+  /** First restart delay; doubles with each quick crash in a row. */
+  readonly initialDelayMs: number;
+  readonly maxDelayMs: number;
+  /** A worker that dies within this time of listening (or before) crashed quickly. */
+  readonly quickCrashMs: number;
+  /** Quick crashes in a row after which the supervisor stops. */
+  readonly maxQuickCrashes: number;
+  /** How long stopping workers may take before the primary exits anyway. */
+  readonly stopTimeoutMs: number;
+}
+
+export const DEFAULT_LIMITS: SupervisorLimits = {
+  initialDelayMs: 100,
+  maxDelayMs: 10_000,
+  quickCrashMs: 10_000,
+  maxQuickCrashes: 5,
+  stopTimeoutMs: 15_000,
+};
+
+export interface SuperviseOptions {
+  readonly workers: number;
+  readonly env: Record<string, string | undefined>;
+  readonly log: Logger;
+  /** Called once, when every worker of the first set listens, with a worker's banner. */
+  readonly onListening: (banner: string) => void;
+  readonly limits?: SupervisorLimits;
+}
+
+interface WorkerState {
+  listeningAt: number | undefined;
+  readonly initial: boolean;
+}
+
+/** The back-off before the restart that follows `streak` quick crashes in a row (1, 2, ...). */
+export function restartDelay(streak: number, limits: SupervisorLimits = DEFAULT_LIMITS): number {
+  return Math.min(limits.maxDelayMs, limits.initialDelayMs * 2 ** Math.max(0, streak - 1));
+}
+
+/** Starts the workers and supervises them; returns -1 (the process keeps running). */
+export function superviseWorkers(o: SuperviseOptions): number {
+  const limits = o.limits ?? DEFAULT_LIMITS;
+  const { log } = o;
+  const env = Object.fromEntries(Object.entries(o.env).filter((e): e is [string, string] => e[1] !== undefined));
+  const states = new Map<Worker, WorkerState>();
+  let started = false;
+  let stopping = false;
+  let exitCode = 0;
+  let streak = 0;
+  const pending = new Set<NodeJS.Timeout>();
+
+  const fork = (initial: boolean) => {
+    const worker = cluster.fork(env);
+    states.set(worker, { listeningAt: undefined, initial });
+    worker.on('message', (msg: { type?: string; banner?: string }) => {
+      if (msg.type !== 'listening') return;
+      const state = states.get(worker);
+      if (state !== undefined) state.listeningAt = Date.now();
+      if (started) return;
+      const all = [...states.values()].filter((s) => s.initial);
+      if (all.length === o.workers && all.every((s) => s.listeningAt !== undefined)) {
+        started = true;
+        o.onListening(msg.banner ?? 'petstore-gateway listening');
+      }
+    });
+  };
+
+  const alive = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+
+  const finish = () => {
+    log.info({ exitCode }, 'stopped');
+    log.flush();
+    process.exit(exitCode);
+  };
+
+  /** Stops every worker (each drains gracefully) and exits with `code` once they are gone. */
+  const stopAll = (signal: NodeJS.Signals, code: number) => {
+    if (stopping) return;
+    stopping = true;
+    exitCode = code;
+    for (const t of pending) clearTimeout(t);
+    pending.clear();
+    const workers = alive();
+    if (workers.length === 0) return finish();
+    for (const w of workers) w.process.kill(signal);
+    setTimeout(() => {
+      log.error({ workers: alive().length }, 'workers still running after the stop timeout; exiting');
+      finish();
+    }, limits.stopTimeoutMs).unref();
+  };
+
+  cluster.on('exit', (worker, code, signal) => {
+    const state = states.get(worker);
+    states.delete(worker);
+    const workerPid = worker.process.pid;
+    if (stopping) {
+      if (alive().length === 0) finish();
+      return;
+    }
+    if (state?.initial === true && state.listeningAt === undefined && !started) {
+      const exit = code === 78 ? 78 : 1;
+      log.error({ workerPid, code, signal }, 'a worker could not start; stopping');
+      process.stderr.write(
+        `petstore-gateway: a worker (pid ${workerPid}) could not start (exit code ${code ?? signal}); see its message above. Stopping.\n`,
+      );
+      return stopAll('SIGTERM', exit);
+    }
+    const quick = state?.listeningAt === undefined || Date.now() - state.listeningAt < limits.quickCrashMs;
+    streak = quick ? streak + 1 : 0;
+    if (streak > limits.maxQuickCrashes) {
+      log.error({ workerPid, code, signal, quickCrashes: streak }, 'workers keep crashing; giving up');
+      process.stderr.write(`petstore-gateway: workers crashed ${streak} times in a row, each within ${limits.quickCrashMs} ms of starting; stopping.\n`);
+      return stopAll('SIGTERM', 1);
+    }
+    const delayMs = quick ? restartDelay(streak, limits) : limits.initialDelayMs;
+    log.error({ workerPid, code, signal, restartInMs: delayMs }, 'worker exited; starting another');
+    const timer = setTimeout(() => {
+      pending.delete(timer);
+      if (!stopping) fork(false);
+    }, delayMs);
+    pending.add(timer);
+  });
+
+  for (let i = 0; i < o.workers; i++) fork(true);
+  const each = (signal: NodeJS.Signals) => {
+    for (const w of alive()) w.process.kill(signal);
+  };
+  process.on('SIGHUP', () => each('SIGHUP'));
+  process.on('SIGTERM', () => stopAll('SIGTERM', 0));
+  process.on('SIGINT', () => stopAll('SIGINT', 0));
+  return -1;
+}
