@@ -257,8 +257,11 @@ for (const engine of ENGINES) {
 
     t.test('slowloris: 408 in the Error shape, then the socket is closed', async (t) => {
       const gw = await startEngine(t, engine, { server: { headersTimeoutMs: 500, requestTimeoutMs: 800 } });
-      const HEADERS_BOUND = 1500;
-      const BODY_BOUND = 2000;
+      // The lower bounds are the deadlines. Upper bounds only prove the server closes first: the body
+      // trickle runs 4 s, sessions give up at 4-5 s (the header trickle's cut is proven by its byte
+      // count). Not precision claims: a loaded 2-core machine runs timers late.
+      const HEADERS_BOUND = 3000;
+      const BODY_BOUND = 3500;
       const postHead = head(['POST /v1/pets HTTP/1.1', 'Host: 127.0.0.1', `Authorization: Bearer ${gw.key}`, 'Content-Type: application/json', 'Content-Length: 64']);
       // The slow clients run at once (each is bounded by its own timeout); each is then checked.
       const [trickledHeaders, stalledLine, silent, trickledBody, stalledBody] = await Promise.all([
@@ -343,7 +346,7 @@ for (const engine of ENGINES) {
       const sixth = await rawSession(gw.port, head(['GET /v1/pets HTTP/1.1', 'Host: 127.0.0.1', `Authorization: Bearer ${gw.key}`]), { timeoutMs: 2000 });
       t.ok(sixth.closedByPeer, `the 6th connection is closed by the server (${Math.round(sixth.closeMs)} ms)`);
       t.equal(sixth.text, '', 'with no answer');
-      t.ok(sixth.closeMs < 1000, 'at once');
+      t.ok(sixth.closeMs < 1500, `before the client gives up (${Math.round(sixth.closeMs)} ms of 2000)`);
       t.equal(gw.stub.requests.length, 5, 'its request never reached the upstream');
 
       const again = await Promise.all(Array.from({ length: 5 }, get));

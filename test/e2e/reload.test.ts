@@ -131,6 +131,8 @@ for (const p of [processes.main, processes.watched, ...Object.values(processes.l
 // ---------------------------------------------------------------------------------------------
 // (a) (b) (c) SIGHUP
 
+// parity: the SIGHUP reload (read, validate, refuse, swap the holder) is the CLI's, the same for every engine;
+// how each engine picks up the new policy under load and in flight is tested on every engine in (e) and (f).
 t.test('SIGHUP reloads the policy file: a new key hash and list-pets.outOfRange: clamp take effect', async (t) => {
   const gw = await processes.main;
   t.equal((await list(gw, KEY)).status, 200, 'the env key works');
@@ -150,6 +152,8 @@ t.test('SIGHUP reloads the policy file: a new key hash and list-pets.outOfRange:
   t.equal(gw.handle.child.exitCode, null, 'the process is still running');
 });
 
+// parity: the SIGHUP reload (read, validate, refuse, swap the holder) is the CLI's, the same for every engine;
+// how each engine picks up the new policy under load and in flight is tested on every engine in (e) and (f).
 t.test('an invalid file is refused: its problems are logged and the old policy stays', async (t) => {
   const gw = await processes.main;
   // The state left by the previous test: KEY2 accepted, limit clamped.
@@ -180,6 +184,8 @@ t.test('an invalid file is refused: its problems are logged and the old policy s
   }
 });
 
+// parity: the SIGHUP reload (read, validate, refuse, swap the holder) is the CLI's, the same for every engine;
+// how each engine picks up the new policy under load and in flight is tested on every engine in (e) and (f).
 t.test('a file that leaves no API key at all is refused, as serve refuses to start on it', async (t) => {
   const gw = await processes.main;
   const outcome = await gw.reload(policy({ auth: { keys: [], keysFromEnv: null } }));
@@ -192,6 +198,8 @@ t.test('a file that leaves no API key at all is refused, as serve refuses to sta
   t.equal((await list(gw, KEY)).status, 200);
 });
 
+// parity: the SIGHUP reload (read, validate, refuse, swap the holder) is the CLI's, the same for every engine;
+// how each engine picks up the new policy under load and in flight is tested on every engine in (e) and (f).
 t.test('a change to upstream or server is refused (restart only), the rest of that file too', async (t) => {
   const gw = await processes.main;
   const policies = { auth: { keys: [{ id: 'second', hash: hashKey(KEY2) }], keysFromEnv: 'PETSTORE_API_KEYS' }, 'list-pets': { outOfRange: 'reject' } };
@@ -224,6 +232,7 @@ t.test('a change to upstream or server is refused (restart only), the rest of th
 // ---------------------------------------------------------------------------------------------
 // (d) --watch
 
+// parity: --watch is the CLI's file watcher, before any engine; (e) and (f) cover each engine's side of a reload.
 t.test('--watch: writing the file reloads it without a signal', async (t) => {
   const gw = await processes.watched;
   assertError(t, await list(gw, KEY, '?limit=0'), 400, 'invalid_query', { message: 'limit must be at least 1' });

@@ -107,7 +107,7 @@ t.test('parseLossless / stringifyLossless', async (t) => {
 
   const proto = parseLossless('{"__proto__":{"polluted":true},"a":1}') as Record<string, unknown>;
   t.equal(Object.getPrototypeOf(proto), Object.prototype);
-  t.ok(Object.prototype.hasOwnProperty.call(proto, '__proto__'), '__proto__ is a plain own field');
+  t.ok(Object.hasOwn(proto, '__proto__'), '__proto__ is a plain own field');
   t.strictSame(Object.keys(proto), ['__proto__', 'a']);
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype is untouched');
 });

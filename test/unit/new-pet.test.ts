@@ -142,7 +142,7 @@ t.test('__proto__ in the body does not pollute Object.prototype', async (t) => {
     t.equal(strip.ex.upstreamBody?.toString(), '{"name":"Rex","categoryId":1}');
   }
   t.equal(({} as Record<string, unknown>).polluted, undefined);
-  t.notOk(Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted'));
+  t.notOk(Object.hasOwn(Object.prototype, 'polluted'));
 });
 
 t.test('a deeply nested body is a 400, not a crash', async (t) => {
