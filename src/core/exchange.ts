@@ -14,7 +14,7 @@
  * Error barrier: an exception from a policy, a transport or a hook becomes a 500 `internal_error`
  * for that request, logged once with its stack; the process keeps serving (issue 11, item 2).
  */
-import { CircuitBreaker } from './breaker.js';
+import type { CircuitBreaker } from './breaker.js';
 import { isValidUpstreamStatus } from './contract.js';
 import type { Chain } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
@@ -160,7 +160,7 @@ export class Pipeline {
   }
 }
 
-const enum Mode {
+enum Mode {
   /** Before the upstream answered. */
   Waiting,
   /** The body streams to the client as it arrives. */
@@ -264,7 +264,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
 
   /** Runs the request phase; a denial is answered, a pass handed to the front. */
   start(): void {
-    let d;
+    let d: GatewayError | undefined | Promise<GatewayError | undefined>;
     try {
       d = this.chain.decide(this.ex);
     } catch (err) {

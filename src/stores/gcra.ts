@@ -37,5 +37,5 @@ export function gcra(stored: number | undefined, now: number, rule: RateLimitRul
     return { allowed: false, remaining: 0, resetMs: tat - now, retryAfterMs: next - rule.windowMs - now, tat };
   }
   const remaining = Math.floor((rule.windowMs + EPSILON_MS - (next - now)) / interval);
-  return { allowed: true, remaining: remaining < 0 ? 0 : remaining, resetMs: next - now, retryAfterMs: 0, tat: next };
+  return { allowed: true, remaining: Math.max(remaining , 0), resetMs: next - now, retryAfterMs: 0, tat: next };
 }

@@ -17,6 +17,7 @@ function config(patch: Partial<AuthConfig> = {}): AuthConfig {
     keysFromEnv: 'PETSTORE_API_KEYS',
     realm: 'petstore',
     upstreamAuthorization: 'drop',
+    bruteForce: null,
     ...patch,
   };
 }

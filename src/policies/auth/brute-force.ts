@@ -32,7 +32,7 @@ export class FailureLimiter {
     const tat = this.tats.get(address);
     if (tat === undefined) return 0;
     const now = this.now();
-    const next = (tat > now ? tat : now) + this.rule.windowMs / this.rule.limit;
+    const next = (Math.max(tat , now)) + this.rule.windowMs / this.rule.limit;
     return next - now > this.rule.windowMs + EPSILON_MS ? next - this.rule.windowMs - now : 0;
   }
 

@@ -101,7 +101,9 @@ export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {
     const ops = k.operations === undefined ? 'all operations' : `operations: ${k.operations.length === 0 ? '(none)' : k.operations.join(', ')}`;
     return `${k.id}: ${expires}, ${ops}`;
   });
-  envKeys(config, env).forEach((_, i) => lines.push(`${config.keysFromEnv}#${i + 1}: never expires, all operations (from the environment)`));
+  envKeys(config, env).forEach((_, i) => {
+    lines.push(`${config.keysFromEnv}#${i + 1}: never expires, all operations (from the environment)`);
+  });
   return lines;
 }
 

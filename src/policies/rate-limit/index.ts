@@ -34,7 +34,7 @@ function rule(limit: number, windowSeconds: number): Rule {
 /** Whole seconds, rounded up: never shorter than the real wait (issue 14). */
 function seconds(ms: number): number {
   const s = Math.ceil(ms / 1000);
-  return s > 0 ? s : 0;
+  return Math.max(s , 0);
 }
 
 function check(config: RateLimitConfig, path: string): Problem[] {
