@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { AccessLog, accessLine } from '../dist/ops/access-log.js';
 import { GatewayMetrics } from '../dist/ops/metrics.js';
-import { requestIdOf, traceContextOf } from '../dist/ops/request-id.js';
+import { requestIdOf, traceContextOf } from '../dist/core/request-id.js';
 
 const N = Number(process.env.BENCH_OPS_N ?? 50_000);
 const ROUNDS = Number(process.env.BENCH_OPS_ROUNDS ?? 5);

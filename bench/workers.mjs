@@ -53,7 +53,7 @@ function fresh(url, { method = 'GET', headers = {}, body } = {}) {
 
 async function startServe(workers, policyFile) {
   const port = await freePort();
-  const p = await startProcess([CLI, 'serve', '--policy', policyFile, '--host', '127.0.0.1', '--port', String(port), '--workers', String(workers)], {
+  const p = await startProcess([CLI, 'serve', '--policy', policyFile, '--host', '127.0.0.1', '--port', String(port), '--admin-port', '0', '--workers', String(workers)], {
     ready: /listening on (http:\/\/127\.0\.0\.1:\d+)/,
     env: { PATH: process.env.PATH ?? '', PETSTORE_API_KEYS: KEY, LOG_LEVEL: 'warn' },
   });

@@ -13,6 +13,12 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { pino, type Logger, type LoggerOptions } from 'pino';
+import type { ExchangeObserver } from '../core/record.js';
+import { type AdminHandle, type AdminOptions, READY, startAdmin } from '../ops/admin.js';
+import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
+import { createOps, type Phase } from '../ops/index.js';
+import { perWorkerNotice } from '../policies/rate-limit/index.js';
+import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
 import { formatProblems, loadPolicyFile, type LoadOptions, type Overrides } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
@@ -211,9 +217,10 @@ async function readStdin(): Promise<string> {
 }
 
 /** pino options: level from LOG_LEVEL; credentials redacted should any serializer ever reach them. */
-function loggerOptions(): LoggerOptions {
+function loggerOptions(level = 'info'): LoggerOptions {
   return {
-    level: process.env.LOG_LEVEL ?? 'info',
+    level: process.env.LOG_LEVEL ?? level,
+    timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' },
   };
 }
@@ -265,15 +272,58 @@ async function serve(args: string[]): Promise<number> {
     return EXIT.config;
   }
   const { ephemeral } = loaded;
-  const log = pino(loggerOptions());
+  const config = loaded.config;
+  // Stdout is NDJSON (operator messages and access lines, one writer); written asynchronously so a
+  // slow reader of stdout does not hold the event loop, flushed at exit.
+  const log = pino(loggerOptions(config.log.level), pino.destination({ dest: 1, sync: false }));
+  setStoreLog(log);
+  const adminConfig = config.server.admin;
+  // Where the process is in its life, for /readyz: starting until it listens, draining from SIGTERM.
+  let phase: Phase = 'starting';
   if (workers > 1 && cluster.isPrimary) {
     // The primary probes once for all workers; a worker does not.
-    void probeUpstream(loaded.config, log);
+    void probeUpstream(config, log);
+    const notice = perWorkerNotice(config.policies['rate-limit'], workers);
+    if (notice !== undefined) log.warn({ workers }, notice);
+    if (adminConfig !== null) {
+      const group = primaryOps({
+        workers,
+        readiness: () => (phase === 'draining' ? { ready: false, reason: 'draining' } : READY),
+        deprecated: [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }],
+        sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
+      });
+      const admin = await listenAdmin(adminConfig, group.callbacks, log);
+      if (admin === undefined) return EXIT.runtime;
+      const drain = () => {
+        phase = 'draining';
+      };
+      process.once('SIGTERM', drain);
+      process.once('SIGINT', drain);
+    }
     return superviseWorkers({ workers, env, log, onListening: (banner) => printBanner(`${banner} with ${workers} workers`, ephemeral, undefined) });
   }
-  const holder = new GatewayHolder(createGateway(loaded.config, { env, log }));
-  const running = await startEngine(engine, holder, log);
-  const { host, port, shutdownGraceMs } = loaded.config.server;
+  const holder = new GatewayHolder(createGateway(config, { env, log }));
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.open === true });
+  const running = await startEngine(engine, holder, log, ops.observer);
+  const { host, port, shutdownGraceMs } = config.server;
+  let admin: AdminHandle | undefined;
+  if (cluster.isWorker) {
+    if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(phase), ledger: ops.ledger });
+  } else if (adminConfig !== null) {
+    admin = await listenAdmin(
+      adminConfig,
+      {
+        readiness: () => ops.readiness(phase),
+        metrics: async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType }),
+        deprecations: () => ops.deprecations(),
+      },
+      log,
+    );
+    if (admin === undefined) {
+      await running.close().catch(() => undefined);
+      return EXIT.runtime;
+    }
+  }
   // Signal handlers come before listening: a SIGHUP that arrives while starting (a cluster primary
   // forwards it as soon as one worker is up) must reload, not kill the process.
   // Hot reload: re-read the file; an invalid file is refused with its problems logged and the old
@@ -281,6 +331,7 @@ async function serve(args: string[]): Promise<number> {
   const reload = (reason: string) => {
     const next = loadPolicyFile(file, { env }, overrides, { keys: 'required' });
     const problems = !next.ok ? next.problems : holder.replace(createGateway(next.config, { env, log }, holder.current.backend));
+    ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
     else log.info({ file, reason }, 'policy reloaded');
   };
@@ -300,6 +351,8 @@ async function serve(args: string[]): Promise<number> {
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    // /readyz turns 503 at once, so a load balancer stops sending before the drain ends.
+    phase = 'draining';
     const since = performance.now();
     for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
     log.info({ signal, graceMs: shutdownGraceMs, inFlight: active.size }, 'shutting down');
@@ -310,10 +363,17 @@ async function serve(args: string[]): Promise<number> {
     force.unref();
     const exit = (code: number) => {
       log.info({ signal, ms: Math.round(performance.now() - since), exitCode: code }, 'stopped');
-      log.flush();
-      process.exit(code);
+      // The destination is asynchronous: exit once what is buffered is written.
+      log.flush(() => process.exit(code));
     };
-    running.close().then(
+    running
+      .close()
+      .then(async () => {
+        await ops.close();
+        await closeStores();
+        await admin?.close();
+      })
+      .then(
       () => exit(EXIT.ok),
       (err: unknown) => {
         log.error({ err }, 'error while stopping');
@@ -332,6 +392,7 @@ async function serve(args: string[]): Promise<number> {
     await running.close().catch(() => undefined);
     return EXIT.runtime;
   }
+  phase = 'serving';
   const addr = running.server.address() as AddressInfo;
   const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
   log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
@@ -354,6 +415,20 @@ function printBanner(banner: string, ephemeral: string | undefined, url: string 
   }
 }
 
+/** The admin listener on its own port; undefined (after a clear message) when it cannot listen. */
+async function listenAdmin(at: { host: string; port: number }, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations'>, log: Logger): Promise<AdminHandle | undefined> {
+  try {
+    const admin = await startAdmin({ host: at.host, port: at.port, ...callbacks, onError: (err, path) => log.error({ err, path }, 'admin endpoint failed') });
+    const a = admin.address();
+    log.info({ url: `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` }, 'admin listening (/healthz, /readyz, /metrics, /deprecations)');
+    return admin;
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    process.stderr.write(`petstore-gateway: the admin listener cannot listen on ${at.host}:${at.port}: ${e.code ?? e.message} (set server.admin or --admin-port, or server.admin: null to turn it off)\n`);
+    return undefined;
+  }
+}
+
 interface RunningEngine {
   readonly server: Server;
   listen(host: string, port: number): Promise<void>;
@@ -365,10 +440,10 @@ interface RunningEngine {
  * node:http + http-proxy-3. Each engine's module is imported here, when it is chosen, so a run
  * loads one engine's library, not all three (issue 11, item 5).
  */
-async function startEngine(engine: string, holder: GatewayHolder, log: Logger): Promise<RunningEngine> {
+async function startEngine(engine: string, holder: GatewayHolder, log: Logger, observer: ExchangeObserver): Promise<RunningEngine> {
   if (engine === 'fastify') {
     const { buildServer } = await import('../engines/fastify.js');
-    const app = await buildServer(holder, { loggerInstance: log });
+    const app = await buildServer(holder, { loggerInstance: log, log, observer });
     return {
       server: app.server,
       listen: async (host, port) => {
@@ -379,8 +454,8 @@ async function startEngine(engine: string, holder: GatewayHolder, log: Logger): 
   }
   const handle =
     engine === 'undici'
-      ? (await import('../engines/undici.js')).buildUndiciServer(holder, { log })
-      : (await import('../engines/http-proxy-3.js')).buildProxyServer(holder, { log });
+      ? (await import('../engines/undici.js')).buildUndiciServer(holder, { log, observer })
+      : (await import('../engines/http-proxy-3.js')).buildProxyServer(holder, { log, observer });
   return {
     server: handle.server,
     listen: (host, port) =>

@@ -146,6 +146,17 @@ function applyOverrides(value: Record<string, unknown>, o: Overrides): void {
   if (o.upstreamUrl !== undefined) set('upstream', 'url', o.upstreamUrl);
   if (o.host !== undefined) set('server', 'host', o.host);
   if (o.port !== undefined) set('server', 'port', o.port);
+  if (o.adminHost !== undefined || o.adminPort !== undefined) {
+    // The flags turn the admin listener on even where the file turned it off (`admin: null`).
+    if (value.server === undefined) value.server = {};
+    const server = value.server;
+    if (isMapping(server)) {
+      const admin = isMapping(server.admin) ? server.admin : {};
+      if (o.adminHost !== undefined) admin.host = o.adminHost;
+      if (o.adminPort !== undefined) admin.port = o.adminPort;
+      server.admin = admin;
+    }
+  }
 }
 
 const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);

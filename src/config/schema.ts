@@ -3,6 +3,8 @@
  * policy module. `petstore-gateway schema` prints it; schema/policy.schema.json is that output,
  * shipped for editors (a test keeps the two equal).
  */
+import { LOG_SCHEMA } from '../ops/access-log.js';
+import { ADMIN_SCHEMA } from '../ops/admin.js';
 import { DEFAULT_REQUEST_ALLOW, DEFAULT_RESPONSE_ALLOW, FIELD_NAME_PATTERN } from '../core/headers.js';
 import { POLICY_MODULES } from '../policies/index.js';
 
@@ -70,6 +72,7 @@ export const SERVER_SCHEMA = {
     maxConnections: { type: 'integer', minimum: 1, maximum: 1000000, default: 10000, description: 'Most client connections at once; more are refused at the socket.' },
     maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 65536, default: 16384, description: 'Largest request head (request line and headers): 431 past it.' },
     shutdownGraceMs: { type: 'integer', minimum: 0, maximum: 600000, default: 10000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.' },
+    admin: ADMIN_SCHEMA,
     trustedProxies: {
       type: 'array',
       default: [],
@@ -133,6 +136,7 @@ export function policyFileSchema(): Record<string, unknown> {
       upstream: UPSTREAM_SCHEMA,
       server: SERVER_SCHEMA,
       headers: HEADERS_SCHEMA,
+      log: LOG_SCHEMA,
       policies: {
         type: 'object',
         description: 'One entry per policy module; the chain runs them in a fixed order: ' + POLICY_MODULES.map((m) => m.name).join(', ') + '.',

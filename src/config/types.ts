@@ -1,4 +1,5 @@
 /** The shape of a policy file once it is validated and its defaults filled in. */
+import type { LogConfig } from '../ops/access-log.js';
 import type { HeadersConfig } from '../core/headers.js';
 import type { AuthConfig } from '../policies/auth/index.js';
 import type { DeprecationConfig } from '../policies/deprecation/index.js';
@@ -21,6 +22,8 @@ export interface UpstreamConfig {
 export interface ServerConfig {
   readonly host: string;
   readonly port: number;
+  /** The admin listener (health, readiness, metrics, deprecation report); null: none. */
+  readonly admin: { readonly host: string; readonly port: number } | null;
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
@@ -36,6 +39,7 @@ export interface PolicyConfig {
   readonly upstream: UpstreamConfig;
   readonly server: ServerConfig;
   readonly headers: HeadersConfig;
+  readonly log: LogConfig;
   readonly policies: {
     readonly auth: AuthConfig;
     readonly 'rate-limit': RateLimitConfig;

@@ -19,6 +19,7 @@ import { isValidUpstreamStatus } from './contract.js';
 import type { Chain } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import { IdleTimer } from './idle-timer.js';
+import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, type OperationId } from './operations.js';
 import type { Exchange, HeaderValue, RequestHead, ResponseBody } from './policy.js';
@@ -264,6 +265,11 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
 
   /** Runs the request phase; a denial is answered, a pass handed to the front. */
   start(): void {
+    try {
+      this.identify();
+    } catch (err) {
+      return this.crash(err, 'request id');
+    }
     let d: GatewayError | undefined | Promise<GatewayError | undefined>;
     try {
       d = this.chain.decide(this.ex);
@@ -278,6 +284,23 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       return;
     }
     this.decided(d);
+  }
+
+  /**
+   * The request id (the client's when valid, else a new one) on every response and to the
+   * upstream, and W3C trace context to the upstream, so upstream logs correlate (issue 13).
+   */
+  private identify(): void {
+    const ex = this.ex;
+    const h = this.head.headers;
+    const id = requestIdOf(h['x-request-id']);
+    ex.requestId = id;
+    ex.responseHeaders['x-request-id'] = id;
+    const up = ex.upstreamHeaders;
+    up['x-request-id'] = id;
+    const trace = traceContextOf(h);
+    up.traceparent = trace.traceparent;
+    up.tracestate = trace.tracestate ?? null;
   }
 
   private decided(d: GatewayError | undefined): void {

@@ -384,7 +384,7 @@ for (const engine of ENGINES) t.test(`engine ${engine}: SIGHUP every ~100 ms bet
 // ---------------------------------------------------------------------------------------------
 // (f) in-flight requests keep their policy
 
-/** Requests that carry `x-hold: NAME` wait (at least 500 ms) until the test releases NAME. */
+/** Requests that carry `x-request-id: NAME (forwarded by default)` wait (at least 500 ms) until the test releases NAME. */
 const gates = new Map<string, () => void>();
 const released = new Set<string>();
 const OTHER = testKey();
@@ -410,7 +410,7 @@ function stubHandler(req: { method: string; url: string; headers: IncomingHttpHe
     const id = Number(path.split('/').pop());
     return sendJson(res, 200, pet(id));
   };
-  const hold = req.headers['x-hold'];
+  const hold = req.headers['x-request-id'];
   if (typeof hold !== 'string') return answer();
   const arrived = Date.now();
   const failsafe = setTimeout(answer, 8000);
@@ -428,10 +428,10 @@ for (const engine of ENGINES) t.test(`engine ${engine}: a request in flight fini
   const upstream = { upstream: { url: `${s.origin}/v1` } };
   const A = policy({}, upstream);
   const hold = (name: string) => `${engine}-${name}`;
-  const arrivedUpstream = (name: string) => waitFor(`${name} at the upstream`, () => s.requests.some((r) => r.headers['x-hold'] === hold(name)));
+  const arrivedUpstream = (name: string) => waitFor(`${name} at the upstream`, () => s.requests.some((r) => r.headers['x-request-id'] === hold(name)));
 
   await t.test('a reload that removes its key: the request already authenticated completes 200', async (t) => {
-    const inFlight = request(`${gw.url}/v1/pets/7`, { headers: bearer(KEY, { 'x-hold': hold('auth') }), timeoutMs: 10_000 });
+    const inFlight = request(`${gw.url}/v1/pets/7`, { headers: bearer(KEY, { 'x-request-id': hold('auth') }), timeoutMs: 10_000 });
     inFlight.catch(() => undefined);
     await arrivedUpstream('auth');
     const outcome = await gw.reload(policy({ auth: { keys: [{ id: 'other', hash: hashKey(OTHER) }], keysFromEnv: null } }, upstream));
@@ -447,7 +447,7 @@ for (const engine of ENGINES) t.test(`engine ${engine}: a request in flight fini
 
   await t.test('a reload that turns list enforcement off: the in-flight list is still enforced', async (t) => {
     t.equal((await gw.reload(A)).msg, RELOADED);
-    const inFlight = request(`${gw.url}/v1/pets?limit=2`, { headers: bearer(KEY, { 'x-hold': hold('list') }), timeoutMs: 10_000 });
+    const inFlight = request(`${gw.url}/v1/pets?limit=2`, { headers: bearer(KEY, { 'x-request-id': hold('list') }), timeoutMs: 10_000 });
     inFlight.catch(() => undefined);
     await arrivedUpstream('list');
     t.equal((await gw.reload(policy({ 'list-pets': { enforceResponse: false } }, upstream))).msg, RELOADED);

@@ -279,6 +279,15 @@ export function ensureBuilt(): void {
   }
 }
 
+/**
+ * `serve` with the admin listener on a free port unless the test names one: its default (9464)
+ * would make gateways started side by side (test files run in parallel) refuse to start.
+ */
+export function withAdminPort(args: string[]): string[] {
+  if (args[0] !== 'serve' || args.some((a) => a.startsWith('--admin-port')) || args.includes('--help') || args.includes('-h')) return args;
+  return [...args, '--admin-port', '0'];
+}
+
 /** The environment for a CLI child: no inherited API keys, quiet logs, no coverage loaders. */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -303,7 +312,7 @@ export interface RunCliOptions {
 /** Runs the built CLI to completion (killed past timeoutMs) and returns its exit code and output. */
 export function runCli(t: TeardownHost, args: string[], options: RunCliOptions = {}): Promise<CliResult> {
   ensureBuilt();
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const child = spawn(process.execPath, [CLI, ...withAdminPort(args)], {
     cwd: options.cwd ?? PROJECT_ROOT,
     env: childEnv(options.env),
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -369,7 +378,7 @@ export async function spawnCliUntil(
   options: { env?: Record<string, string>; timeoutMs?: number; spawn?: SpawnOptions; stream?: CliStream } = {},
 ): Promise<{ handle: ProcessHandle; match: RegExpMatchArray }> {
   ensureBuilt();
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const child = spawn(process.execPath, [CLI, ...withAdminPort(args)], {
     cwd: PROJECT_ROOT,
     env: childEnv(options.env),
     stdio: ['ignore', 'pipe', 'pipe'],

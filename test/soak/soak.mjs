@@ -88,7 +88,7 @@ function rssMb(pid) {
 async function startGateway(key, dir) {
   const policy = join(dir, 'policy.yaml');
   writeFileSync(policy, JSON.stringify({ version: 1, upstream: { url: 'builtin' }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } }));
-  const child = spawn(process.execPath, [CLI, 'serve', '--policy', policy, '--host', '127.0.0.1', '--port', '0', '--engine', ENGINE], {
+  const child = spawn(process.execPath, [CLI, 'serve', '--policy', policy, '--host', '127.0.0.1', '--port', '0', '--admin-port', '0', '--engine', ENGINE], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', PETSTORE_API_KEYS: key, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],

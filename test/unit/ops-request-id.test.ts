@@ -1,9 +1,9 @@
 /**
- * Request ids and W3C trace context (src/ops/request-id.ts): tables of kept and replaced values,
+ * Request ids and W3C trace context (src/core/request-id.ts): tables of kept and replaced values,
  * the format of what is generated, and the Trace Context rules for versions, ids and tracestate.
  */
 import t from 'tap';
-import { MAX_TRACESTATE_LENGTH, isValidRequestId, newTraceparent, parseTraceparent, parseTracestate, requestIdOf, traceContextOf } from '../../src/ops/request-id.js';
+import { MAX_TRACESTATE_LENGTH, isValidRequestId, newTraceparent, parseTraceparent, parseTracestate, requestIdOf, traceContextOf } from '../../src/core/request-id.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TRACEPARENT_00 = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
