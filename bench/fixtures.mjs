@@ -12,7 +12,8 @@ export const MAX_PETS = 5_000_000;
 /**
  * Every policy on: auth (keys from PETSTORE_API_KEYS), route, deprecation (getPet headers, sunset
  * 2030), list-pets with response enforcement, new-pet (unknown fields rejected), upstream-errors,
- * and response-contract (`off` unless `contract` says `monitor` or `enforce`).
+ * response-contract (`off` unless `contract` says `monitor` or `enforce`), and a memory rate limit
+ * that never trips. With the defaults of the product: header allowlists, request ids, trace context.
  */
 export function policyText(upstream, contract = 'off') {
   return JSON.stringify({
@@ -26,6 +27,8 @@ export function policyText(upstream, contract = 'off') {
       'new-pet': { maxBytes: 16384, unknownFields: 'reject' },
       'upstream-errors': {},
       'response-contract': { mode: contract },
+      // A memory rate limit that never trips: its cost is measured, its 429s are not.
+      'rate-limit': { limit: 1_000_000_000, windowSeconds: 60, store: 'memory' },
     },
   });
 }

@@ -11,7 +11,8 @@
 //
 // Environment: BENCH_ROUNDS (3), BENCH_SECONDS (3, per round per target per route),
 // BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_TARGETS (comma list of
-// bare,undici,fastify,http-proxy-3,monitor,builtin,builtin-fastify,builtin-http-proxy-3,direct; default the first six),
+// bare,bare-hp3,undici,fastify,http-proxy-3,no-ops,monitor,builtin,builtin-fastify,builtin-http-proxy-3,direct;
+// default bare,bare-hp3,undici,fastify,http-proxy-3,builtin),
 // BENCH_ROUTES (list20,list100,get,create).
 import { AUTH, NEW_PET, call, envNum, fmt, isMain, machine, measured, load, median, ratio, rotate, startTarget, statusMb, table } from './lib.mjs';
 import { SEED_PETS } from './fixtures.mjs';
@@ -19,6 +20,8 @@ import { SEED_PETS } from './fixtures.mjs';
 export const TARGETS = {
   direct: { name: 'upstream direct (no proxy)', gateway: false, start: (up) => ({ ...up, stop: async () => {} }) },
   bare: { name: 'bare @fastify/http-proxy', gateway: false, start: (up) => startTarget('bare-proxy', up.url) },
+  'bare-hp3': { name: 'bare http-proxy-3 (node:http)', gateway: false, start: (up) => startTarget('bare-http-proxy-3', up.url) },
+  'no-ops': { name: 'gateway, engine undici, ops off', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici', '--ops', 'off') },
   undici: { name: 'gateway, engine undici (default)', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici') },
   fastify: { name: 'gateway, engine fastify', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'fastify') },
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'http-proxy-3') },
@@ -65,7 +68,7 @@ export async function runForward(o = {}) {
   const SECONDS = o.seconds ?? envNum('BENCH_SECONDS', 3, 0.5, 120);
   const CONNECTIONS = o.connections ?? envNum('BENCH_CONNECTIONS', 50, 1, 2000);
   const WARMUP = envNum('BENCH_WARMUP_SECONDS', 1, 0, 30);
-  const targetIds = (process.env.BENCH_TARGETS ?? 'bare,undici,fastify,http-proxy-3,monitor,builtin').split(',').map((s) => s.trim()).filter(Boolean);
+  const targetIds = (process.env.BENCH_TARGETS ?? 'bare,bare-hp3,undici,fastify,http-proxy-3,builtin').split(',').map((s) => s.trim()).filter(Boolean);
   const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of targetIds) if (!(id in TARGETS)) throw new Error(`BENCH_TARGETS: unknown target ${id}`);
   for (const id of routeIds) if (!(id in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${id}`);
@@ -131,6 +134,13 @@ export async function runForward(o = {}) {
           rounds: rs.map((x) => ({ rps: x.rps, p50: x.p50, p99: x.p99, cpuUs: x.cpuUsPerReq, peakRss: x.peakRssMb })),
         };
       }
+      // The http-proxy-3 engine against its own bare library, paired by round.
+      if (results[routeId]['bare-hp3'] && results[routeId]['http-proxy-3']) {
+        const b = results[routeId]['bare-hp3'];
+        const g = results[routeId]['http-proxy-3'];
+        summary[routeId].hp3OverBare = median(g.map((x, i) => x.rps / b[i].rps));
+        summary[routeId].hp3OverBareRange = [Math.min(...g.map((x, i) => x.rps / b[i].rps)), Math.max(...g.map((x, i) => x.rps / b[i].rps))];
+      }
       // Built-in vs the same gateway (engine undici) forwarding to the upstream, paired by round.
       if (results[routeId].builtin && results[routeId].undici) {
         const b = results[routeId].builtin;
@@ -168,6 +178,10 @@ export async function runForward(o = {}) {
       .filter((r) => summary[r].builtinOverForward !== undefined)
       .map((r) => [ROUTES[r].name, `**${ratio(summary[r].builtinOverForward)}** [${ratio(summary[r].builtinOverForwardRange[0])}–${ratio(summary[r].builtinOverForwardRange[1])}]`]);
     const builtinTable = builtinRows.length === 0 ? '' : table(['route', 'req/s built-in ÷ req/s same gateway forwarding (undici)'], builtinRows);
+    const hp3Rows = routeIds
+      .filter((r) => summary[r].hp3OverBare !== undefined)
+      .map((r) => [ROUTES[r].name, `**${ratio(summary[r].hp3OverBare)}** [${ratio(summary[r].hp3OverBareRange[0])}–${ratio(summary[r].hp3OverBareRange[1])}]`]);
+    const hp3Table = hp3Rows.length === 0 ? '' : table(['route', 'req/s engine http-proxy-3 ÷ req/s bare http-proxy-3'], hp3Rows);
     const markdown = [
       '### Side by side: forwarding, all policies, built-in backend',
       '',
@@ -180,6 +194,8 @@ export async function runForward(o = {}) {
       mem,
       '',
       builtinTable,
+      '',
+      hp3Table,
     ].join('\n');
     return { markdown, summary, targets: targets.map((t) => ({ id: t.id, name: t.name })), routes: routeIds, hwm, settings: { ROUNDS, SECONDS, CONNECTIONS, WARMUP } };
   } finally {

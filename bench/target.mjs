@@ -2,15 +2,24 @@
 // SIGTERM/SIGINT (then exits 0). Usage:
 //   node bench/target.mjs upstream                      the reference backend on node:http, seeded
 //   node bench/target.mjs bare-proxy URL                bare @fastify/http-proxy to URL, no policy
-//   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce]
-//                                                       the gateway with every policy on (bench/fixtures.mjs)
+//   node bench/target.mjs bare-http-proxy-3 URL         bare node:http + http-proxy-3 to URL, no policy
+//   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
+//                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
+//                                                       --ops on (the default, as `serve` runs), metrics, the access log
+//                                                       (to a file, asynchronously, as on stdout) and the deprecation report
 // Every upstream and built-in backend serves SEED_PETS (150) animals. With BENCH_PROFILE_FILE set,
 // SIGUSR2 starts the CPU profiler and SIGTERM writes the profile there (bench/profile.mjs).
 import { writeFileSync } from 'node:fs';
 import inspector from 'node:inspector';
 import Fastify from 'fastify';
 import httpProxy from '@fastify/http-proxy';
+import { createServer, Agent } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createProxyServer } from 'http-proxy-3';
+import { pino } from 'pino';
 import { buildProxyServer, buildServer, buildUndiciServer, createBackendServer } from '../dist/index.js';
+import { createOps } from '../dist/ops/index.js';
 import { benchGateway, seededBackend } from './fixtures.mjs';
 
 const [kind, url, ...rest] = process.argv.slice(2);
@@ -38,16 +47,31 @@ async function main() {
     close = () => app.close();
     return `http://127.0.0.1:${app.server.address().port}`;
   }
+  if (kind === 'bare-http-proxy-3') {
+    const agent = new Agent({ keepAlive: true, maxSockets: 128 });
+    const proxy = createProxyServer({ target: url, agent });
+    proxy.on('error', () => {});
+    const server = createServer((req, res) => proxy.web(req, res, {}, () => res.destroy()));
+    close = () => new Promise((r) => server.close(r));
+    return listen(server);
+  }
   if (kind === 'gateway') {
     const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off') });
     const engine = flag('--engine', 'undici');
+    let options = {};
+    if (flag('--ops', 'on') === 'on') {
+      // As `serve` runs it: one pino logger on an asynchronous destination (a file here, stdout there).
+      const log = pino({ level: 'info' }, pino.destination({ dest: join(tmpdir(), `petstore-gateway-bench-access-${process.pid}.log`), sync: false }));
+      const ops = createOps(gateway.config, { log, breakerOpen: () => false });
+      options = { log, observer: ops.observer };
+    }
     if (engine === 'http-proxy-3' || engine === 'undici') {
-      const handle = engine === 'undici' ? buildUndiciServer(gateway) : buildProxyServer(gateway);
+      const handle = engine === 'undici' ? buildUndiciServer(gateway, options) : buildProxyServer(gateway, options);
       close = () => handle.close();
       return listen(handle.server);
     }
     if (engine !== 'fastify') throw new Error(`unknown engine ${engine}`);
-    const app = await buildServer(gateway);
+    const app = await buildServer(gateway, options);
     await app.listen({ host: '127.0.0.1', port: 0 });
     close = () => app.close();
     return `http://127.0.0.1:${app.server.address().port}`;

@@ -88,6 +88,7 @@ const ephemerals = ENGINES.map((engine) =>
 // A rejection is reported by the test that awaits it, not as an unhandled rejection first.
 for (const p of [...Object.values(runs), ...ephemerals]) p.catch(() => undefined);
 
+// parity: the CLI's own usage text; no engine is loaded.
 t.test('--help prints the usage and exits 0', async (t) => {
   const r = await runs.help;
   t.equal(r.code, 0);
@@ -96,6 +97,7 @@ t.test('--help prints the usage and exits 0', async (t) => {
   t.equal(r.stderr, '');
 });
 
+// parity: the CLI's own usage and version text; no engine is loaded.
 t.test('each command has its own --help; --version prints the package version', async (t) => {
   const serve = await runs.serveHelp;
   t.equal(serve.code, 0);
@@ -109,6 +111,7 @@ t.test('each command has its own --help; --version prints the package version', 
   t.match(version.stdout, /^\d+\.\d+\.\d+\n$/);
 });
 
+// parity: the CLI's own argument handling; no engine is loaded.
 t.test('an unknown command exits 2: one line and where to read more, not the whole help', async (t) => {
   const r = await runs.unknown;
   t.equal(r.code, 2);
@@ -116,6 +119,7 @@ t.test('an unknown command exits 2: one line and where to read more, not the who
   t.equal(r.stdout, '');
 });
 
+// parity: a usage error from the CLI's argument parsing, before any engine is loaded.
 t.test('serve --port abc is a usage error that names --port (exit 2), not a policy problem', async (t) => {
   const r = await runs.servePortAbc;
   t.equal(r.code, 2);
@@ -126,12 +130,14 @@ t.test('serve --port abc is a usage error that names --port (exit 2), not a poli
   t.match(admin.stderr, /^petstore-gateway: --admin-port must be a whole number from 0 to 65535, not '99999'\n/);
 });
 
+// parity: `check` validates the policy file and starts no engine.
 t.test('check policies/default.yaml: ok when PETSTORE_API_KEYS has a key, exit 0', async (t) => {
   const r = await runs.checkDefault;
   t.equal(r.code, 0);
-  t.equal(r.stdout, 'policies/default.yaml: ok\n');
+  t.equal(r.stdout, 'policies/default.yaml: ok\n  key PETSTORE_API_KEYS#1: never expires, all operations (from the environment)\n');
 });
 
+// parity: `check` starts no engine, and `serve` refuses the policy before it loads one.
 t.test('check fails exactly where serve refuses: no API key configured (exit 78), unless --ephemeral-key', async (t) => {
   const r = await runs.checkNoKey;
   t.equal(r.code, 78);
@@ -143,6 +149,7 @@ t.test('check fails exactly where serve refuses: no API key configured (exit 78)
   t.equal(ephemeral.code, 0, 'serve --ephemeral-key would start');
 });
 
+// parity: `check` validates the policy file and starts no engine.
 t.test('check reports date-order problems in the same pass as format problems, saying what was expected', async (t) => {
   const r = await runs.checkDates;
   t.equal(r.code, 78);
@@ -154,6 +161,7 @@ t.test('check reports date-order problems in the same pass as format problems, s
   ]);
 });
 
+// parity: `check` validates the policy file and starts no engine.
 t.test('check on an invalid file: one FILE: $.path: message line per problem, exit 78', async (t) => {
   const r = await runs.checkBad;
   t.equal(r.code, 78);
@@ -176,6 +184,7 @@ t.test('check on an invalid file: one FILE: $.path: message line per problem, ex
   t.equal(lines.length, expected.length, 'every problem once, nothing else');
 });
 
+// parity: `hash-key` only hashes its stdin; no engine is involved.
 t.test('hash-key reads a key on stdin and prints its policy line', async (t) => {
   const hex = createHash('sha256').update(KEY, 'utf8').digest('hex');
   const r = await runs.hashKey;
@@ -188,6 +197,7 @@ t.test('hash-key reads a key on stdin and prints its policy line', async (t) => 
   t.notMatch(spaced.stderr, /two words/, 'the key is not echoed');
 });
 
+// parity: `new-key` only prints a random key; no engine is involved.
 t.test('new-key prints a psg_ key of 256 bits', async (t) => {
   const r = await runs.newKey;
   t.equal(r.code, 0);
@@ -222,6 +232,7 @@ ENGINES.forEach((engine, i) => t.test(`serve --port 0 --ephemeral-key --engine $
   t.match(handle.output().stdout.trimEnd().split('\n').at(-1), /"msg":"stopped"/, 'the last line says it stopped');
 }));
 
+// parity: `serve` refuses the policy (no API key) before it loads any engine.
 t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {
   const r = await runs.serveNoKey;
   t.equal(r.code, 78);
@@ -229,6 +240,7 @@ t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {
   t.equal(r.stdout, '', 'it never listened');
 });
 
+// parity: a usage error from the CLI's argument parsing, before any engine is loaded.
 t.test('serve --upstream not-a-url is a usage error that names --upstream (exit 2)', async (t) => {
   const r = await runs.serveBadUpstream;
   t.equal(r.code, 2);
@@ -236,6 +248,9 @@ t.test('serve --upstream not-a-url is a usage error that names --upstream (exit 
   t.equal(r.stdout, '', 'it never listened');
 });
 
+// parity: the supervisor (node:cluster, one banner, SIGHUP and SIGTERM passed to the workers) is the
+// CLI's, whatever engine the workers run; each engine's serve, reload and stop are tested on every engine
+// (the --engine scenarios above, reload.test.ts, shutdown.test.ts).
 t.test('serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTERM stops all with exit 0', async (t) => {
   const { handle, match } = await spawnCliUntil(
     t,
@@ -270,6 +285,8 @@ t.test('serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTE
   t.ok(pidFields.length >= 1, 'the primary logs that it stopped');
 });
 
+// parity: how the supervisor handles a worker that exits at start is the CLI's, whatever engine the
+// worker runs; the failed listen is the OS's EADDRINUSE.
 t.test('serve --workers 2 on a port in use: the workers cannot start, the supervisor exits non-zero with a clear message', async (t) => {
   const blocker = createNetServer();
   await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
@@ -287,6 +304,8 @@ t.test('serve --workers 2 on a port in use: the workers cannot start, the superv
   if (line !== undefined) t.equal((line.match(/"pid":/g) ?? []).length, 1, 'with one pid field (the worker is workerPid)');
 });
 
+// parity: the signal handling and the last 'stopped' line are the CLI's one stop(); each engine's stop on
+// SIGTERM is tested on every engine (the --engine scenarios above, shutdown.test.ts).
 t.test('an idle SIGTERM stops at once and logs "stopped" last', async (t) => {
   const { handle } = await spawnCliUntil(t, [...SERVE, '--ephemeral-key'], /listening on /, { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' }, stream: 'stderr' });
   const since = performance.now();
@@ -303,6 +322,8 @@ t.test('an idle SIGTERM stops at once and logs "stopped" last', async (t) => {
   t.equal(last.signal, 'SIGTERM');
 });
 
+// parity: the start probe is the CLI's own fetch, apart from the engine; each engine's 502 for an
+// unreachable upstream is tested on every engine (upstream-faults.test.ts, secrets.test.ts).
 t.test('the start probe: an upstream URL without /v1 is warned about; an unreachable one logged; the gateway starts either way', async (t) => {
   const stub = await startStubUpstream(t, (req, res) => {
     if (req.url.startsWith('/v1/pets')) return sendJson(res, 200, '[]');

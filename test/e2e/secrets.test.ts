@@ -444,6 +444,8 @@ async function drive(secrets: Secrets, url: string, key: string): Promise<string
   return out;
 }
 
+// parity: the banner, the ephemeral key and the CLI's reload and stop log lines are the same for every
+// engine; each engine's own log lines at trace (a logger with no redaction) are checked in process above.
 t.test('CLI: serve --port 0 --ephemeral-key at LOG_LEVEL=trace logs no key', async (t) => {
   const secrets = new Secrets();
   const { handle, match } = await cliRuns.ephemeral;
@@ -465,6 +467,8 @@ t.test('CLI: serve --port 0 --ephemeral-key at LOG_LEVEL=trace logs no key', asy
   assertNoSecrets(t, lines, secrets, 'CLI output');
 });
 
+// parity: a reload is read, validated and refused or accepted by the CLI, the same for every engine;
+// each engine's log lines at trace, across a reload, are checked in process above.
 t.test('CLI: refused and accepted reloads of a policy file log no key nor hash', async (t) => {
   const secrets = new Secrets();
   const file = policyFile;

@@ -300,6 +300,8 @@ for (const engine of ENGINES) {
   });
 }
 
+// parity: SIGINT reaches the CLI's one stop(), as SIGTERM does; each engine's stop (requests in flight,
+// past the grace period) is tested on every engine above.
 t.test('SIGINT on an idle gateway: exit 0 at once', async (t) => {
   const gw = await idle;
   assertError(t, await request(`${gw.url}/v1/pets`), 401, 'missing_api_key');

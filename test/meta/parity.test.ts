@@ -159,26 +159,6 @@ export function parityProblems(source: string, fileName = 'inline.test.ts'): str
   return [...problems];
 }
 
-/**
- * Scenarios in files this change could not edit (another engineer owns them right now): each still
- * needs its `// parity: <reason>` line. Listed here so the rest of the check is enforced today; an
- * entry that no longer matches a problem fails the test, so the list can only shrink.
- */
-const PENDING: ReadonlyArray<readonly [file: string, scenarioPrefix: string]> = [
-  ['cli.test.ts', 'scenario "--help prints the usage and exits 0"'],
-  ['cli.test.ts', 'scenario "an unknown command exits 2 with a message on stderr"'],
-  ['cli.test.ts', 'scenario "check policies/default.yaml: ok, exit 0"'],
-  ['cli.test.ts', 'scenario "check on an invalid file: one FILE: $.path: message line per problem, exit 78"'],
-  ['cli.test.ts', 'scenario "hash-key reads a key on stdin and prints its policy line"'],
-  ['cli.test.ts', 'scenario "new-key prints a psg_ key of 256 bits"'],
-  ['cli.test.ts', 'scenario "serve with no key and no --ephemeral-key exits 78"'],
-  ['cli.test.ts', 'scenario "serve --upstream not-a-url exits 78"'],
-  ['cli.test.ts', 'scenario "serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTERM stops all with exit 0"'],
-  ['secrets.test.ts', 'scenario "CLI: serve --port 0 --ephemeral-key at LOG_LEVEL=trace logs no key"'],
-  ['secrets.test.ts', 'scenario "CLI: refused and accepted reloads of a policy file log no key nor hash"'],
-  ['shutdown.test.ts', 'scenario "SIGINT on an idle gateway: exit 0 at once"'],
-];
-
 t.test('the checker itself', async (t) => {
   const ok = (src: string, what: string) => t.strictSame(parityProblems(src), [], `passes: ${what}`);
   const caught = (src: string, re: RegExp, what: string) => {
@@ -217,18 +197,5 @@ t.test('the checker itself', async (t) => {
 t.test('every end-to-end scenario runs on every engine, or says why not', async (t) => {
   const files = readdirSync(E2E).filter((f) => f.endsWith('.test.ts'));
   t.ok(files.length > 0, 'there are end-to-end files');
-  const pendingHit = new Set<number>();
-  for (const f of files) {
-    const problems = parityProblems(readFileSync(join(E2E, f), 'utf8'), f).filter((p) => {
-      const i = PENDING.findIndex(([file, prefix]) => file === f && p.startsWith(prefix));
-      if (i === -1) return true;
-      pendingHit.add(i);
-      return false;
-    });
-    t.strictSame(problems, [], f);
-  }
-  PENDING.forEach(([file, prefix], i) => {
-    if (pendingHit.has(i)) t.comment(`pending in ${file}: ${prefix} still needs its // parity: <reason>`);
-    else t.fail(`PENDING entry no longer needed, remove it: ${file}: ${prefix}`);
-  });
+  for (const f of files) t.strictSame(parityProblems(readFileSync(join(E2E, f), 'utf8'), f), [], f);
 });
