@@ -202,6 +202,12 @@ export function compileHeaderRules(config: HeaderRulesConfig): HeaderRules {
 /** The names a Connection header lists, lower-case (RFC 9110 section 7.6.1); undefined when absent. */
 function connectionNamed(value: HeaderValue | number | undefined): Set<string> | undefined {
   if (value === undefined || typeof value === 'number') return undefined;
+  // Nearly every request says only `keep-alive` or `close`: options that name no other field
+  // (both are hop-by-hop and never pass anyway), so no Set is built for them.
+  if (typeof value === 'string') {
+    const v = value.length === 10 || value.length === 5 ? value.toLowerCase() : '';
+    if (v === 'keep-alive' || v === 'close') return undefined;
+  }
   const named = new Set<string>();
   for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
     const n = part.trim().toLowerCase();
