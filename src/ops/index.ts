@@ -9,7 +9,7 @@ import type { PolicyConfig } from '../config/types.js';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { openDeprecationLedger, openStores } from '../stores/index.js';
 import type { DeprecationLedger } from '../stores/types.js';
-import { AccessLog } from './access-log.js';
+import { AccessLog, type ConsumerInfo } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics } from './metrics.js';
@@ -76,7 +76,12 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     defaultMetrics: options.defaultMetrics ?? true,
   });
-  const accessLog = config.log.access ? new AccessLog({ logger: options.log }) : undefined;
+  // The access line names each consumer's expiry and scopes as the policy file gives them (issue 14).
+  const consumers = new Map<string, ConsumerInfo>();
+  for (const k of config.policies.auth.keys) {
+    if (k.expires !== undefined || k.operations !== undefined) consumers.set(k.id, { ...(k.expires === undefined ? {} : { expires: k.expires }), ...(k.operations === undefined ? {} : { scopes: [...k.operations] }) });
+  }
+  const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo: (id) => consumers.get(id) }) : undefined;
   const health = new UpstreamHealth();
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
   if (accessLog !== undefined) list.push(accessLog);
