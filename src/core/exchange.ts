@@ -396,7 +396,14 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       const { upstream, settings } = this.pipeline;
       if (!upstream.conforms) this.idle = new IdleTimer(settings.bodyMs, this.onBodyIdle);
       const head = { status, headers: headers as Record<string, HeaderValue | number> };
-      if (!upstream.conforms && this.chain.wantsResponseBody(this.ex, head)) {
+      let buffer = false;
+      try {
+        buffer = !upstream.conforms && this.chain.wantsResponseBody(this.ex, head);
+      } catch (err) {
+        // A policy's fault, not the upstream's: 500 internal_error with its stack (the barrier).
+        return this.crash(err, 'response phase');
+      }
+      if (buffer) {
         this.mode = Mode.Buffering;
         this.chunks = [];
         // A 2xx a policy reads (a list) is held up to maxBufferedBytes; an error page only as far

@@ -7,8 +7,9 @@
  * What a host application gets (issue 11, item 5):
  * - fastify-plugin metadata (`petstore-gateway`, `fastify: 5.x`); options checked at register with
  *   a clear message; a second register refused; a `prefix` refused (the interface lives at `/v1`).
- * - The plugin owns `/v1`: a host route under `/v1` registered after it is refused (it would be
- *   served without authentication). Host routes elsewhere are the host's: the gateway does not
+ * - The plugin owns `/v1`: a host route under `/v1` registered after it is refused at registration
+ *   (it would be served without authentication); one registered before it is never run: the
+ *   gateway answers its path (authentication first, then 404) and warns the operator once. Host routes elsewhere are the host's: the gateway does not
  *   authenticate them, and its body parser, hooks and error handler do not touch them.
  *
  * @example
@@ -73,6 +74,10 @@ export function fromFastifyError(err: unknown): GatewayError {
   return errorForStatus(typeof status === 'number' ? status : 500, err);
 }
 
+function isUnderV1(url: string): boolean {
+  return url === '/v1' || url.startsWith('/v1/');
+}
+
 function headOf(request: FastifyRequest): RequestHead {
   return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress };
 }
@@ -117,9 +122,29 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
   // The plugin owns /v1: a host route there would be served without authentication.
   app.addHook('onRoute', (route) => {
     const own = (route.config as Record<symbol, unknown> | undefined)?.[OWN_ROUTE] === true;
-    if (!own && (route.url === '/v1' || route.url.startsWith('/v1/'))) {
+    if (!own && isUnderV1(route.url)) {
       throw new Error(`petstore-gateway: the route ${route.method} ${route.url} is under /v1, which the gateway serves (and authenticates); register it elsewhere`);
     }
+  });
+  // A host route under /v1 registered BEFORE the plugin escaped the onRoute guard (Fastify runs
+  // onRoute hooks only for later routes), and find-my-way prefers it to the plugin's /v1/*: it
+  // would be served without authentication. Fastify gives the hooks of an instance to all of its
+  // routes at ready, earlier ones included, so this hook catches it per request: the gateway
+  // answers it (authentication first, then 404 not_found: not an operation of the interface),
+  // and the operator is told once per route.
+  app.decorateRequest('petstore', null);
+  app.decorateRequest('petstoreDone', null);
+  app.decorateRequest('petstoreError', null);
+  const warned = new Set<string>();
+  app.addHook('onRequest', (request, reply, done) => {
+    const url = request.routeOptions.url;
+    if (url === undefined || !isUnderV1(url) || (request.routeOptions.config as unknown as Record<symbol, unknown>)[OWN_ROUTE] === true) return done();
+    if (!warned.has(url)) {
+      warned.add(url);
+      pipeline.log?.warn({ route: url }, 'petstore-gateway: a host route under /v1 was registered before the plugin; the gateway answers it (404), not the route');
+    }
+    request.petstoreError = new GatewayError('not_found');
+    pipeline.handle(headOf(request), reply.raw, reply);
   });
 
   // Encapsulated: the raw body parser, the hooks and the error handler govern only the gateway's routes.
@@ -129,9 +154,6 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       const limit = request.petstore?.bodyLimit ?? holder.current.bodyLimit;
       readBody(payload, request.headers['content-length'], limit).then((b) => done(null, b), done);
     });
-    scope.decorateRequest('petstore', null);
-    scope.decorateRequest('petstoreDone', null);
-    scope.decorateRequest('petstoreError', null);
     // Authentication and the rest of the request phase run before any body is read.
     scope.addHook('onRequest', (request, reply, done) => {
       request.petstoreDone = done;
