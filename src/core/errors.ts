@@ -41,9 +41,11 @@ export const CATALOGUE = {
   too_many_requests: { status: 429, message: 'Too many requests: retry later.' },
   rate_limited: { status: 429, message: 'The rate limit of this API key is exceeded: retry after the time in Retry-After.' },
   too_many_auth_failures: { status: 429, message: 'Too many failed authentications from this address: retry after the time in Retry-After.' },
+  expectation_failed: { status: 417, message: 'The only expectation the gateway meets is Expect: 100-continue.' },
   headers_too_large: { status: 431, message: 'The request headers are too large.' },
   // 5xx
   internal_error: { status: 500, message: 'The service failed to handle the request.' },
+  not_implemented: { status: 501, message: 'The gateway does not implement this method for any resource.' },
   bad_gateway: { status: 502, message: 'The upstream service sent an invalid response.' },
   upstream_unavailable: { status: 502, message: 'The upstream service could not be reached.' },
   upstream_contract_violation: { status: 502, message: 'The upstream service answered outside the interface.' },

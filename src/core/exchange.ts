@@ -542,7 +542,10 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     } catch (err) {
       return this.crash(err, 'response phase');
     }
-    this.send(out.status, clientResponseHeaders(this.rules, out.headers, this.ex, true), out.body);
+    // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
+    // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
+    const headers = out.headers === this.headers ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : this.ownHeaders(out.headers as Readonly<Record<string, HeaderValue>>);
+    this.send(out.status, headers, out.body);
   }
 
   /** The client went away, or the response is done: abandon what is pending, tell the observers. */

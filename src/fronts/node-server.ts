@@ -2,7 +2,7 @@
  * The listening socket of the standalone gateway, whichever adapter serves it: node:http with the
  * limits of the policy's `server` section, and Error-shape answers for what node's parser refuses.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ServerConfig } from '../config/types.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
@@ -33,17 +33,74 @@ export function clientErrorResponse(err: NodeJS.ErrnoException, socket: Socket):
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new GatewayError('request_timeout')
         : new GatewayError('invalid_request');
+  socket.end(rawErrorResponse(error));
+}
+
+/** The raw bytes of an Error response that closes the connection (for a socket node has let go of). */
+function rawErrorResponse(error: GatewayError): string {
   const body = renderError(error);
-  socket.end(
-    `HTTP/1.1 ${error.status} ${error.code.replace(/_/g, ' ')}\r\ncontent-type: ${ERROR_CONTENT_TYPE}\r\n` +
-      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  return (
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? 'Error'}\r\ncontent-type: ${ERROR_CONTENT_TYPE}\r\n` +
+    `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
   );
+}
+
+/** Answers `res` with an Error and closes the connection once it is sent. */
+function answerAndClose(res: ServerResponse, error: GatewayError): void {
+  const body = renderError(error);
+  res.shouldKeepAlive = false;
+  res.writeHead(error.status, { 'content-type': ERROR_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
+  res.end(body);
+}
+
+/** True when a `Connection` field value lists the `upgrade` option (RFC 9110 section 7.6.1). */
+function connectionListsUpgrade(value: string | undefined): boolean {
+  return value?.split(',').some((o) => o.trim().toLowerCase() === 'upgrade') === true;
+}
+
+/**
+ * What must be refused before any policy sees the request (issue 12, item 5), or undefined.
+ * RFC 9112 section 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, and to any
+ * request with more than one Host field. node joins nothing for Host (it keeps the first), so the
+ * raw header list is counted.
+ */
+export function hostProblem(req: IncomingMessage): GatewayError | undefined {
+  let hosts = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
+  }
+  if (hosts > 1) return new GatewayError('invalid_request', 'The request has more than one Host header (RFC 9112 section 3.2).');
+  if (hosts === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
+    return new GatewayError('invalid_request', 'An HTTP/1.1 request must carry a Host header (RFC 9112 section 3.2).');
+  }
+  return undefined;
 }
 
 /**
  * A node:http server with the policy's limits. node checks its header and request timeouts every
  * connectionsCheckingInterval (30 s by default): every 250 ms here, so a slow client gets its 408
  * near the configured time.
+ *
+ * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
+ * serverFactory uses this function too), before the engine's handler runs (issue 12, item 5):
+ * - HTTP/1.1 without Host, or two Host fields: 400 invalid_request, then close (node's
+ *   `requireHostHeader` would send an empty 400, and it accepts a second Host).
+ * - `Expect` other than 100-continue: 417 expectation_failed, then close. The client may be
+ *   holding its body back until a 100 that never comes, or may send it anyway: the next bytes on
+ *   the connection cannot be framed with confidence (RFC 9110 section 10.1.1).
+ * - CONNECT: 501 not_implemented, then close. The gateway tunnels nothing; 501 is the status for
+ *   a method the server supports for no resource (RFC 9110 section 15.6.2), where 405 would be
+ *   about one resource and would need an Allow list for a target (host:port) that is not ours.
+ *   Without a `connect` listener node destroys the socket without a word.
+ * - An upgrade request (Upgrade plus `Connection: upgrade`, e.g. websocket or h2c): the gateway
+ *   switches no protocol, so the Upgrade field is ignored (RFC 9110 section 7.8 allows it) and the
+ *   request is answered as any other, by the policies. node's parser stops reading the connection
+ *   after such a request, so a request pipelined after it would never be read: the answer carries
+ *   `Connection: close` and the connection is closed after it, which tells the client that the
+ *   pipelined request was not processed and may be retried (RFC 9112 section 9.3.2) instead of
+ *   leaving it waiting.
  */
 export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
   const server = createServer(
@@ -53,9 +110,24 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
       keepAliveTimeout: limits.keepAliveTimeoutMs,
       maxHeaderSize: limits.maxHeaderBytes,
       connectionsCheckingInterval: 250,
+      // Checked below, to answer in the Error shape.
+      requireHostHeader: false,
     },
-    handler,
+    (req, res) => {
+      const problem = hostProblem(req);
+      if (problem !== undefined) return answerAndClose(res, problem);
+      if (req.headers.upgrade !== undefined && connectionListsUpgrade(req.headers.connection)) res.shouldKeepAlive = false;
+      handler(req, res);
+    },
   );
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const problem = hostProblem(req);
+    answerAndClose(res, problem ?? new GatewayError('expectation_failed'));
+  });
+  server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    socket.end(rawErrorResponse(new GatewayError('not_implemented', 'The gateway does not tunnel: CONNECT is not implemented.')));
+  });
   server.maxConnections = limits.maxConnections;
   return server;
 }

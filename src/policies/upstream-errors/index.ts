@@ -115,7 +115,9 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
       const headers: Record<string, string> =
         (status === 503 || status === 429) && typeof retryAfter === 'string' && /^[\w ,:]{1,64}$/.test(retryAfter) ? { 'retry-after': retryAfter } : {};
       // A 401 must carry a challenge (RFC 9110 section 15.5.2); the token it names is the client's.
-      if (status === 401) headers['www-authenticate'] = challenge;
+      // Set on the exchange too: the exchange passes a rewritten response's headers through the
+      // upstream allowlist, which never lets an upstream WWW-Authenticate through (issue 12).
+      if (status === 401) headers['www-authenticate'] = ex.responseHeaders['www-authenticate'] = challenge;
 
       const code = codeFor(op, status);
       if (v !== undefined && v.status === status && typeof v.code === 'string' && CODE.test(v.code) && isPlain(v.code) && isPlain(v.message) && Object.keys(v).length === 3) {
