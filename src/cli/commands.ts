@@ -24,7 +24,7 @@ import { formatProblems, loadPolicyFile, type LoadOptions, type Overrides } from
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
 import { createGateway, GatewayHolder } from '../gateway.js';
-import { buildKeyRing, hashKey, newKey } from '../policies/auth/index.js';
+import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { superviseWorkers } from './supervisor.js';
 
@@ -303,7 +303,7 @@ async function serve(args: string[]): Promise<number> {
     return superviseWorkers({ workers, env, log, onListening: (banner) => printBanner(`${banner} with ${workers} workers`, ephemeral, undefined) });
   }
   const holder = new GatewayHolder(createGateway(config, { env, log }));
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.open === true });
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true });
   const running = await startEngine(engine, holder, log, ops.observer);
   const { host, port, shutdownGraceMs } = config.server;
   let admin: AdminHandle | undefined;
@@ -490,12 +490,18 @@ function check(args: string[]): number {
   const { values, positionals } = parse('check', args, OVERRIDE_OPTIONS, 1);
   const file = positionals[0] ?? defaultPolicyFile();
   const overrides = overridesOf('check', values);
-  const loaded = loadForServe(file, { ...process.env }, overrides, values['ephemeral-key'] === true);
+  const env: Record<string, string | undefined> = { ...process.env };
+  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true);
   if (!loaded.ok) {
     process.stdout.write(loaded.problems + '\n');
     return EXIT.config;
   }
-  process.stdout.write(`${file}: ok\n`);
+  // Issue 14: each key's id, expiry and operations, one indented line each (never a hash or a key).
+  // An ephemeral key (--ephemeral-key) is made per run: said as such, not as a key of the environment.
+  const described = describeKeys(loaded.config.policies.auth, { env: loaded.ephemeral === undefined ? env : process.env });
+  if (loaded.ephemeral !== undefined) described.push('(ephemeral): made at each start, all operations');
+  const keys = described.map((line) => `  key ${line}\n`);
+  process.stdout.write(`${file}: ok\n${keys.join('')}`);
   return EXIT.ok;
 }
 

@@ -53,4 +53,13 @@ export class CircuitBreaker {
   get open(): boolean {
     return this.openUntil !== 0;
   }
+
+  /**
+   * Whether calls are refused now: open and still cooling down. After the cool-down the breaker
+   * lets a probe through (half-open), so readiness must not stay 503 waiting for traffic that a
+   * load balancer honouring that 503 would never send.
+   */
+  get rejecting(): boolean {
+    return this.openUntil !== 0 && this.now() < this.openUntil;
+  }
 }

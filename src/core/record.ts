@@ -37,7 +37,7 @@ export interface ExchangeRecord {
   readonly clientAddress: string | undefined;
   /** The id of the API key that authenticated the request (never the key). */
   readonly consumer: string | undefined;
-  /** listPets' accepted `limit` and `status` query values as sent (no other query value is kept). */
+  /** listPets' `limit` as applied (20 when the client sent none) and `status` filter; no other query value is kept. */
   readonly limit: string | undefined;
   readonly statusFilter: string | undefined;
 }

@@ -151,7 +151,7 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
 
   /** Workers alive and answering questions. */
   function running(): Worker[] {
-    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected() && registered.has(w.id));
+    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && registered.has(w.id));
   }
 
   function ask(what: Question, workers: Worker[]): Promise<AnswerMessage[]> {

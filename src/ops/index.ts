@@ -4,6 +4,7 @@
  * report). The CLI builds this once; an embedder may build it too and pass `ops.observer` to an
  * engine or the Fastify plugin.
  */
+import { connect } from 'node:net';
 import type { Logger } from 'pino';
 import type { PolicyConfig } from '../config/types.js';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
@@ -29,16 +30,80 @@ export class Observers implements ExchangeObserver {
   }
 }
 
+/** Where an unreachable upstream is re-checked: its TCP address and how long a connect may take. */
+export interface UpstreamAddress {
+  readonly host: string;
+  readonly port: number;
+  readonly timeoutMs: number;
+}
+
+/** The TCP address of an upstream URL (`builtin` has none: it is in process and always reachable). */
+export function upstreamAddress(url: string, connectMs: number): UpstreamAddress | undefined {
+  if (url === 'builtin') return undefined;
+  const u = new URL(url);
+  const port = u.port === '' ? (u.protocol === 'https:' ? 443 : 80) : Number(u.port);
+  // URL keeps the brackets of an IPv6 literal; net.connect wants the bare address.
+  const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+  // Bounded by 1 s as well: a Kubernetes probe gives up after 1 s by default (timeoutSeconds).
+  return { host, port, timeoutMs: Math.min(connectMs, 1000) };
+}
+
+/** Whether a TCP connection to the address opens within its timeout (it is closed at once). */
+export function canConnect(at: UpstreamAddress): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: at.host, port: at.port });
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), at.timeoutMs);
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
 /**
  * Whether the upstream answers, as the traffic shows it: unreachable from a call whose connection
- * was refused until the next call that got an answer. (With a circuit breaker, its state says more.)
+ * was refused (or timed out connecting) until the next call that got an answer. (With a circuit
+ * breaker, its state says more.)
+ *
+ * Traffic alone cannot bring it back: once /readyz says 503, a load balancer sends this gateway no
+ * more requests, so no call would ever succeed again and the gateway would stay out of rotation
+ * after the upstream is back (with every instance seeing the same outage, the whole service would).
+ * So while unreachable, each readiness check (`recheck`) also tries one TCP connection to the
+ * upstream, the same test the failure was (refused, connect timeout): when it opens, the upstream
+ * is reachable again.
  */
 export class UpstreamHealth implements ExchangeObserver {
   reachable = true;
+  private checking: Promise<void> | undefined = undefined;
+
+  constructor(
+    private readonly address?: UpstreamAddress,
+    private readonly tryConnect: (at: UpstreamAddress) => Promise<boolean> = canConnect,
+  ) {}
 
   onEnd(record: ExchangeRecord): void {
     if (record.upstreamStatus !== undefined) this.reachable = true;
     else if (record.upstreamFailure === 'refused' || record.upstreamFailure === 'connect_timeout') this.reachable = false;
+  }
+
+  /** Whether the upstream is reachable; when it was not, after one connection attempt (shared by concurrent checks). */
+  async recheck(): Promise<boolean> {
+    const address = this.address;
+    if (this.reachable || address === undefined) return this.reachable;
+    this.checking ??= this.tryConnect(address).then(
+      (ok) => {
+        this.checking = undefined;
+        if (ok) this.reachable = true;
+      },
+      () => {
+        this.checking = undefined;
+      },
+    );
+    await this.checking;
+    return this.reachable;
   }
 }
 
@@ -52,7 +117,8 @@ export interface Ops {
   readonly ledger: DeprecationLedger;
   readonly health: UpstreamHealth;
   readonly deprecated: ReadonlyArray<DeprecatedOperation>;
-  readiness(phase: Phase): Readiness;
+  /** Ready, or why not; while the upstream is marked unreachable, after one connection attempt to it. */
+  readiness(phase: Phase): Promise<Readiness>;
   deprecations(): Promise<DeprecationReport>;
   /** Flushes the access log (after the drain). */
   close(): Promise<void>;
@@ -82,7 +148,7 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
     if (k.expires !== undefined || k.operations !== undefined) consumers.set(k.id, { ...(k.expires === undefined ? {} : { expires: k.expires }), ...(k.operations === undefined ? {} : { scopes: [...k.operations] }) });
   }
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo: (id) => consumers.get(id) }) : undefined;
-  const health = new UpstreamHealth();
+  const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
   if (accessLog !== undefined) list.push(accessLog);
   const failClosed = config.policies['rate-limit'].onStoreError === 'closed';
@@ -93,10 +159,10 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
     ledger,
     health,
     deprecated,
-    readiness(phase: Phase): Readiness {
+    async readiness(phase: Phase): Promise<Readiness> {
       if (phase !== 'serving') return { ready: false, reason: phase };
       if (options.breakerOpen()) return { ready: false, reason: 'circuit breaker open' };
-      if (!health.reachable) return { ready: false, reason: 'upstream unreachable' };
+      if (!(await health.recheck())) return { ready: false, reason: 'upstream unreachable' };
       // A store that is away matters to readiness only when requests fail without it.
       if (failClosed && openStores().some((s) => !s.healthy)) return { ready: false, reason: 'store down' };
       return READY;

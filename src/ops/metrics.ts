@@ -97,7 +97,9 @@ class CappedChildren {
   child(first: string, second: string): CounterChild {
     let inner = this.children.get(first);
     if (inner === undefined) {
-      if (this.firstValues >= this.cap) return this.child(OTHER, second);
+      // `_OTHER` itself is always let in: without `first !== OTHER` the fold would call itself
+      // for ever once the cap is reached (a stack overflow, and the record's later metrics lost).
+      if (this.firstValues >= this.cap && first !== OTHER) return this.child(OTHER, second);
       this.firstValues++;
       inner = new Map();
       this.children.set(first, inner);

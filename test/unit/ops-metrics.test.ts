@@ -148,3 +148,15 @@ t.test('registry.resetMetrics() zeroes every series', async (t) => {
   t.equal(value(s, 'petstore_gateway_upstream_failures_total', { kind: 'reset' }), 0);
   t.equal(value(s, 'petstore_gateway_policy_reloads_total', { result: 'success' }), 0);
 });
+
+t.test('past the label cap, values fold into _OTHER and every record is still counted', async (t) => {
+  // Regression: once `policy` values reached the cap, folding into _OTHER recursed for ever (a
+  // RangeError swallowed by onEnd), losing that rejection and the deprecated call after it.
+  const m = new GatewayMetrics({ defaultMetrics: false, maxLabelValues: 2 });
+  for (const p of ['a', 'b', 'c', 'd']) m.onEnd(record({ rejectedBy: `policy-${p}`, errorCode: 'x', operation: 'getPet', consumer: `key-${p}` }));
+  const s = parseExposition(await m.registry.metrics());
+  t.equal(value(s, 'petstore_gateway_rejections_total', { policy: '_OTHER', code: 'x' }), 2, 'policies c and d fold into _OTHER');
+  t.equal(find(s, 'petstore_gateway_rejections_total').reduce((n, x) => n + x.value, 0), 4, 'every rejection counted');
+  t.equal(value(s, 'petstore_gateway_deprecated_requests_total', { operation: 'getPet', consumer: '_OTHER' }), 2, 'consumers c and d fold into _OTHER');
+  t.equal(find(s, 'petstore_gateway_deprecated_requests_total').reduce((n, x) => n + x.value, 0), 4, 'every deprecated call counted');
+});
