@@ -369,6 +369,9 @@ async function serve(args: string[]): Promise<number> {
     running
       .close()
       .then(async () => {
+        // A response's 'close' (which writes its access line) can follow the server's own close
+        // by a tick: let those run, so "stopped" is the last line.
+        await new Promise((r) => setImmediate(r));
         await ops.close();
         await closeStores();
         await admin?.close();

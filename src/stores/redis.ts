@@ -186,6 +186,8 @@ export class RedisStore implements RateLimitStore {
   private readonly url: string;
   private readonly timeoutMs: number;
   private closed = false;
+  /** Set once the first connection is ready; until then a command waits for it (see `whenReady`). */
+  private connectedOnce = false;
 
   constructor(config: RedisStoreConfig, options: RedisStoreOptions = {}) {
     this.url = redactUrl(config.url);
@@ -207,14 +209,24 @@ export class RedisStore implements RateLimitStore {
       this.healthy = false;
     });
     this.ready = this.client.connect().then(
-      () => undefined,
+      () => {
+        this.connectedOnce = true;
+      },
       () => undefined,
     );
-    this.ledger = new RedisDeprecationLedger(this.client, this.failed, this.timeoutMs);
+    this.ledger = new RedisDeprecationLedger(this.client, this.failed, this.timeoutMs, this.whenReady);
   }
 
+  /**
+   * Runs `command` now, or, before the first connection is up, once it is. Without this, the
+   * requests a gateway serves in the milliseconds between listening and Redis' first `ready` would
+   * fail at once (the offline queue is off) and, with onStoreError open, go unlimited: a start or a
+   * restart would let a burst through. The caller's deadline still bounds the wait.
+   */
+  private readonly whenReady = <T>(command: () => Promise<T>): Promise<T> => (this.connectedOnce ? command() : this.ready.then(command));
+
   take(key: string, rule: RateLimitRule): Promise<RateDecision> {
-    return withDeadline(this.client.gcra(`rl:${key}`, rule.limit, rule.windowMs), this.timeoutMs).then((reply) => {
+    return withDeadline(this.whenReady(() => this.client.gcra(`rl:${key}`, rule.limit, rule.windowMs)), this.timeoutMs).then((reply) => {
       this.healthy = true;
       const [allowed, remaining, resetMs, retryAfterMs] = reply as [number, number, number, number];
       return { allowed: allowed === 1, remaining, resetMs, retryAfterMs };
@@ -232,10 +244,17 @@ export class RedisStore implements RateLimitStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // close() waits for commands in flight (each bounded by the command timeout); destroy() when
-    // the connection is down, as there is nothing to wait for.
-    if (this.client.isReady) await this.client.close().catch(() => this.client.destroy());
-    else if (this.client.isOpen) this.client.destroy();
+    // close() waits for the answers of commands in flight; destroy() when the connection is down,
+    // as there is nothing to wait for. A frozen Redis never answers, and node-redis' close() has no
+    // deadline of its own (our withDeadline only stops the request waiting), so a shutdown would hang
+    // on it: wait a few command timeouts at most, then destroy.
+    if (this.client.isReady) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), this.timeoutMs * 4)));
+      const outcome = await Promise.race([this.client.close().then(() => 'closed' as const, () => 'failed' as const), late]);
+      clearTimeout(timer);
+      if (outcome !== 'closed' && this.client.isOpen) this.client.destroy();
+    } else if (this.client.isOpen) this.client.destroy();
   }
 }
 
@@ -244,11 +263,12 @@ class RedisDeprecationLedger implements DeprecationLedger {
     private readonly client: Client,
     private readonly failed: (err: unknown) => never,
     private readonly timeoutMs: number,
+    private readonly whenReady: <T>(command: () => Promise<T>) => Promise<T>,
   ) {}
 
   record(operation: string, consumer: string, atMs: number): void {
     // Never waits for Redis; a failure is counted and logged by the store.
-    withDeadline(this.client.record(operationKey(operation), OPERATIONS_KEY, consumer, atMs, operation), this.timeoutMs)
+    withDeadline(this.whenReady(() => this.client.record(operationKey(operation), OPERATIONS_KEY, consumer, atMs, operation)), this.timeoutMs)
       .catch(this.failed)
       .catch(() => undefined);
   }
@@ -257,7 +277,7 @@ class RedisDeprecationLedger implements DeprecationLedger {
     const client = this.client;
     // The report is for operators, not the request path: a longer deadline, still bounded.
     const deadline = this.timeoutMs * 8;
-    const operations = await withDeadline(client.sMembers(OPERATIONS_KEY), deadline).catch(this.failed);
+    const operations = await withDeadline(this.whenReady(() => client.sMembers(OPERATIONS_KEY)), deadline).catch(this.failed);
     const rows: DeprecationUse[] = [];
     for (const operation of [...operations].map(String).sort()) {
       const hash = (await withDeadline(client.hGetAll(operationKey(operation)), deadline).catch(this.failed)) as Record<string, string>;
