@@ -285,8 +285,8 @@ function forwardedProblem(up: RecordedRequest): { problem: string | undefined; q
 for (const engine of ENGINES) {
   t.test(`engine ${engine}: generated requests against a listening gateway`, async (t) => {
     const stub = await startStubUpstream(t, stubAnswer);
-    // The stub's mode header crosses the request allowlist only because this policy adds it.
-    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 3000, bodyMs: 3000 } }, headers: { request: { allow: ['x-stub'] } } }, { engine });
+    // The stub's mode and the request's id header cross the request allowlist only because this policy adds them.
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 3000, bodyMs: 3000 } }, headers: { request: { allow: ['x-stub', 'x-fuzz-id'] } } }, { engine });
     let n = 0;
     const statuses = new Map<number, number>();
     const queries: string[] = [];

@@ -39,9 +39,11 @@ const DEFAULTS = {
     maxConnections: 10000,
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
+    admin: { host: '127.0.0.1', port: 9464 },
     trustedProxies: [],
   },
   headers: { request: { allow: [] }, response: { allow: [] } },
+  log: { access: true, level: 'info' },
   policies: {
     auth: {
       keys: [],
@@ -604,4 +606,20 @@ t.test('policyFileSchema lists every policy module with a default', async (t) =>
   for (const [name, p] of Object.entries(s.properties.policies.properties)) t.strictSame(p.default, {}, name);
   // Each call returns a fresh object: the loader's defaults cannot leak between files.
   t.not(policyFileSchema(), policyFileSchema());
+});
+
+t.test('server.admin: on by default at 127.0.0.1:9464, null turns it off, the flags override (and turn it on)', async (t) => {
+  const env = { env: {} };
+  const off = parsePolicy('version: 1\nserver: { admin: null }\n', env);
+  t.ok(off.ok && off.config.server.admin === null, 'admin: null is no listener');
+  const flags = parsePolicy('version: 1\nserver: { admin: null }\n', env, { adminHost: '0.0.0.0', adminPort: 0 });
+  t.ok(flags.ok);
+  if (flags.ok) t.strictSame(flags.config.server.admin, { host: '0.0.0.0', port: 0 }, 'the flags win over the file');
+  const portOnly = parsePolicy('version: 1\n', env, { adminPort: 19464 });
+  if (portOnly.ok) t.strictSame(portOnly.config.server.admin, { host: '127.0.0.1', port: 19464 }, 'the host keeps its default');
+  const bad = parsePolicy('version: 1\nserver: { admin: { port: 70000 } }\n', env);
+  t.notOk(bad.ok, 'a port out of range is refused');
+  if (!bad.ok) t.match(bad.problems.map((p) => p.path).join(' '), /\$\.server\.admin\.port/);
+  const log = parsePolicy('version: 1\nlog: { access: false }\n', env);
+  t.ok(log.ok && log.config.log.access === false && log.config.log.level === 'info', 'log.access: false, level default info');
 });
