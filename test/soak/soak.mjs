@@ -87,7 +87,9 @@ function rssMb(pid) {
 
 async function startGateway(key, dir) {
   const policy = join(dir, 'policy.yaml');
-  writeFileSync(policy, JSON.stringify({ version: 1, upstream: { url: 'builtin' }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } }));
+  // bruteForce off: phase b must put every distinct invalid key through the key lookup (with the
+  // default lock, one address is refused with 429 after 100 failures and the lookup never runs).
+  writeFileSync(policy, JSON.stringify({ version: 1, upstream: { url: 'builtin' }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', bruteForce: null } } }));
   const child = spawn(process.execPath, [CLI, 'serve', '--policy', policy, '--host', '127.0.0.1', '--port', '0', '--admin-port', '0', '--engine', ENGINE], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', PETSTORE_API_KEYS: key, LOG_LEVEL: 'warn' },
@@ -100,7 +102,8 @@ async function startGateway(key, dir) {
   const exited = new Promise((r) => child.once('exit', (code, signal) => r({ code, signal })));
   const deadline = Date.now() + 20_000;
   for (;;) {
-    const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+    // The human banner is on stderr (stdout is NDJSON).
+    const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
     if (m !== null) return { child, url: m[1], exited, output: () => ({ stdout, stderr }) };
     if (child.exitCode !== null) throw new Error(`the gateway exited (${child.exitCode}) before listening:\n${stdout}\n${stderr}`);
     if (Date.now() > deadline) throw new Error(`the gateway did not listen within 20 s:\n${stdout}\n${stderr}`);
