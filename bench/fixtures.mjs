@@ -20,7 +20,9 @@ export function policyText(upstream, contract = 'off') {
     version: 1,
     upstream: { url: upstream },
     policies: {
-      auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', upstreamAuthorization: 'drop' },
+      // The brute-force lock is off: the memory phases send 200,000 distinct unknown keys from one
+      // address to measure the key lookup, which the lock would cut short after 100 (with 429s).
+      auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', upstreamAuthorization: 'drop', bruteForce: null },
       route: {},
       deprecation: { deprecatedAt: '2026-01-01T00:00:00Z', sunset: '2030-12-05T00:00:00Z', removeAfterSunset: true },
       'list-pets': { outOfRange: 'reject', unknownParams: 'drop', enforceResponse: true },

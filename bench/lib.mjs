@@ -136,15 +136,22 @@ export function startProcess(args, { ready = /ready (\S+)/, env = process.env, e
   let readyDone = false;
   let out = '';
   let err = '';
-  child.stderr.setEncoding('utf8').on('data', (s) => (err = (err + s).slice(-10_000)));
   return new Promise((resolvePromise, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`${args.join(' ')}: not ready within ${timeoutMs} ms\n${out}\n${err}`));
     }, timeoutMs);
+    // `ready` is looked for on both streams: the CLI writes its human banner to stderr.
+    child.stderr.setEncoding('utf8').on('data', (s) => {
+      err = (err + s).slice(-10_000);
+      check();
+    });
     child.stdout.setEncoding('utf8').on('data', (s) => {
       if (out.length < 100_000) out += s;
-      const m = ready.exec(out);
+      check();
+    });
+    function check() {
+      const m = ready.exec(out) ?? ready.exec(err);
       if (m !== null && !readyDone) {
         clearTimeout(timer);
         readyDone = true;
@@ -159,7 +166,7 @@ export function startProcess(args, { ready = /ready (\S+)/, env = process.env, e
           },
         });
       }
-    });
+    }
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
       reject(new Error(`${args.join(' ')} exited (${code ?? signal}) before it was ready\n${out}\n${err}`));
