@@ -1,14 +1,14 @@
 /**
  * The composition root: a validated policy config becomes a running chain of policies, plus what
- * the adapters need to forward (the upstream, the body limit, the built-in backend).
+ * the exchange needs to forward (the upstream, the body limit, the built-in backend).
  */
 import { ReferenceBackend } from './backend/service.js';
 import type { PolicyConfig, UpstreamConfig } from './config/types.js';
 import { Chain } from './core/chain.js';
 import { CircuitBreaker } from './core/breaker.js';
 import type { ForwardSettings } from './core/exchange.js';
-import type { PolicyEnv, Problem } from './core/policy.js';
-import { gatewayPolicyEnv, POLICY_MODULES } from './policies/index.js';
+import type { Policy, PolicyEnv, PolicyModule, Problem } from './core/policy.js';
+import { gatewayPolicyEnv, POLICY_MODULES, type PolicyName } from './policies/index.js';
 import { compileHeaderRules, type HeaderRules } from './core/headers.js';
 import { SecretSet } from './core/redact.js';
 
@@ -29,9 +29,19 @@ export interface Gateway {
   readonly backend: ReferenceBackend | undefined;
 }
 
+/**
+ * One module's policy, made from its own section of the config. Generic in the module's name so that
+ * `config.policies[m.name]` is exactly the config `m.create` takes; called with the union
+ * `AnyPolicyModule`, K is inferred as the union of names, which each module fits because `create` is
+ * a method (bivariant parameters).
+ */
+function createPolicy<K extends PolicyName>(m: PolicyModule<PolicyConfig['policies'][K], K>, config: PolicyConfig, env: PolicyEnv): Policy {
+  return m.create(config.policies[m.name], env);
+}
+
 export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: ReferenceBackend): Gateway {
   const penv = gatewayPolicyEnv(config, env);
-  const policies = POLICY_MODULES.map((m) => m.create(config.policies[m.name as keyof PolicyConfig['policies']], penv));
+  const policies = POLICY_MODULES.map((m) => createPolicy(m, config, penv));
   const builtin = config.upstream.url === 'builtin';
   const url = builtin ? undefined : new URL(config.upstream.url);
   return {

@@ -1,6 +1,6 @@
 /**
- * petstore-gateway as a library: the policy core, the policy file loader, the adapters and the
- * reference backend. The CLI (`petstore-gateway`) is built from these same parts.
+ * petstore-gateway as a library: the policy core, the policy file loader, the engines (a front, the
+ * exchange and an upstream transport, composed) and the reference backend. The CLI (`petstore-gateway`) is built from these same parts.
  */
 export { petstoreGateway, type PetstoreGatewayOptions } from './fronts/fastify.js';
 export { buildServer } from './engines/fastify.js';

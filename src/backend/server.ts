@@ -53,7 +53,7 @@ export function createBackendServer(options: BackendServerOptions = {}): Server 
     const route = matchRoute(req.method ?? 'GET', path);
     if (route.kind === 'not_found') return sendError(res, new GatewayError('not_found'));
     if (route.kind === 'method_not_allowed') {
-      return sendError(res, new GatewayError('method_not_allowed', undefined, { allow: route.allow }));
+      return sendError(res, new GatewayError('method_not_allowed', { headers: { allow: route.allow } }));
     }
     let body: Buffer | undefined;
     if (route.operation.hasBody) {

@@ -32,7 +32,7 @@ export interface BackendOptions {
 }
 
 function error(code: ErrorCode, message?: string): BackendResponse {
-  const err = new GatewayError(code, message);
+  const err = new GatewayError(code, { message });
   return { status: err.status, body: Buffer.from(renderError(err)) };
 }
 

@@ -30,7 +30,7 @@ import { superviseWorkers } from './supervisor.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
-/** The adapters `serve --engine` runs; the first is the default. */
+/** The engines `serve --engine` runs (src/engines); the first is the default. */
 const ENGINES = ['undici', 'fastify', 'http-proxy-3'];
 
 const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -7,9 +7,9 @@ import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parseDocument } from 'yaml';
 import { checkHeaderRules } from '../core/headers.js';
-import type { PolicyEnv, Problem } from '../core/policy.js';
+import type { PolicyEnv, PolicyModule, Problem } from '../core/policy.js';
 import { buildKeyRing, type AuthConfig } from '../policies/auth/index.js';
-import { POLICY_MODULES } from '../policies/index.js';
+import { POLICY_MODULES, type PolicyName } from '../policies/index.js';
 import { policyFileSchema } from './schema.js';
 import type { PolicyConfig } from './types.js';
 
@@ -178,6 +178,21 @@ function keyProblem(auth: AuthConfig, env: PolicyEnv, mode: LoadOptions['keys'])
   return { path: '$.policies.auth', message: `no API key is configured, so every request would be refused: ${ways.join(', ')}` };
 }
 
+/**
+ * One module's cross-field rules over its section. The section has been through Ajv (defaults
+ * filled) but may still hold schema errors, so it is the module's config only as far as the schema
+ * passed: the cast says that, and the caller skips a rule that trips over a value of the wrong type.
+ * Generic in the name so the module and its config type stay paired (see `createPolicy`, src/gateway.ts).
+ */
+function checkSection<K extends PolicyName>(
+  m: PolicyModule<PolicyConfig['policies'][K], K>,
+  section: Record<string, unknown>,
+  env: PolicyEnv,
+): readonly Problem[] {
+  if (m.check === undefined) return [];
+  return m.check(section as unknown as PolicyConfig['policies'][K], toJsonPath(`/policies/${m.name}`), env);
+}
+
 /** Validates the text of a policy file. Pure: reads nothing but its arguments. */
 export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
@@ -208,10 +223,10 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   if (isMapping(policies)) {
     for (const m of POLICY_MODULES) {
       const section = policies[m.name];
-      if (m.check === undefined || !isMapping(section)) continue;
+      if (!isMapping(section)) continue;
       let found: readonly Problem[];
       try {
-        found = m.check(section, toJsonPath(`/policies/${m.name}`), env);
+        found = checkSection(m, section, env);
       } catch {
         continue;
       }

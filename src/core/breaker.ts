@@ -2,7 +2,7 @@
  * A circuit breaker for one upstream: after `failures` consecutive failed exchanges (transport
  * errors, timeouts, 5xx answers) it opens, and for `coolDownMs` the gateway answers 503 at once
  * instead of queueing clients behind a dead backend. Then one request is let through (half-open):
- * its success closes the circuit, its failure opens it again. Framework-free; every adapter uses it.
+ * its success closes the circuit, its failure opens it again. Framework-free; the exchange uses it, whatever the engine.
  */
 import { GatewayError } from './errors.js';
 
@@ -30,7 +30,7 @@ export class CircuitBreaker {
       return undefined;
     }
     const seconds = Math.max(1, Math.ceil((this.openUntil - t) / 1000));
-    return new GatewayError('service_unavailable', 'The upstream service is failing: retry later.', { 'retry-after': String(seconds) });
+    return new GatewayError('service_unavailable', { message: 'The upstream service is failing: retry later.', headers: { 'retry-after': String(seconds) } });
   }
 
   /** Records the outcome of an exchange that went upstream. */

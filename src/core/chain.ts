@@ -1,6 +1,6 @@
 /**
  * The chain: runs the policies in their stated order and stops at the first denial. It knows
- * nothing of HTTP frameworks; adapters give it a RequestHead and, for createPet, the raw body.
+ * nothing of HTTP frameworks; the exchange gives it a RequestHead and, for createPet, the raw body.
  */
 import type { GatewayError } from './errors.js';
 import { matchRoute, splitTarget } from './operations.js';

@@ -58,9 +58,24 @@ export const CATALOGUE = {
 
 export type ErrorCode = keyof typeof CATALOGUE;
 
+/** The optional fields of a GatewayError (issue 11: named fields, not five positional arguments). */
+export interface GatewayErrorOptions {
+  /** Shown to the client; the catalogue's message when absent. */
+  readonly message?: string | undefined;
+  /** Extra response headers, e.g. WWW-Authenticate on 401 or Allow on 405. */
+  readonly headers?: Readonly<Record<string, string>> | undefined;
+  /** The underlying failure, kept as `Error.cause` for the log (never shown to the client). */
+  readonly cause?: unknown;
+  /**
+   * Only for `upstream_error`, which carries an upstream status that no other code names (e.g.
+   * 418); every other code has the catalogue's status and ignores this.
+   */
+  readonly status?: number | undefined;
+}
+
 /**
  * A decision to answer the client with an error. Policies return it (they never throw it); the
- * adapters render it in exactly one place.
+ * exchange (src/core/exchange.ts) renders it in exactly one place.
  */
 export class GatewayError extends Error {
   readonly code: ErrorCode;
@@ -68,11 +83,9 @@ export class GatewayError extends Error {
   /** Extra response headers, e.g. WWW-Authenticate on 401 or Allow on 405. */
   readonly headers: Readonly<Record<string, string>>;
 
-  /**
-   * @param status only for `upstream_error`, which carries an upstream status that no other code
-   *   names (e.g. 418); every other code has the catalogue's status.
-   */
-  constructor(code: ErrorCode, message?: string, headers: Record<string, string> = {}, cause?: unknown, status?: number) {
+  /** `code` is positional (the one required field, the one most read); the rest are named. */
+  constructor(code: ErrorCode, options: GatewayErrorOptions = {}) {
+    const { message, headers = {}, cause, status } = options;
     super(message ?? CATALOGUE[code].message, cause === undefined ? undefined : { cause });
     this.name = 'GatewayError';
     this.code = code;
@@ -102,7 +115,7 @@ const BY_STATUS: ReadonlyMap<number, ErrorCode> = new Map<number, ErrorCode>([
  */
 export function errorForStatus(status: number, cause?: unknown): GatewayError {
   const code = BY_STATUS.get(status) ?? (status >= 400 && status < 500 ? 'invalid_request' : 'internal_error');
-  return new GatewayError(code, undefined, {}, cause);
+  return new GatewayError(code, { cause });
 }
 
 export const ERROR_CONTENT_TYPE = 'application/json; charset=utf-8';

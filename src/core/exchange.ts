@@ -103,7 +103,7 @@ const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
 
 function errorFor(kind: FailureKind, cause: unknown): GatewayError {
   const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : 'upstream_unavailable';
-  return new GatewayError(code, undefined, {}, cause);
+  return new GatewayError(code, { cause });
 }
 
 /** What the operator log gets of a cause: its code and message, never a request header. */
@@ -342,7 +342,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
         if (denied !== undefined) return this.sendError(denied);
         body = ex.upstreamBody ?? body;
       } else if (op.hasBody) {
-        return this.sendError(new GatewayError('invalid_request', 'The request body is missing.'));
+        return this.sendError(new GatewayError('invalid_request', { message: 'The request body is missing.' }));
       }
       const { upstream, gateways, settings } = this.pipeline;
       if (!upstream.conforms) {
@@ -390,7 +390,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       if (!isValidUpstreamStatus(status) || tooManyHeaders(headers)) {
         // 999, 600, a 101 nobody asked for, or a header flood: not an answer to relay (issue 12, item 6).
         this.control?.abort();
-        return this.upstreamFailed(new GatewayError('bad_gateway', undefined, {}, new Error(`upstream answered status ${status}`)));
+        return this.upstreamFailed(new GatewayError('bad_gateway', { cause: new Error(`upstream answered status ${status}`) }));
       }
       this.headers = headers;
       const { upstream, settings } = this.pipeline;
@@ -418,7 +418,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       // A header value node will not write (the upstream's fault): 502, nothing forwarded.
       this.control?.abort();
       this.status = 0;
-      this.upstreamFailed(new GatewayError('bad_gateway', undefined, {}, err));
+      this.upstreamFailed(new GatewayError('bad_gateway', { cause: err }));
     }
   }
 

@@ -1,6 +1,6 @@
 /**
  * The operations of the interface (pet-store-interface.md, "Endpoints") and the one route matcher
- * that maps a request line to them. Both adapters and the reference backend use it, so what is a
+ * that maps a request line to them. The chain (every engine) and the reference backend use it, so what is a
  * known path, a wrong method or an unknown path is decided in one place.
  *
  * Matching is strict on the raw (not decoded) path: exactly `/v1/pets` or `/v1/pets/{segment}`,

@@ -14,7 +14,7 @@ export type HeaderValue = string | string[] | undefined;
 /** Request headers as node:http gives them: lower-case names. */
 export type IncomingHeaders = Readonly<Record<string, HeaderValue>>;
 
-/** What an adapter knows of a request before reading its body. */
+/** What a front knows of a request before reading its body. */
 export interface RequestHead {
   readonly method: string;
   /** The raw request-target: path and query, as sent. */
@@ -26,7 +26,7 @@ export interface RequestHead {
 
 /**
  * One request as it goes through the chain: what was asked, and what the policies decided should
- * reach the upstream and the client. Adapters read it; only policies write it.
+ * reach the upstream and the client. The exchange reads it; only policies write it.
  */
 export interface Exchange {
   readonly head: RequestHead;
@@ -160,9 +160,14 @@ export interface Problem {
 /**
  * A policy module: the name an operator writes under `policies:` in a policy file, the JSON Schema
  * of its config (with defaults), optional cross-field rules, and a factory.
+ *
+ * `N` ties the module to its key in `PolicyConfig['policies']`, so the registry
+ * (src/policies/index.ts) can hand each module its own section with no cast. `check` and `create`
+ * are methods, not function properties, on purpose: method parameters are bivariant, which lets a
+ * union of modules be called with the union of their configs (see `createPolicy` in src/gateway.ts).
  */
-export interface PolicyModule<C> {
-  readonly name: string;
+export interface PolicyModule<C, N extends string = string> {
+  readonly name: N;
   readonly description: string;
   readonly schema: Readonly<Record<string, unknown>>;
   /** Cross-field rules that a JSON Schema cannot say; return problems, never throw. */

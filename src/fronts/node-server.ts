@@ -1,5 +1,5 @@
 /**
- * The listening socket of the standalone gateway, whichever adapter serves it: node:http with the
+ * The listening socket of the standalone gateway, whichever engine serves it: node:http with the
  * limits of the policy's `server` section, and Error-shape answers for what node's parser refuses.
  */
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -71,9 +71,9 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
     const name = raw[i]!;
     if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
   }
-  if (hosts > 1) return new GatewayError('invalid_request', 'The request has more than one Host header (RFC 9112 section 3.2).');
+  if (hosts > 1) return new GatewayError('invalid_request', { message: 'The request has more than one Host header (RFC 9112 section 3.2).' });
   if (hosts === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
-    return new GatewayError('invalid_request', 'An HTTP/1.1 request must carry a Host header (RFC 9112 section 3.2).');
+    return new GatewayError('invalid_request', { message: 'An HTTP/1.1 request must carry a Host header (RFC 9112 section 3.2).' });
   }
   return undefined;
 }
@@ -126,7 +126,7 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
   });
   server.on('connect', (_req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
-    socket.end(rawErrorResponse(new GatewayError('not_implemented', 'The gateway does not tunnel: CONNECT is not implemented.')));
+    socket.end(rawErrorResponse(new GatewayError('not_implemented', { message: 'The gateway does not tunnel: CONNECT is not implemented.' })));
   });
   server.maxConnections = limits.maxConnections;
   return server;

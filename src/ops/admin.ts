@@ -91,11 +91,11 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
   const q = target.indexOf('?');
   const path = q === -1 ? target : target.slice(0, q);
   if (!(ADMIN_PATHS as readonly string[]).includes(path)) {
-    sendError(res, new GatewayError('not_found', `No admin endpoint at this path: ${ADMIN_PATHS.join(', ')}.`));
+    sendError(res, new GatewayError('not_found', { message: `No admin endpoint at this path: ${ADMIN_PATHS.join(', ')}.` }));
     return;
   }
   if (req.method !== 'GET' && req.method !== 'HEAD') {
-    sendError(res, new GatewayError('method_not_allowed', undefined, { allow: ALLOW }));
+    sendError(res, new GatewayError('method_not_allowed', { headers: { allow: ALLOW } }));
     return;
   }
   try {

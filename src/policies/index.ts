@@ -17,8 +17,16 @@ import { responseContract } from './response-contract/index.js';
 import { route } from './route/index.js';
 import { upstreamErrors } from './upstream-errors/index.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const POLICY_MODULES: ReadonlyArray<PolicyModule<any>> = Object.freeze([
+/** The name of a policy module: its key under `policies:` in a policy file. */
+export type PolicyName = keyof PolicyConfig['policies'];
+
+/**
+ * Any one registered module, its config type tied to its name: narrowing `m.name` narrows the
+ * config `m.create` takes, so `config.policies[m.name]` fits it with no cast.
+ */
+export type AnyPolicyModule = { [K in PolicyName]: PolicyModule<PolicyConfig['policies'][K], K> }[PolicyName];
+
+export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze([
   auth,
   rateLimit,
   route,
@@ -38,7 +46,7 @@ export { auth, deprecation, listPets, newPet, rateLimit, responseContract, route
  *
  * @example
  *   const penv = gatewayPolicyEnv(config, env);
- *   const policies = POLICY_MODULES.map((m) => m.create(config.policies[m.name], penv));
+ *   const policies = POLICY_MODULES.map((m) => createPolicy(m, config, penv)); // src/gateway.ts
  *   // penv.secrets!.mask(text) for any upstream text the exchange logs
  */
 export function gatewayPolicyEnv(config: PolicyConfig, env: PolicyEnv): PolicyEnv {

@@ -7,9 +7,9 @@
  * interface does not list).
  *
  * Every gateway sits in front of an in-process stub upstream that records what reaches it. Each
- * section runs against every engine (the Fastify adapter and the http-proxy-3 adapter), which
- * share the listening socket (src/adapters/shared/node-server.ts) but read bodies and route alike
- * each on their own.
+ * section runs against every engine (undici, fastify, http-proxy-3), which share the listening
+ * socket (src/fronts/node-server.ts) and the exchange (src/core/exchange.ts), but each reads bodies
+ * through its own front (src/fronts/node-http.ts, src/fronts/fastify.ts).
  */
 import t from 'tap';
 import { request as httpRequest, Agent, type Server } from 'node:http';

@@ -6,7 +6,7 @@
  *
  * The file reload itself (signals, --watch, refusals) is the CLI's and the same for every engine:
  * (a)-(d) run on the default engine; the load and in-flight tests, which depend on how each
- * adapter holds the gateway of a request, run on each engine.
+ * engine's front holds the gateway of a request, run on each engine.
  */
 import t from 'tap';
 import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';

@@ -12,8 +12,8 @@
  * - the circuit breaker, end to end: opens after N failures, 503 + Retry-After without touching the
  *   upstream, one probe after the cool-down, closes on success; off by default.
  *
- * Both engines (fastify, http-proxy-3) run the same tests, side by side (t.jobs = 2) to keep the file
- * short. The gateways run in this process, so process.memoryUsage() and its open sockets see them.
+ * Every engine (undici, fastify, http-proxy-3) runs the same tests, two at a time (t.jobs = 2) to keep
+ * the file short. The gateways run in this process, so process.memoryUsage() and its open sockets see them.
  */
 import t from 'tap';
 import { request as httpRequest, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
@@ -838,7 +838,7 @@ function breakerTests(t: TapTest, engine: Engine): void {
 
 // ---------------------------------------------------------------------------------------------
 
-// Both engines at once: each runs the same sequence on its own servers, and the file stays short.
+// Every engine, two at a time: each runs the same sequence on its own servers, and the file stays short.
 t.jobs = 2;
 forEachEngine(t, async (t, engine) => {
   timingTests(t, engine);

@@ -121,8 +121,8 @@ export function bearer(key: string, extra: Record<string, string | number> = {})
 export type PolicyInput = string | Record<string, unknown>;
 
 /**
- * The adapters: every end-to-end file runs its tests against each (test/meta/parity.test.ts checks
- * that), so a behaviour cannot exist in one and not the other.
+ * The engines: every end-to-end file runs its tests against each (test/meta/parity.test.ts checks
+ * that), so a behaviour cannot exist in one and not the others.
  */
 export const ENGINES = ['undici', 'fastify', 'http-proxy-3'] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -144,7 +144,7 @@ export interface GatewayHandle {
 }
 
 export interface StartGatewayOptions {
-  /** The adapter; undici (the standalone default) by default. */
+  /** The engine; undici (the standalone default) by default. */
   readonly engine?: Engine;
   /** More environment entries for the policies (e.g. an upstreamAuthorization variable). */
   readonly env?: Record<string, string>;

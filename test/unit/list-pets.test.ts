@@ -227,7 +227,7 @@ t.test('never more than limit animals', async (t) => {
   const r = respond('/v1/pets?limit=2', response(five));
   t.equal(r.status, 200);
   t.equal(r.body.toString(), `[${pet(1)},${pet(2)}]`);
-  t.strictSame(r.headers, JSON_HEADERS, 'upstream headers kept (the adapter recomputes content-length)');
+  t.strictSame(r.headers, JSON_HEADERS, 'upstream headers kept (the exchange drops content-length, the front frames the new body)');
   t.equal(r.truncated, false);
   // Default limit 20: an upstream that ignores it is cut at 20.
   const many = `[${Array.from({ length: 30 }, (_, i) => pet(i + 1)).join(',')}]`;

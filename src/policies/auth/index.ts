@@ -115,16 +115,16 @@ function create(config: AuthConfig, env: PolicyEnv) {
   const failures = bruteForce === null ? undefined : new FailureLimiter(bruteForce, now);
   const realm = `Bearer realm="${config.realm}"`;
   // RFC 6750 section 3.1: no error code when the request has no authentication information.
-  const missing = new GatewayError('missing_api_key', undefined, { 'www-authenticate': realm });
-  const malformed = new GatewayError('malformed_authorization', undefined, {
-    'www-authenticate': `${realm}, error="invalid_request"`,
+  const missing = new GatewayError('missing_api_key', { headers: { 'www-authenticate': realm } });
+  const malformed = new GatewayError('malformed_authorization', {
+    headers: { 'www-authenticate': `${realm}, error="invalid_request"` },
   });
-  const invalid = new GatewayError('invalid_api_key', undefined, { 'www-authenticate': `${realm}, error="invalid_token"` });
+  const invalid = new GatewayError('invalid_api_key', { headers: { 'www-authenticate': `${realm}, error="invalid_token"` } });
   // RFC 6750 section 3: the wording of its own example for an expired token.
-  const expired = new GatewayError('expired_api_key', undefined, {
-    'www-authenticate': `${realm}, error="invalid_token", error_description="The access token expired"`,
+  const expired = new GatewayError('expired_api_key', {
+    headers: { 'www-authenticate': `${realm}, error="invalid_token", error_description="The access token expired"` },
   });
-  const forbidden = new GatewayError('forbidden', undefined, { 'www-authenticate': `${realm}, error="insufficient_scope"` });
+  const forbidden = new GatewayError('forbidden', { headers: { 'www-authenticate': `${realm}, error="insufficient_scope"` } });
 
   // Authorization reaches the upstream only as this policy sets it (src/core/headers.ts never
   // forwards the client's): `forward` sets the client's header, `drop` nothing, `fromEnv` the
@@ -151,7 +151,7 @@ function create(config: AuthConfig, env: PolicyEnv) {
       const address = ex.head.remoteAddress;
       if (failures !== undefined && address !== undefined) {
         const waitMs = failures.lockedFor(address);
-        if (waitMs > 0) return new GatewayError('too_many_auth_failures', undefined, { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) });
+        if (waitMs > 0) return new GatewayError('too_many_auth_failures', { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });
       }
       const grant = ring.grant(token);
       if (grant === undefined) {
@@ -168,7 +168,7 @@ function create(config: AuthConfig, env: PolicyEnv) {
   };
 }
 
-export const auth: PolicyModule<AuthConfig> = {
+export const auth: PolicyModule<AuthConfig, 'auth'> = {
   name: 'auth',
   description: schema.description,
   schema,

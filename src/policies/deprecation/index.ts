@@ -55,7 +55,7 @@ function create(config: DeprecationConfig, env: PolicyEnv) {
   const sunset = Date.parse(config.sunset);
   const brownouts = config.brownouts.map((b) => ({ start: Date.parse(b.start), end: Date.parse(b.end), until: b.end }));
   const now = env.now ?? Date.now;
-  const removed = new GatewayError('operation_removed', `getPet was removed on ${headers.sunset}: use GET /v1/pets with the status filter.`);
+  const removed = new GatewayError('operation_removed', { message: `getPet was removed on ${headers.sunset}: use GET /v1/pets with the status filter.` });
   return {
     name: 'deprecation',
     annotate(ex: Exchange): void {
@@ -67,10 +67,9 @@ function create(config: DeprecationConfig, env: PolicyEnv) {
       if (config.removeAfterSunset && t >= sunset) return removed;
       for (const b of brownouts) {
         if (t >= b.start && t < b.end) {
-          return new GatewayError(
-            'operation_removed',
-            `getPet is unavailable during a scheduled brownout until ${b.until}, and is removed on ${headers.sunset}: use GET /v1/pets with the status filter.`,
-          );
+          return new GatewayError('operation_removed', {
+            message: `getPet is unavailable during a scheduled brownout until ${b.until}, and is removed on ${headers.sunset}: use GET /v1/pets with the status filter.`,
+          });
         }
       }
       return undefined;
@@ -78,7 +77,7 @@ function create(config: DeprecationConfig, env: PolicyEnv) {
   };
 }
 
-export const deprecation: PolicyModule<DeprecationConfig> = {
+export const deprecation: PolicyModule<DeprecationConfig, 'deprecation'> = {
   name: 'deprecation',
   description: schema.description,
   schema,

@@ -31,11 +31,11 @@ function create(config: ListPetsConfig, env: PolicyEnv) {
       if (ex.operation?.id !== 'listPets') return undefined;
       if (config.unknownParams === 'reject') {
         for (const name of new URLSearchParams(ex.rawQuery).keys()) {
-          if (name !== 'limit' && name !== 'status') return new GatewayError('invalid_query', `unknown query parameter '${name.slice(0, 64)}'`);
+          if (name !== 'limit' && name !== 'status') return new GatewayError('invalid_query', { message: `unknown query parameter '${name.slice(0, 64)}'` });
         }
       }
       const query = parseListQuery(ex.rawQuery, clamp);
-      if ('error' in query) return new GatewayError('invalid_query', query.error);
+      if ('error' in query) return new GatewayError('invalid_query', { message: query.error });
       const { limit, status } = query;
       ex.list = { limit, status };
       // Only what the interface defines, normalised: no client text reaches the upstream query.
@@ -60,13 +60,13 @@ function create(config: ListPetsConfig, env: PolicyEnv) {
       } catch (err) {
         if (!(err instanceof ScanError)) throw err;
         env.log?.warn({ policy: 'list-pets', reason: err.message }, 'upstream listPets body is not a JSON array that can be enforced');
-        return errorResponse(new GatewayError('upstream_contract_violation', 'The upstream service sent an invalid list of animals.'));
+        return errorResponse(new GatewayError('upstream_contract_violation', { message: 'The upstream service sent an invalid list of animals.' }));
       }
     },
   };
 }
 
-export const listPets: PolicyModule<ListPetsConfig> = {
+export const listPets: PolicyModule<ListPetsConfig, 'list-pets'> = {
   name: 'list-pets',
   description: schema.description,
   schema,

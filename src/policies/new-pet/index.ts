@@ -1,6 +1,6 @@
 /**
  * The `new-pet` policy: what createPet accepts as a body. The media type is checked before the body
- * is read (415: application/json in UTF-8 only, issue 12), the size while it is read (413, enforced by the adapter with `maxBytes`), then the
+ * is read (415: application/json in UTF-8 only, issue 12), the size while it is read (413, enforced by the front with `maxBytes`: src/fronts/body.ts), then the
  * JSON and the NewPet schema once it is complete (400, every violation in one message). The
  * upstream receives the client's bytes unchanged; only `unknownFields: strip` rewrites them, and
  * losslessly.
@@ -15,12 +15,12 @@ export type { NewPetConfig } from './schema.js';
 const unsupported = new GatewayError('unsupported_media_type');
 // Issue 12, finding 3: JSON is UTF-8 (RFC 8259 section 8.1); a body labelled in another charset
 // would be validated as UTF-8 here and read otherwise by an upstream that honours the label.
-const notUtf8 = new GatewayError('unsupported_media_type', 'The request body must be application/json in UTF-8: send no charset, or charset=utf-8.');
+const notUtf8 = new GatewayError('unsupported_media_type', { message: 'The request body must be application/json in UTF-8: send no charset, or charset=utf-8.' });
 // A BOM is refused, not stripped: RFC 8259 section 8.1 says senders MUST NOT add one, and the
 // upstream receives the client's bytes unchanged, so stripping would forward bytes that differ
 // from the ones checked (or forward the BOM to a parser that may refuse it).
-const bom = new GatewayError('malformed_json', 'The request body starts with a byte order mark (U+FEFF): send UTF-8 JSON without one (RFC 8259 section 8.1).');
-const empty = new GatewayError('malformed_json', 'The request body is empty: a NewPet JSON object is required.');
+const bom = new GatewayError('malformed_json', { message: 'The request body starts with a byte order mark (U+FEFF): send UTF-8 JSON without one (RFC 8259 section 8.1).' });
+const empty = new GatewayError('malformed_json', { message: 'The request body is empty: a NewPet JSON object is required.' });
 
 function create(config: NewPetConfig) {
   const validate = compileNewPet(config.unknownFields);
@@ -41,17 +41,17 @@ function create(config: NewPetConfig) {
         // SyntaxError names the position (or a duplicate key); TypeError is bad UTF-8; RangeError too deep.
         const detail =
           err instanceof SyntaxError ? ` ${err.message}.` : err instanceof TypeError ? ' It is not UTF-8.' : ' It is nested too deeply.';
-        return new GatewayError('malformed_json', `The request body is not valid JSON.${detail.slice(0, 200)}`);
+        return new GatewayError('malformed_json', { message: `The request body is not valid JSON.${detail.slice(0, 200)}` });
       }
       const check = validate(value);
-      if (check.errors.length > 0) return new GatewayError('invalid_body', check.errors.join('; '));
+      if (check.errors.length > 0) return new GatewayError('invalid_body', { message: check.errors.join('; ') });
       if (check.stripped !== undefined) ex.upstreamBody = Buffer.from(stringifyLossless(check.stripped));
       return undefined;
     },
   };
 }
 
-export const newPet: PolicyModule<NewPetConfig> = {
+export const newPet: PolicyModule<NewPetConfig, 'new-pet'> = {
   name: 'new-pet',
   description: schema.description,
   schema,

@@ -72,7 +72,7 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
   for (const [id, r] of Object.entries(config.perKey)) perKey.set(id, rule(r.limit, r.windowSeconds ?? config.windowSeconds));
   const failOpen = config.onStoreError === 'open';
   const warning = new ThrottledWarning(env.log, 10_000, env.now);
-  const unavailable = new GatewayError('service_unavailable', 'The rate limit store is unavailable: retry later.', { 'retry-after': '1' });
+  const unavailable = new GatewayError('service_unavailable', { message: 'The rate limit store is unavailable: retry later.', headers: { 'retry-after': '1' } });
   let failedOpen = 0;
 
   function decide(ex: Exchange, r: Rule, d: RateDecision): Decision {
@@ -84,7 +84,7 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
     // At least 1: a refusal always has something to wait for (GCRA's retryAfterMs > 0).
     const retry = Math.max(1, seconds(d.retryAfterMs));
     ex.responseHeaders.ratelimit = `${POLICY_NAME};r=0;t=${retry}`;
-    return new GatewayError('rate_limited', undefined, { 'retry-after': String(retry) });
+    return new GatewayError('rate_limited', { headers: { 'retry-after': String(retry) } });
   }
 
   function storeFailed(ex: Exchange, r: Rule, err: unknown): Decision {
@@ -124,7 +124,7 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
   };
 }
 
-export const rateLimit: PolicyModule<RateLimitConfig> = {
+export const rateLimit: PolicyModule<RateLimitConfig, 'rate-limit'> = {
   name: 'rate-limit',
   description: schema.description,
   schema,

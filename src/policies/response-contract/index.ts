@@ -13,7 +13,7 @@ export interface ResponseContractConfig {
   readonly mode: 'off' | 'monitor' | 'enforce';
 }
 
-const schema = {
+export const schema = {
   type: 'object',
   description: 'Validation of 2xx upstream answers against Pet / Pets: "off", "monitor" (log and count) or "enforce" (502).',
   additionalProperties: false,
@@ -64,7 +64,7 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
   };
 }
 
-export const responseContract: PolicyModule<ResponseContractConfig> = {
+export const responseContract: PolicyModule<ResponseContractConfig, 'response-contract'> = {
   name: 'response-contract',
   description: schema.description,
   schema,

@@ -11,6 +11,9 @@ import type { Decision, Exchange, PolicyModule } from '../../core/policy.js';
 
 export type RouteConfig = Record<string, never>;
 
+/** No options: an empty mapping (or none) is the only valid section. */
+export const schema = { type: 'object', additionalProperties: false, properties: {} } as const;
+
 const notFound = new GatewayError('not_found');
 const petNotFound = new GatewayError('pet_not_found');
 const notAllowed = new Map<string, GatewayError>();
@@ -18,16 +21,16 @@ const notAllowed = new Map<string, GatewayError>();
 function methodNotAllowed(allow: string): GatewayError {
   let err = notAllowed.get(allow);
   if (err === undefined) {
-    err = new GatewayError('method_not_allowed', undefined, { allow });
+    err = new GatewayError('method_not_allowed', { headers: { allow } });
     notAllowed.set(allow, err);
   }
   return err;
 }
 
-export const route: PolicyModule<RouteConfig> = {
+export const route: PolicyModule<RouteConfig, 'route'> = {
   name: 'route',
   description: 'Unknown paths get 404, known paths with another method 405, a petId that is not an int64 404. No options.',
-  schema: { type: 'object', additionalProperties: false, properties: {} },
+  schema,
   create: () => ({
     name: 'route',
     onRequest(ex: Exchange): Decision {

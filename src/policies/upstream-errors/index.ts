@@ -137,12 +137,12 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
           'upstream error body replaced by a generic message',
         );
       }
-      return errorResponse(new GatewayError(code, message, headers, undefined, status));
+      return errorResponse(new GatewayError(code, { message, headers, status }));
     },
   };
 }
 
-export const upstreamErrors: PolicyModule<UpstreamErrorsConfig> = {
+export const upstreamErrors: PolicyModule<UpstreamErrorsConfig, 'upstream-errors'> = {
   name: 'upstream-errors',
   description: schema.description,
   schema,
