@@ -10,38 +10,21 @@ import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } 
 import { Readable } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { UpstreamConfig } from '../config/types.js';
-import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
-import { failureKind } from './errors.js';
+import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
+import { StreamedCall } from './streamed-call.js';
 
 const PROXY_KINDS: ReadonlyMap<string, FailureKind> = new Map();
 
 /** One call (and its attempt's node objects). */
-class ProxyCall implements UpstreamControl {
+class ProxyCall extends StreamedCall {
   proxyReq: ClientRequest | undefined;
-  proxyRes: IncomingMessage | undefined;
-  stopped = false;
 
-  constructor(readonly handler: UpstreamHandler) {}
-
-  pause(): void {
-    this.proxyRes?.pause();
+  constructor(handler: UpstreamHandler) {
+    super(handler, PROXY_KINDS);
   }
 
-  resume(): void {
-    this.proxyRes?.resume();
-  }
-
-  abort(): void {
-    if (this.stopped) return;
-    this.stopped = true;
-    this.proxyRes?.destroy();
+  protected override stopRequest(): void {
     this.proxyReq?.destroy();
-  }
-
-  fail(err: unknown): void {
-    if (this.stopped) return;
-    this.stopped = true;
-    this.handler.onFailure(err instanceof UpstreamFailure ? err : new UpstreamFailure(failureKind(err, PROXY_KINDS), err));
   }
 
   readonly onUpgrade = (_res: IncomingMessage, socket: { destroy(): void }): void => {
@@ -51,26 +34,7 @@ class ProxyCall implements UpstreamControl {
 
   /** Reads the response the proxy hands over (selfHandleResponse). */
   respond(proxyRes: IncomingMessage): void {
-    this.proxyRes = proxyRes;
-    if (this.stopped) {
-      proxyRes.destroy();
-      return;
-    }
-    const h = this.handler;
-    h.onHead(proxyRes.statusCode ?? 0, proxyRes.headers);
-    if (this.stopped) {
-      proxyRes.destroy();
-      return;
-    }
-    proxyRes.on('data', (chunk: Buffer) => {
-      if (!this.stopped) h.onData(chunk);
-    });
-    proxyRes.once('end', () => {
-      if (this.stopped) return;
-      this.stopped = true;
-      h.onEnd();
-    });
-    proxyRes.once('error', (err) => this.fail(err));
+    this.feed(proxyRes.statusCode ?? 0, proxyRes.headers, proxyRes);
     proxyRes.once('close', () => {
       if (!proxyRes.complete) this.fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
     });

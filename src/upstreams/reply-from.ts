@@ -7,8 +7,8 @@
  */
 import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
-import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
-import { failureKind } from './errors.js';
+import type { FailureKind, Upstream, UpstreamHandler, UpstreamRequest } from '../core/upstream.js';
+import { StreamedCall } from './streamed-call.js';
 
 const REPLY_FROM_KINDS: ReadonlyMap<string, FailureKind> = new Map<string, FailureKind>([
   ['FST_REPLY_FROM_BAD_GATEWAY', 'invalid_response'],
@@ -29,47 +29,13 @@ interface UndiciAnswer {
   readonly stream: Readable;
 }
 
-class ReplyFromCall implements UpstreamControl {
-  stream: Readable | undefined;
-  stopped = false;
-
-  constructor(readonly handler: UpstreamHandler) {}
-
-  pause(): void {
-    this.stream?.pause();
-  }
-
-  resume(): void {
-    this.stream?.resume();
-  }
-
-  abort(): void {
-    this.stopped = true;
-    this.stream?.destroy();
-  }
-
-  fail(err: unknown): void {
-    if (this.stopped) return;
-    this.stopped = true;
-    this.handler.onFailure(new UpstreamFailure(failureKind(err, REPLY_FROM_KINDS), err));
+class ReplyFromCall extends StreamedCall {
+  constructor(handler: UpstreamHandler) {
+    super(handler, REPLY_FROM_KINDS);
   }
 
   respond(res: UndiciAnswer): void {
-    const stream = res.stream;
-    this.stream = stream;
-    if (this.stopped) return void stream.destroy();
-    const h = this.handler;
-    h.onHead(res.statusCode, res.headers);
-    if (this.stopped) return void stream.destroy();
-    stream.on('data', (chunk: Buffer) => {
-      if (!this.stopped) h.onData(chunk);
-    });
-    stream.once('end', () => {
-      if (this.stopped) return;
-      this.stopped = true;
-      h.onEnd();
-    });
-    stream.once('error', (err) => this.fail(err));
+    this.feed(res.statusCode, res.headers, res.stream);
   }
 }
 

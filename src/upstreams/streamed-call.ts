@@ -1,0 +1,61 @@
+/**
+ * One call of a transport that hands its response over as a node Readable (http-proxy-3's
+ * IncomingMessage, reply-from's undici body stream): the head, then the body's chunks, its end or
+ * its error, fed to the exchange's handler; pause, resume and abort act on that stream.
+ */
+import type { Readable } from 'node:stream';
+import { UpstreamFailure, type FailureKind, type UpstreamControl, type UpstreamHandler } from '../core/upstream.js';
+import { failureKind } from './errors.js';
+
+export class StreamedCall implements UpstreamControl {
+  protected body: Readable | undefined;
+  stopped = false;
+
+  constructor(
+    readonly handler: UpstreamHandler,
+    /** The library's error codes as failure kinds (node's socket codes are the fallback). */
+    private readonly kinds: ReadonlyMap<string, FailureKind>,
+  ) {}
+
+  pause(): void {
+    this.body?.pause();
+  }
+
+  resume(): void {
+    this.body?.resume();
+  }
+
+  abort(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.body?.destroy();
+    this.stopRequest();
+  }
+
+  /** What else a transport must stop on abort (its request object). */
+  protected stopRequest(): void {}
+
+  fail(err: unknown): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.handler.onFailure(err instanceof UpstreamFailure ? err : new UpstreamFailure(failureKind(err, this.kinds), err));
+  }
+
+  /** Feeds one response: its head, then its body as it streams. */
+  protected feed(status: number, headers: Readonly<Record<string, string | string[] | undefined>>, body: Readable): void {
+    this.body = body;
+    if (this.stopped) return void body.destroy();
+    const h = this.handler;
+    h.onHead(status, headers);
+    if (this.stopped) return void body.destroy();
+    body.on('data', (chunk: Buffer) => {
+      if (!this.stopped) h.onData(chunk);
+    });
+    body.once('end', () => {
+      if (this.stopped) return;
+      this.stopped = true;
+      h.onEnd();
+    });
+    body.once('error', (err) => this.fail(err));
+  }
+}
