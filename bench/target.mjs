@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { createProxyServer } from 'http-proxy-3';
 import { pino } from 'pino';
 import { buildProxyServer, buildServer, buildUndiciServer, createBackendServer } from '../dist/index.js';
+import { logDestination } from '../dist/ops/access-log.js';
 import { createOps } from '../dist/ops/index.js';
 import { benchGateway, seededBackend } from './fixtures.mjs';
 
@@ -61,7 +62,7 @@ async function main() {
     let options = {};
     if (flag('--ops', 'on') === 'on') {
       // As `serve` runs it: one pino logger on an asynchronous destination (a file here, stdout there).
-      const log = pino({ level: 'info' }, pino.destination({ dest: join(tmpdir(), `petstore-gateway-bench-access-${process.pid}.log`), sync: false }));
+      const log = pino({ level: 'info' }, logDestination(join(tmpdir(), `petstore-gateway-bench-access-${process.pid}.log`)));
       const ops = createOps(gateway.config, { log, breakerOpen: () => false });
       options = { log, observer: ops.observer };
     }

@@ -16,6 +16,7 @@ import { pino, type Logger, type LoggerOptions } from 'pino';
 import type { ExchangeObserver } from '../core/record.js';
 import { type AdminHandle, type AdminOptions, READY, startAdmin } from '../ops/admin.js';
 import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
+import { logDestination } from '../ops/access-log.js';
 import { createOps, type Phase } from '../ops/index.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
@@ -275,7 +276,7 @@ async function serve(args: string[]): Promise<number> {
   const config = loaded.config;
   // Stdout is NDJSON (operator messages and access lines, one writer); written asynchronously so a
   // slow reader of stdout does not hold the event loop, flushed at exit.
-  const log = pino(loggerOptions(config.log.level), pino.destination({ dest: 1, sync: false }));
+  const log = pino(loggerOptions(config.log.level), logDestination());
   setStoreLog(log);
   const adminConfig = config.server.admin;
   // Where the process is in its life, for /readyz: starting until it listens, draining from SIGTERM.

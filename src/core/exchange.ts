@@ -161,6 +161,17 @@ export class Pipeline {
   }
 }
 
+/** Where a response keeps its request, for the one shared 'close' listener. */
+const ACTIVE = Symbol('petstore-gateway request');
+
+function onResponseClose(this: ClientResponse & { [ACTIVE]?: ActiveRequest }): void {
+  this[ACTIVE]?.closed();
+}
+
+function onHeadersDeadline(request: ActiveRequest): void {
+  request.headersDeadline();
+}
+
 enum Mode {
   /** Before the upstream answered. */
   Waiting,
@@ -198,6 +209,9 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
   private deadline: NodeJS.Timeout | undefined = undefined;
   private idle: IdleTimer | undefined = undefined;
   private mode = Mode.Waiting;
+  /** A streamed body's announced length (-1 when not announced), and whether it was ended with its last chunk. */
+  private expected = -1;
+  private ended = false;
   private headers: Readonly<Record<string, HeaderValue>> | undefined = undefined;
   private chunks: Buffer[] | undefined = undefined;
   private size = 0;
@@ -221,7 +235,9 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     this.rules = gw.headerRules;
     this.bodyLimit = gw.bodyLimit;
     this.ex = gw.chain.open(head);
-    res.once('close', this.onClose);
+    // One listener shared by every request (no closure per request): it finds the request on `res`.
+    (res as ClientResponse & { [ACTIVE]?: ActiveRequest })[ACTIVE] = this;
+    res.once('close', onResponseClose);
   }
 
   // ---- ExchangeRecord --------------------------------------------------------------------------
@@ -368,7 +384,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       this.breakerTold = upstream.conforms;
       this.upstreamT0 = performance.now();
       // In process, the reference backend answers before `send` returns: no deadline to keep.
-      if (!upstream.conforms) this.deadline = setTimeout(this.onHeadersDeadline, settings.headersMs);
+      if (!upstream.conforms) this.deadline = setTimeout(onHeadersDeadline, settings.headersMs, this);
       upstream.send(this.upstreamRequest, this);
     } catch (err) {
       this.crash(err, 'forward');
@@ -394,7 +410,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       }
       this.headers = headers;
       const { upstream, settings } = this.pipeline;
-      if (!upstream.conforms) this.idle = new IdleTimer(settings.bodyMs, this.onBodyIdle);
+      if (!upstream.conforms) this.idle = new IdleTimer(settings.bodyMs, () => this.bodyIdle());
       const head = { status, headers: headers as Record<string, HeaderValue | number> };
       let buffer = false;
       try {
@@ -413,6 +429,8 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
       }
       this.mode = Mode.Streaming;
       this.status = status;
+      const length = headers['content-length'];
+      this.expected = typeof length === 'string' ? Number(length) : -1;
       this.res.writeHead(status, upstream.conforms ? this.ownHeaders(headers) : clientResponseHeaders(this.rules, headers as Record<string, HeaderValue | number>, this.ex));
     } catch (err) {
       // A header value node will not write (the upstream's fault): 502, nothing forwarded.
@@ -427,11 +445,18 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     this.idle?.touch();
     if (this.mode === Mode.Streaming) {
       this.bytesOut += chunk.length;
+      if (this.bytesOut === this.expected) {
+        // The last byte the upstream announced: headers, body and end in one write (a body in one
+        // chunk, the common case, costs one write instead of two).
+        this.ended = true;
+        this.res.end(chunk);
+        return;
+      }
       if (!this.res.write(chunk)) {
         // The client reads slowly: hold the upstream back, and do not count the wait against it.
         this.control?.pause();
         this.idle?.pause();
-        this.res.once('drain', this.onDrain);
+        this.res.once('drain', () => this.drained());
       }
       return;
     }
@@ -483,25 +508,26 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
 
   // ---- Endings ---------------------------------------------------------------------------------
 
-  private readonly onDrain = (): void => {
+  private drained(): void {
     this.idle?.resume();
     this.control?.resume();
-  };
+  }
 
-  private readonly onHeadersDeadline = (): void => {
+  /** No response headers within headersMs: 504, the call aborted, a late answer dropped. */
+  headersDeadline(): void {
     if (this.settled) return;
     this.upstreamFailure = 'headers_timeout';
     this.control?.abort();
     this.upstreamFailed(new GatewayError('upstream_timeout'));
-  };
+  }
 
   /** The body paused longer than bodyMs while the client was reading: the upstream's fault. */
-  private readonly onBodyIdle = (): void => {
+  private bodyIdle(): void {
     if (this.settled) return;
     this.upstreamFailure = 'body_timeout';
     this.control?.abort();
     this.upstreamFailed(new GatewayError('upstream_timeout'));
-  };
+  }
 
   /** Ends the upstream call: the breaker learns its outcome once. */
   private endCall(ok: boolean): void {
@@ -530,7 +556,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     const status = this.upstreamStatus!;
     this.endCall(status < 500);
     if (this.mode === Mode.Streaming) {
-      this.res.end();
+      if (!this.ended) this.res.end();
       return;
     }
     const chunks = this.chunks!;
@@ -549,10 +575,14 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
   }
 
   /** The client went away, or the response is done: abandon what is pending, tell the observers. */
-  private readonly onClose = (): void => {
+  closed(): void {
     if (this.closedSeen) return;
     this.closedSeen = true;
-    if (!this.settled) {
+    if (!this.settled && this.ended) {
+      // Every announced byte was relayed (the response ended with its last chunk) before the
+      // transport reported the end: a complete answer.
+      this.endCall(this.upstreamStatus! < 500);
+    } else if (!this.settled) {
       // A client that hangs up tells nothing about the upstream: abandoned, not failed.
       this.settled = true;
       this.upstreamT1 = performance.now();
@@ -572,7 +602,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     } catch (err) {
       this.pipeline.crashed(err, 'observer');
     }
-  };
+  }
 
   // ---- Writing to the client -------------------------------------------------------------------
 
