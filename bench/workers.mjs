@@ -21,7 +21,7 @@ import { SEED_PETS, petText, policyText } from './fixtures.mjs';
 const CLI = join(ROOT, 'dist', 'cli', 'main.js');
 
 export function hasWorkers() {
-  const r = spawnSync(process.execPath, [CLI, '--help'], { encoding: 'utf8', timeout: 10_000 });
+  const r = spawnSync(process.execPath, [CLI, 'serve', '--help'], { encoding: 'utf8', timeout: 10_000 });
   return /--workers/.test(r.stdout ?? '');
 }
 
