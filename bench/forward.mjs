@@ -14,13 +14,21 @@
 // bare,bare-hp3,undici,fastify,http-proxy-3,no-ops,monitor,builtin,builtin-fastify,builtin-http-proxy-3,direct;
 // default bare,bare-hp3,undici,fastify,http-proxy-3,builtin),
 // BENCH_ROUTES (list20,list100,get,create).
-import { AUTH, NEW_PET, call, envNum, fmt, isMain, machine, measured, load, median, ratio, rotate, startTarget, statusMb, table } from './lib.mjs';
+import { join } from 'node:path';
+import { AUTH, NEW_PET, call, envNum, fmt, isMain, machine, measured, load, median, ratio, rotate, startProcess, startTarget, statusMb, table } from './lib.mjs';
 import { SEED_PETS } from './fixtures.mjs';
 
 export const TARGETS = {
   direct: { name: 'upstream direct (no proxy)', gateway: false, start: (up) => ({ ...up, stop: async () => {} }) },
   bare: { name: 'bare @fastify/http-proxy', gateway: false, start: (up) => startTarget('bare-proxy', up.url) },
   'bare-hp3': { name: 'bare http-proxy-3 (node:http)', gateway: false, start: (up) => startTarget('bare-http-proxy-3', up.url) },
+  // BENCH_BASELINE=/path/to/an/older/checkout (built): that checkout's gateway, engine undici, to
+  // compare two versions of the gateway in one run.
+  baseline: {
+    name: 'gateway, engine undici, BENCH_BASELINE checkout',
+    gateway: true,
+    start: (up) => startProcess([join(process.env.BENCH_BASELINE ?? '.', 'bench', 'target.mjs'), 'gateway', up.url, '--engine', 'undici'], { cwd: process.env.BENCH_BASELINE }),
+  },
   'no-ops': { name: 'gateway, engine undici, ops off', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici', '--ops', 'off') },
   undici: { name: 'gateway, engine undici (default)', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici') },
   fastify: { name: 'gateway, engine fastify', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'fastify') },
