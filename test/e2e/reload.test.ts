@@ -10,7 +10,7 @@
  */
 import t from 'tap';
 import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
-import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { Agent, request as httpRequest, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { assertError } from '../helpers/assert.js';
 import {
@@ -398,7 +398,7 @@ function pet(id: number, status = 'available'): string {
   return `{"id":${id},"name":"pet${id}","categoryId":1,"status":"${status}"}`;
 }
 
-function stubHandler(req: { method: string; url: string; headers: IncomingHttpHeaders; body: Buffer }, res: import('node:http').ServerResponse): void {
+function stubHandler(req: { method: string; url: string; headers: IncomingHttpHeaders; body: Buffer }, res: ServerResponse): void {
   const answer = () => {
     if (res.destroyed) return;
     const path = req.url.split('?')[0]!;

@@ -39,7 +39,7 @@ t.test('the path rule itself', async (t) => {
   for (const ok of ['dist/index.js', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'README.md', 'LICENSE', 'package.json']) {
     t.equal(packProblem(ok), undefined, `${ok} may ship`);
   }
-  for (const bad of ['src/index.ts', 'test/unit/auth.test.ts', 'bench/run.mjs', 'dist/index.js.map', 'tsconfig.json', 'biome.json', 'dist/unit/x.test.js', 'notes/habits.md']) {
+  for (const bad of ['src/index.ts', 'test/unit/auth.test.ts', 'bench/run.mjs', 'dist/index.js.map', 'tsconfig.json', 'eslint.config.js', 'dist/unit/x.test.js', 'notes/habits.md']) {
     t.type(packProblem(bad), 'string', `${bad} must not ship`);
   }
   t.strictSame(exportTargets({ '.': { types: './dist/index.d.ts', default: './dist/index.js' }, './package.json': './package.json' }), [
