@@ -6,7 +6,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { OperatorLog } from '../core/exchange.js';
 import type { ExchangeObserver } from '../core/record.js';
-import { fromFastifyError, petstoreGateway } from '../fronts/fastify.js';
+import { fromFastifyError, headOf, petstoreGateway } from '../fronts/fastify.js';
 import { clientErrorResponse, createNodeServer } from '../fronts/node-server.js';
 import { GatewayHolder, type Gateway } from '../gateway.js';
 
@@ -54,8 +54,4 @@ export async function buildServer(gateway: Gateway | GatewayHolder, options: Ser
     app.petstoreGateway.pipeline.reject(headOf(request), reply.raw, reply, fromFastifyError(err));
   });
   return app;
-}
-
-function headOf(request: { raw: { method?: string | undefined; url?: string | undefined; socket: { remoteAddress?: string | undefined } }; headers: Record<string, string | string[] | undefined> }) {
-  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress };
 }

@@ -78,7 +78,8 @@ function isUnderV1(url: string): boolean {
   return url === '/v1' || url.startsWith('/v1/');
 }
 
-function headOf(request: FastifyRequest): RequestHead {
+/** What the exchange needs of a Fastify request (also used by the standalone server's own handlers). */
+export function headOf(request: FastifyRequest): RequestHead {
   return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress };
 }
 
