@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import t from 'tap';
-import { AccessLog, LOG_SCHEMA } from '../../src/ops/access-log.js';
+import { AccessLog, LOG_SCHEMA, accessLine } from '../../src/ops/access-log.js';
 import { record } from '../helpers/record.js';
 import { PROJECT_ROOT, ensureBuilt } from '../helpers/servers.js';
 
@@ -54,6 +54,8 @@ t.test('one line per request with the fields of the issue', async (t) => {
     }),
   );
   log.onEnd(record({ status: 504, errorCode: 'upstream_timeout', upstreamStatus: undefined, upstreamMs: 10000, upstreamFailure: 'headers_timeout', consumer: 'team-b' }));
+  t.equal(lines.length, 0, 'nothing written before the turn of the event loop ends');
+  log.flush();
   t.equal(lines.length, 3);
   const [ok, denied, timeout] = lines as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
   t.match(ok, {
@@ -98,6 +100,7 @@ t.test('never a key, an Authorization value or another query value', async (t) =
     key: KEY,
   };
   log.onEnd(leaky);
+  log.flush();
   t.equal(raw.length, 1);
   const line = raw[0] as string;
   t.notMatch(line, KEY, 'no key');
@@ -115,7 +118,59 @@ t.test('a throwing hook does not fail the request', async (t) => {
     },
   });
   t.doesNotThrow(() => log.onEnd(record()));
+  log.flush();
   t.equal(lines.length, 0, 'the line is lost, the request is not');
+});
+
+t.test('the lines of one turn of the event loop are one write, at its end', async (t) => {
+  const writes: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      writes.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  const log = new AccessLog({ logger: pino({ level: 'info' }, stream) });
+  for (let i = 0; i < 50; i++) log.onEnd(record({ requestId: `a${i}` }));
+  await new Promise((r) => setImmediate(r));
+  for (let i = 0; i < 3; i++) log.onEnd(record({ requestId: `b${i}` }));
+  await new Promise((r) => setImmediate(r));
+  t.equal(writes.length, 2, 'two turns, two writes');
+  t.equal(writes[0]?.split('\n').filter(Boolean).length, 50);
+  t.equal(writes[1]?.split('\n').filter(Boolean).length, 3);
+  t.equal((JSON.parse(writes[1]?.split('\n')[2] ?? '') as { reqId: string }).reqId, 'b2', 'in order');
+});
+
+t.test('the line has pino\'s shape and escapes whatever a client sent', async (t) => {
+  const { logger, raw, lines } = capture();
+  const log = new AccessLog({ logger: logger.child({ worker: 2 }) });
+  const hostile = 'x"},"status":1,"y":"\\\u0000\u2028é';
+  log.onEnd(record({ limit: hostile, statusFilter: '"', method: 'G"ET', consumer: 'équipe' }));
+  log.flush();
+  t.equal(raw.length, 1);
+  const line = lines[0] as Record<string, unknown>;
+  t.equal(line.limit, hostile, 'the value round-trips, it does not break out of its field');
+  t.equal(line.statusFilter, '"');
+  t.equal(line.method, 'G"ET');
+  t.equal(line.consumer, 'équipe');
+  t.equal(line.status, 200, 'the real status, not the injected one');
+  t.same(Object.keys(line).slice(0, 5), ['level', 'time', 'pid', 'hostname', 'worker'], 'level, time, then the logger\'s bindings');
+  t.equal(line.log, 'access');
+  t.equal(Object.keys(line).at(-1), 'msg');
+  // pino itself, given the same fields, writes the same object (order and values; time aside).
+  const rec = record({ limit: hostile, statusFilter: '"', method: 'G"ET', consumer: 'équipe' });
+  logger.child({ worker: 2 }).child({ log: 'access' }).info(accessLine(rec), 'request');
+  const viaPino = { ...(lines[1] as Record<string, unknown>), time: line.time };
+  t.same(Object.entries(line), Object.entries(viaPino));
+});
+
+t.test('a logger above info writes no access line', async (t) => {
+  const { logger, lines } = capture();
+  logger.level = 'warn';
+  const log = new AccessLog({ logger });
+  log.onEnd(record());
+  log.flush();
+  t.equal(lines.length, 0);
 });
 
 t.test('its own asynchronous destination, flushed on close', async (t) => {
