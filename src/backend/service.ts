@@ -24,6 +24,8 @@ export interface BackendResponse {
   readonly status: number;
   /** JSON: a Pet, Pets, or an Error (read-only: a list may be shared between answers). */
   readonly body: Buffer;
+  /** The Error's catalogue code when the answer is one. */
+  readonly code?: ErrorCode;
 }
 
 export interface BackendOptions {
@@ -33,7 +35,7 @@ export interface BackendOptions {
 
 function error(code: ErrorCode, message?: string): BackendResponse {
   const err = new GatewayError(code, { message });
-  return { status: err.status, body: Buffer.from(renderError(err)) };
+  return { status: err.status, body: Buffer.from(renderError(err)), code };
 }
 
 export class ReferenceBackend {

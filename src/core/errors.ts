@@ -132,5 +132,6 @@ export function errorResponse(err: GatewayError): ResponseBody {
     headers: { ...err.headers, 'content-type': ERROR_CONTENT_TYPE },
     body: Buffer.from(renderError(err)),
     truncated: false,
+    code: err.code,
   };
 }

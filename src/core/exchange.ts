@@ -398,8 +398,9 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     if (this.settled) control.abort();
   }
 
-  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>): void {
+  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): void {
     if (this.settled) return this.control?.abort();
+    if (errorCode !== undefined) this.errorCode = errorCode;
     clearTimeout(this.deadline);
     this.upstreamStatus = status;
     try {
@@ -568,6 +569,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord {
     } catch (err) {
       return this.crash(err, 'response phase');
     }
+    if (out.code !== undefined) this.errorCode = out.code;
     // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
     // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
     const headers = out.headers === this.headers ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : this.ownHeaders(out.headers as Readonly<Record<string, HeaderValue>>);

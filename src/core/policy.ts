@@ -87,6 +87,8 @@ export interface ResponseBody {
   body: Buffer;
   /** True when the upstream sent more than the gateway buffers (`body` holds the first part). */
   truncated: boolean;
+  /** The catalogue code when `body` is an Error the gateway wrote (for the access log and metrics). */
+  code?: string;
 }
 
 export interface Policy {

@@ -64,7 +64,8 @@ export interface UpstreamControl {
  */
 export interface UpstreamHandler {
   onStart(control: UpstreamControl): void;
-  onHead(status: number, headers: Readonly<Record<string, string | string[] | undefined>>): void;
+  /** `errorCode`: the catalogue code of an answer that is an Error by construction (the reference backend). */
+  onHead(status: number, headers: Readonly<Record<string, string | string[] | undefined>>, errorCode?: string): void;
   onData(chunk: Buffer): void;
   onEnd(): void;
   onFailure(failure: UpstreamFailure): void;

@@ -36,6 +36,7 @@ export function gcra(stored: number | undefined, now: number, rule: RateLimitRul
     // Refused: the request is allowed once next - windowMs <= now.
     return { allowed: false, remaining: 0, resetMs: tat - now, retryAfterMs: next - rule.windowMs - now, tat };
   }
-  const remaining = Math.floor((rule.windowMs + EPSILON_MS - (next - now)) / interval);
-  return { allowed: true, remaining: Math.max(remaining , 0), resetMs: next - now, retryAfterMs: 0, tat: next };
+  // Never more than limit - 1 after this request: the slack is larger than an interval at huge limits.
+  const remaining = Math.min(Math.floor((rule.windowMs + EPSILON_MS - (next - now)) / interval), rule.limit - 1);
+  return { allowed: true, remaining: Math.max(remaining, 0), resetMs: next - now, retryAfterMs: 0, tat: next };
 }

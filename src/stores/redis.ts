@@ -39,6 +39,7 @@ if nxt - now > window + 10 then
 end
 redis.call('SET', KEYS[1], string.format('%.17g', nxt), 'PX', math.ceil((nxt - now) / 1000) + 1)
 local remaining = math.floor((window + 10 - (nxt - now)) / interval)
+if remaining > limit - 1 then remaining = limit - 1 end
 if remaining < 0 then remaining = 0 end
 return {1, remaining, math.ceil((nxt - now) / 1000), 0}
 `;

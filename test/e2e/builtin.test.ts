@@ -4,6 +4,7 @@
  * answers itself (404, 405 + Allow, 415, 400, 413, framing errors) in the Error shape.
  */
 import t from 'tap';
+import type { ExchangeRecord } from '../../src/core/record.js';
 import { hashKey } from '../../src/policies/auth/index.js';
 import { assertError, assertJson } from '../helpers/assert.js';
 import { bearer, JSON_TYPE, parseRawResponse, rawExchange, request, startGateway, testKey, forEachEngine } from '../helpers/servers.js';
@@ -361,5 +362,25 @@ forEachEngine(t, async (t, engine) => {
       t.equal(res.headers['www-authenticate'], `${REALM}, error="invalid_request"`);
       t.equal(JSON.parse(res.body).code, 'malformed_authorization');
     });
+  });
+  t.test('the record of a request names the code of every Error the client got, the backend\'s own included', async (t) => {
+    const records: ExchangeRecord[] = [];
+    const own = await startGateway(t, {}, { engine, observer: { onEnd: (r) => records.push(r) } });
+    const cases = [
+      { path: '/v1/pets/987654321', status: 404, code: 'pet_not_found' },
+      { path: '/v1/pets?limit=0', status: 400, code: 'invalid_query' },
+      { path: '/v1/pets', status: 200, code: undefined },
+    ];
+    for (const c of cases) {
+      const res = await request(`${own.url}${c.path}`, { headers: bearer(own.key) });
+      t.equal(res.status, c.status, c.path);
+      if (c.code !== undefined) t.equal(JSON.parse(res.body).code, c.code, `${c.path}: the body's code`);
+    }
+    for (let i = 0; i < 50 && records.length < cases.length; i++) await new Promise((r) => setTimeout(r, 10));
+    t.same(
+      records.map((r) => [r.status, r.errorCode]),
+      cases.map((c) => [c.status, c.code]),
+      'the record carries the code the body has',
+    );
   });
 });

@@ -134,13 +134,18 @@ const held = new Map<string, ServerResponse>();
 /**
  * The upstream of the `main` gateways. By the request id the gateway forwards: `reset-` has its
  * connection destroyed (502), `hang-` is never answered (504 after headersMs), `hold-` waits for
- * `release`; everything else gets a conforming answer.
+ * `release`, `missing-` gets a legacy HTML 404 page; everything else gets a conforming answer.
  */
 function mainStub(req: RecordedRequest, res: ServerResponse): void {
   const id = String(req.headers['x-request-id'] ?? '');
   if (id.startsWith('reset-')) return void res.socket?.destroy();
   if (id.startsWith('hang-')) return;
   if (id.startsWith('hold-')) return void held.set(id, res);
+  if (id.startsWith('missing-')) {
+    // A legacy error page: the gateway answers pet_not_found in the Error shape.
+    res.writeHead(404, { 'content-type': 'text/html' });
+    return void res.end('<html><body><h1>404 Not Found</h1></body></html>');
+  }
   answer(req, res);
 }
 
@@ -273,6 +278,8 @@ const CASES: readonly Case[] = [
   // A listPets without `limit` is logged with the limit in force (the interface's default, 20).
   { name: 'the upstream resets', path: '/v1/pets', prefix: 'reset', status: 502, code: 'upstream_unavailable', route: '/v1/pets', operation: 'listPets', upstreamFailure: 'reset', limit: '20' },
   { name: 'the upstream hangs', path: '/v1/pets', prefix: 'hang', status: 504, code: 'upstream_timeout', route: '/v1/pets', operation: 'listPets', upstreamFailure: 'headers_timeout', limit: '20' },
+  // The upstream's own error, rewritten by the gateway: its code is logged as well.
+  { name: 'the upstream has no such pet', path: '/v1/pets/404', prefix: 'missing', status: 404, code: 'pet_not_found', route: '/v1/pets/{petId}', operation: 'getPet', upstreamStatus: 404 },
 ];
 
 function send(gw: Gw, c: Case, id: string): Promise<Response> {
@@ -330,17 +337,19 @@ forEachEngine(t, async (t, engine) => {
 
       t.equal(d('petstore_gateway_rejections_total', { policy: 'auth', code: 'missing_api_key' }), 2, 'rejections: auth missing_api_key x2');
       t.equal(d('petstore_gateway_rejections_total', { policy: 'auth', code: 'invalid_api_key' }), 1, 'rejections: auth invalid_api_key x1');
-      t.equal(d('petstore_gateway_deprecated_requests_total', { operation: 'getPet', consumer: CONSUMER }), 2, `deprecated: getPet by ${CONSUMER} x2`);
+      t.equal(d('petstore_gateway_deprecated_requests_total', { operation: 'getPet', consumer: CONSUMER }), 3, `deprecated: getPet by ${CONSUMER} x3 (a 404 is a call too)`);
       t.equal(find(after, 'petstore_gateway_deprecated_requests_total').length, 1, 'deprecated: one series (listPets is not counted)');
 
       const client = (route: string, extra: Record<string, string>) => ({ http_request_method: 'GET', http_route: route, ...extra });
       t.equal(d(`${CLIENT}_count`, client('/v1/pets', { http_response_status_code: '200' })), 3, 'client: GET /v1/pets 200 x3');
       t.equal(d(`${CLIENT}_count`, client('/v1/pets/{petId}', { http_response_status_code: '200' })), 2, 'client: GET /v1/pets/{petId} 200 x2');
+      t.equal(d(`${CLIENT}_count`, client('/v1/pets/{petId}', { http_response_status_code: '404' })), 1, 'client: GET /v1/pets/{petId} 404 x1 (the upstream\'s status)');
+      t.equal(d(count, server('GET', '/v1/pets/{petId}', 404)), 1, 'server: GET /v1/pets/{petId} 404 x1');
       t.equal(d(`${CLIENT}_count`, client('/v1/pets', { error_type: 'reset' })), 1, 'client: error_type reset x1');
       t.equal(d(`${CLIENT}_count`, client('/v1/pets', { error_type: 'headers_timeout' })), 1, 'client: error_type headers_timeout x1');
       t.ok(d(`${CLIENT}_sum`, client('/v1/pets', { error_type: 'headers_timeout' })) >= HEADERS_MS / 1000 - 0.01, 'client: the timed-out call lasted headersMs at least');
       const clientTotal = find(after, `${CLIENT}_count`).reduce((n, s) => n + s.value, 0) - find(before, `${CLIENT}_count`).reduce((n, s) => n + s.value, 0);
-      t.equal(clientTotal, 7, 'client: one observation per upstream call (5 answered, 2 failed), none for requests refused before it');
+      t.equal(clientTotal, 8, 'client: one observation per upstream call (6 answered, 2 failed), none for requests refused before it');
 
       t.equal(d('petstore_gateway_upstream_failures_total', { kind: 'reset' }), 1, 'upstream failures: reset x1');
       t.equal(d('petstore_gateway_upstream_failures_total', { kind: 'headers_timeout' }), 1, 'upstream failures: headers_timeout x1');
@@ -383,7 +392,7 @@ forEachEngine(t, async (t, engine) => {
       }
       assertNoSecrets(t, gw.handle, [KEY, BAD_KEY, SECRET]);
       const forwarded = gw.stub.requests.filter((r) => sent.some((s) => s.id === r.headers['x-request-id']));
-      t.equal(forwarded.length, 7, 'the stub got the 7 calls that passed the policies');
+      t.equal(forwarded.length, 8, 'the stub got the 8 calls that passed the policies');
       t.notOk(forwarded.some((r) => r.url.includes(SECRET)), 'the unknown query parameter was not forwarded either');
     });
 
@@ -461,7 +470,7 @@ forEachEngine(t, async (t, engine) => {
       t.equal(op?.consumers.length, 1, 'one consumer');
       const c = op?.consumers[0];
       t.equal(c?.consumer, CONSUMER, 'named by key id');
-      t.equal(c?.count, 2, 'two calls');
+      t.equal(c?.count, 3, 'three calls (two answered, one 404)');
       t.ok(Date.parse(String(c?.firstSeen)) >= testStart - 1000 && Date.parse(String(c?.firstSeen)) <= Date.parse(String(c?.lastSeen)), 'first seen <= last seen, both during the test');
       t.notOk(res.body.includes(KEY), 'no key in the report');
     });

@@ -22,6 +22,7 @@ import { buildUndiciServer } from '../../src/engines/undici.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { createGateway, type Gateway, type GatewayHolder } from '../../src/gateway.js';
 import type { Logger } from 'pino';
+import type { ExchangeObserver } from '../../src/core/record.js';
 
 /** The smallest part of tap's Test that the helpers use. */
 export interface TeardownHost {
@@ -150,6 +151,8 @@ export interface StartGatewayOptions {
   readonly env?: Record<string, string>;
   /** The key to accept; a fresh one by default. */
   readonly key?: string;
+  /** Receives every finished request's record (what the access log and metrics read). */
+  readonly observer?: ExchangeObserver;
 }
 
 const DEFAULT_POLICY = { version: 1, upstream: { url: 'builtin' }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } };
@@ -181,15 +184,16 @@ export async function listenEngine(
   engine: Engine,
   gateway: Gateway | GatewayHolder,
   log?: Logger,
+  observer?: ExchangeObserver,
 ): Promise<{ url: string; port: number; server: Server }> {
   let server: Server;
   if (engine === 'fastify') {
-    const app = await buildServer(gateway, log === undefined ? {} : { loggerInstance: log });
+    const app = await buildServer(gateway, { ...(log === undefined ? {} : { loggerInstance: log }), ...(observer === undefined ? {} : { observer }) });
     t.teardown(() => app.close());
     await app.listen({ host: '127.0.0.1', port: 0 });
     server = app.server;
   } else {
-    const handle = engine === 'undici' ? buildUndiciServer(gateway, { log }) : buildProxyServer(gateway, { log });
+    const handle = engine === 'undici' ? buildUndiciServer(gateway, { log, observer }) : buildProxyServer(gateway, { log, observer });
     server = handle.server;
     t.teardown(() => {
       server.closeAllConnections();
@@ -212,7 +216,7 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
   const gateway = createGateway(loaded.config, { env });
   const engine = options.engine ?? 'undici';
-  const { server, port } = await listenEngine(t, engine, gateway);
+  const { server, port } = await listenEngine(t, engine, gateway, undefined, options.observer);
   return { url: `http://127.0.0.1:${port}`, key, gateway, engine, server };
 }
 

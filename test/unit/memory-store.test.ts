@@ -98,7 +98,7 @@ t.test('property: over any run of requests, allowed ones never exceed the burst 
           const d = store.take('k', rule);
           if (d.allowed) allowed++;
           else if (d.retryAfterMs <= 0) return false;
-          if (d.remaining < 0 || d.remaining > limit) return false;
+          if (d.remaining < 0 || d.remaining > limit - 1) return false;
         }
         // GCRA: at most `limit` at once, then one per windowMs / limit.
         return allowed <= limit + Math.floor((elapsed * limit) / rule.windowMs);
@@ -118,6 +118,9 @@ t.test('the pure step agrees with the store and never counts a refusal', async (
   t.equal(full.tat, T0 + 60_000, 'a refusal leaves the TAT as it was');
   const stale = gcra(T0 - 999_999, T0, RULE);
   t.equal(stale.remaining, 49, 'a TAT in the past counts as a fresh start');
+  // At a limit whose interval (0.06 µs) is below the slack, remaining would exceed the limit unclamped.
+  const huge = gcra(undefined, T0, { limit: 1_000_000_000, windowMs: 60_000 });
+  t.equal(huge.remaining, 999_999_999, 'never more than limit - 1 after a request');
 });
 
 t.test('memory stays bounded: at most `max` keys, least recently used dropped first', async (t) => {

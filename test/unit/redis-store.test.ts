@@ -62,6 +62,14 @@ t.test('one limit across two instances: limit 50, 200 takes spread over both, ex
   t.equal(stores[0]!.errors, 0);
 });
 
+t.test('remaining is never above limit - 1, even when the slack exceeds an interval (a huge limit)', async (t) => {
+  const { stores } = await redisAndStores(t, 1);
+  const huge: RateLimitRule = { limit: 1_000_000_000, windowMs: 60_000 };
+  const first = await stores[0]!.take('huge', huge);
+  t.equal(first.allowed, true);
+  t.equal(first.remaining, huge.limit - 1, 'the Lua script clamps as gcra.ts does');
+});
+
 t.test('Redis killed mid-run: takes reject fast and healthy turns false; after a restart the limit holds again', async (t) => {
   const { redis, stores } = await redisAndStores(t, 2);
   t.equal(await burst(stores, 'app', 30), 30);
