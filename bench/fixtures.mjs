@@ -9,36 +9,46 @@ export const SEED_PETS = 150;
 /** Room for every createPet of a long run (the reference backend's default is 100,000). */
 export const MAX_PETS = 5_000_000;
 
+/** The rate limits a bench gateway can run (`rateLimit` of policyText and benchGateway). */
+export const RATE_LIMITS = ['off', 'memory', 'redis'];
+
 /**
  * Every policy on: auth (keys from PETSTORE_API_KEYS), route, deprecation (getPet headers, sunset
  * 2030), list-pets with response enforcement, new-pet (unknown fields rejected), upstream-errors,
- * response-contract (`off` unless `contract` says `monitor` or `enforce`), and a memory rate limit
- * that never trips. With the defaults of the product: header allowlists, request ids, trace context.
+ * response-contract (`off` unless `contract` says `monitor` or `enforce`), and a rate limit that
+ * never trips: `rateLimit` `memory` (the default), `redis` (store {redis: {url: redisUrl}}, one
+ * EVALSHA per request) or `off` (no rate-limit section: the policy limits nobody). With the
+ * defaults of the product: header allowlists, request ids, trace context.
  */
-export function policyText(upstream, contract = 'off') {
-  return JSON.stringify({
-    version: 1,
-    upstream: { url: upstream },
-    policies: {
-      // The brute-force lock is off: the memory phases send 200,000 distinct unknown keys from one
-      // address to measure the key lookup, which the lock would cut short after 100 (with 429s).
-      auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', upstreamAuthorization: 'drop', bruteForce: null },
-      route: {},
-      deprecation: { deprecatedAt: '2026-01-01T00:00:00Z', sunset: '2030-12-05T00:00:00Z', removeAfterSunset: true },
-      'list-pets': { outOfRange: 'reject', unknownParams: 'drop', enforceResponse: true },
-      'new-pet': { maxBytes: 16384, unknownFields: 'reject' },
-      'upstream-errors': {},
-      'response-contract': { mode: contract },
-      // A memory rate limit that never trips: its cost is measured, its 429s are not.
-      'rate-limit': { limit: 1_000_000_000, windowSeconds: 60, store: 'memory' },
-    },
-  });
+export function policyText(upstream, contract = 'off', { rateLimit = 'memory', redisUrl } = {}) {
+  if (!RATE_LIMITS.includes(rateLimit)) throw new Error(`rate limit must be one of ${RATE_LIMITS.join(', ')}, not '${rateLimit}'`);
+  if (rateLimit === 'redis' && !redisUrl) throw new Error('the redis rate limit needs a Redis URL (redis://127.0.0.1:PORT)');
+  const policies = {
+    // The brute-force lock is off: the memory phases send 200,000 distinct unknown keys from one
+    // address to measure the key lookup, which the lock would cut short after 100 (with 429s).
+    auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS', upstreamAuthorization: 'drop', bruteForce: null },
+    route: {},
+    deprecation: { deprecatedAt: '2026-01-01T00:00:00Z', sunset: '2030-12-05T00:00:00Z', removeAfterSunset: true },
+    'list-pets': { outOfRange: 'reject', unknownParams: 'drop', enforceResponse: true },
+    'new-pet': { maxBytes: 16384, unknownFields: 'reject' },
+    'upstream-errors': {},
+    'response-contract': { mode: contract },
+  };
+  // A rate limit that never trips: its cost is measured, its 429s are not.
+  if (rateLimit !== 'off') {
+    policies['rate-limit'] = { limit: 1_000_000_000, windowSeconds: 60, store: rateLimit === 'memory' ? 'memory' : { redis: { url: redisUrl } } };
+  }
+  return JSON.stringify({ version: 1, upstream: { url: upstream }, policies });
 }
 
-/** A gateway (dist's createGateway) with every policy on; `keys` is PETSTORE_API_KEYS. */
-export function benchGateway({ upstream = 'builtin', contract = 'off', keys = KEY, backend } = {}) {
+/**
+ * A gateway (dist's createGateway) with every policy on; `keys` is PETSTORE_API_KEYS; `rateLimit`
+ * and `redisUrl` as policyText. A Redis store is opened by createGateway (dist/stores): close it
+ * with dist/stores/index.js closeStores().
+ */
+export function benchGateway({ upstream = 'builtin', contract = 'off', keys = KEY, backend, rateLimit = 'memory', redisUrl } = {}) {
   const env = { env: { PETSTORE_API_KEYS: keys } };
-  const loaded = parsePolicy(policyText(upstream, contract), env);
+  const loaded = parsePolicy(policyText(upstream, contract, { rateLimit, redisUrl }), env);
   if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
   return createGateway(loaded.config, env, upstream === 'builtin' ? (backend ?? seededBackend()) : undefined);
 }

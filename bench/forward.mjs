@@ -1,43 +1,112 @@
 // Side by side, in one run, interleaved rounds: bare @fastify/http-proxy (no policy) vs the gateway
 // with every policy on (engines undici, fastify and http-proxy-3, to the same upstream process), the
-// same with response-contract in monitor mode, and the gateway with its built-in backend. Four
-// routes: GET /v1/pets?limit=20, ?limit=100, GET /v1/pets/7, POST /v1/pets. For each target and
-// route: req/s, p50/p99 latency (exact, from every response), CPU time per request of the target
-// process (/proc/<pid>/stat utime+stime before and after each round), peak RSS (sampled VmRSS,
-// and VmHWM at the end). Ratios are paired: each round's figure over bare forwarding's figure in
-// the same round, then the median over rounds.
+// same with response-contract in monitor mode, the gateway with its built-in backend, and the undici
+// gateway with parts switched off or on: the operations layer (metrics, access log, deprecation
+// report: `--ops`) and the rate limit that never trips (none, memory, Redis: `--rate-limit` of
+// bench/target.mjs). Four routes: GET /v1/pets?limit=20, ?limit=100, GET /v1/pets/7, POST /v1/pets.
+// For each target and route: req/s, p50/p99 latency (exact, from every response), CPU time per
+// request of the target process (/proc/<pid>/stat utime+stime before and after each round), peak
+// RSS (sampled VmRSS, and VmHWM at the end). Ratios are paired: each round's figure over bare
+// forwarding's figure in the same round, then the median over rounds.
 //
 //   npm run build && node bench/forward.mjs
 //
 // Environment: BENCH_ROUNDS (3), BENCH_SECONDS (3, per round per target per route),
-// BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_TARGETS (comma list of
-// bare,bare-hp3,undici,fastify,http-proxy-3,no-ops,monitor,builtin,builtin-fastify,builtin-http-proxy-3,direct;
-// default bare,bare-hp3,undici,fastify,http-proxy-3,builtin),
-// BENCH_ROUTES (list20,list100,get,create).
+// BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_ROUTES (list20,list100,get,create),
+// BENCH_TARGETS (comma list; default bare,bare-hp3,undici,fastify,http-proxy-3,builtin) of:
+//   direct                upstream direct (no proxy)
+//   bare, bare-hp3        bare @fastify/http-proxy, bare node:http + http-proxy-3 (no policy)
+//   baseline              BENCH_BASELINE=/path/to/an/older/checkout (built): that checkout's own
+//                         bench/target.mjs and policy, engine undici (no new flags are passed to it)
+//   core                  engine undici, ops off, no rate-limit section (the exchange, the policies
+//                         and the header rules only): the one to compare with baseline
+//   no-ops                engine undici, ops off, memory rate limit
+//   no-limit              engine undici, ops on, no rate-limit section
+//   undici                engine undici, ops on, memory rate limit (everything on, as `serve`)
+//   redis                 engine undici, ops on, Redis rate limit ({redis: {url}}) against a
+//                         redis-server this script starts on a free loopback port and stops at the
+//                         end (BENCH_REDIS_SERVER names the binary; fails if there is none); the
+//                         deprecation report is in Redis too, as `serve` keeps it
+//   fastify, http-proxy-3 the other engines, ops on, memory rate limit
+//   monitor               undici + response-contract monitor
+//   builtin, builtin-fastify, builtin-http-proxy-3   the built-in backend, ops on, memory rate limit
+// Every gateway target but baseline is checked before it is measured: getPet answers with (or,
+// without a rate limit, without) RateLimit and RateLimit-Policy; for redis, the limit's key is in
+// one listPets makes a script call in Redis, and so did every measured request (INFO commandstats).
 import { join } from 'node:path';
-import { AUTH, NEW_PET, call, envNum, fmt, isMain, machine, measured, load, median, ratio, rotate, startProcess, startTarget, statusMb, table } from './lib.mjs';
+import { AUTH, NEW_PET, call, cpuMs, envNum, fmt, isMain, machine, measured, load, median, ratio, rotate, startProcess, startRedis, startTarget, statusMb, table } from './lib.mjs';
 import { SEED_PETS } from './fixtures.mjs';
 
+/** `npm run bench` and a bare `node bench/forward.mjs` (bench/run.mjs adds redis when redis-server is installed). */
+export const DEFAULT_TARGETS = ['bare', 'bare-hp3', 'undici', 'fastify', 'http-proxy-3', 'builtin'];
+
+const gateway = (...args) => startTarget('gateway', ...args);
+// `ops` and `rateLimit` say how a gateway target of this checkout runs (verify checks the headers);
+// `redis: true` makes runForward start a redis-server and pass it as ctx.redis.
 export const TARGETS = {
   direct: { name: 'upstream direct (no proxy)', gateway: false, start: (up) => ({ ...up, stop: async () => {} }) },
   bare: { name: 'bare @fastify/http-proxy', gateway: false, start: (up) => startTarget('bare-proxy', up.url) },
   'bare-hp3': { name: 'bare http-proxy-3 (node:http)', gateway: false, start: (up) => startTarget('bare-http-proxy-3', up.url) },
   // BENCH_BASELINE=/path/to/an/older/checkout (built): that checkout's gateway, engine undici, to
-  // compare two versions of the gateway in one run.
+  // compare two versions of the gateway in one run. Its own target.mjs and bench policy (an older
+  // one may know neither --ops nor --rate-limit): only the flags every version knows are passed.
   baseline: {
     name: 'gateway, engine undici, BENCH_BASELINE checkout',
     gateway: true,
     start: (up) => startProcess([join(process.env.BENCH_BASELINE ?? '.', 'bench', 'target.mjs'), 'gateway', up.url, '--engine', 'undici'], { cwd: process.env.BENCH_BASELINE }),
   },
-  'no-ops': { name: 'gateway, engine undici, ops off', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici', '--ops', 'off') },
-  undici: { name: 'gateway, engine undici (default)', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici') },
-  fastify: { name: 'gateway, engine fastify', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'fastify') },
-  'http-proxy-3': { name: 'gateway, engine http-proxy-3', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'http-proxy-3') },
-  monitor: { name: 'gateway, undici + response-contract monitor', gateway: true, start: (up) => startTarget('gateway', up.url, '--engine', 'undici', '--contract', 'monitor') },
-  builtin: { name: 'gateway, built-in backend (undici)', gateway: true, builtin: true, start: () => startTarget('gateway', 'builtin', '--engine', 'undici') },
-  'builtin-fastify': { name: 'gateway, built-in backend (fastify)', gateway: true, builtin: true, start: () => startTarget('gateway', 'builtin', '--engine', 'fastify') },
-  'builtin-http-proxy-3': { name: 'gateway, built-in backend (http-proxy-3)', gateway: true, builtin: true, start: () => startTarget('gateway', 'builtin', '--engine', 'http-proxy-3') },
+  core: { name: 'gateway core, engine undici, ops off, no rate limit', gateway: true, ops: 'off', rateLimit: 'off', start: (up) => gateway(up.url, '--engine', 'undici', '--ops', 'off', '--rate-limit', 'off') },
+  'no-ops': { name: 'gateway, engine undici, ops off', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--ops', 'off') },
+  'no-limit': { name: 'gateway, engine undici, ops on, no rate limit', gateway: true, ops: 'on', rateLimit: 'off', start: (up) => gateway(up.url, '--engine', 'undici', '--rate-limit', 'off') },
+  undici: { name: 'gateway, engine undici (default)', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici') },
+  redis: {
+    name: 'gateway, engine undici, ops on, Redis rate limit',
+    gateway: true,
+    ops: 'on',
+    rateLimit: 'redis',
+    redis: true,
+    start: (up, ctx) => gateway(up.url, '--engine', 'undici', '--rate-limit', 'redis', '--redis-url', ctx.redis.url),
+  },
+  fastify: { name: 'gateway, engine fastify', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'fastify') },
+  'http-proxy-3': { name: 'gateway, engine http-proxy-3', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'http-proxy-3') },
+  monitor: { name: 'gateway, undici + response-contract monitor', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--contract', 'monitor') },
+  builtin: { name: 'gateway, built-in backend (undici)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'undici') },
+  'builtin-fastify': { name: 'gateway, built-in backend (fastify)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'fastify') },
+  'builtin-http-proxy-3': { name: 'gateway, built-in backend (http-proxy-3)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'http-proxy-3') },
 };
+
+/** The limit of bench/fixtures.mjs, as the gateway announces it. */
+const RATE_LIMIT_POLICY = '"default";q=1000000000;w=60';
+
+/** A short-lived node-redis client (the gateway's own dependency) for the checks of the redis target. */
+async function withRedis(url, fn) {
+  const { createClient } = await import('redis');
+  const client = createClient({ url, socket: { connectTimeout: 2000, reconnectStrategy: false } });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.close().catch(() => client.destroy());
+  }
+}
+
+/**
+ * Script calls (EVALSHA, EVAL) Redis has run so far, and its number of keys. A GCRA key of a limit
+ * that never trips lives about a millisecond (its TTL is the time its TAT is ahead), so the calls,
+ * not the keys, show that decisions are made in Redis.
+ */
+async function redisState(url) {
+  return withRedis(url, async (c) => {
+    const dbsize = await c.dbSize();
+    const stats = String(await c.info('commandstats'));
+    const calls = (cmd) => Number(new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
+    return { dbsize, scriptCalls: calls('evalsha') + calls('eval') };
+  });
+}
+
+/** Script calls per request of a redis target: one GCRA decision, one more for getPet (the deprecation report, ops on). */
+const redisCallsPerRequest = (routeId) => (routeId === 'get' ? 2 : 1);
 
 export const ROUTES = {
   list20: { name: 'GET /v1/pets?limit=20', path: '/v1/pets?limit=20', method: 'GET' },
@@ -69,6 +138,12 @@ async function verify(t) {
     const n = await call(`${t.url}/v1/pets`);
     if (n.status !== 401) fail(`no key: ${n.status}`);
   }
+  if (t.rateLimit === 'off') {
+    if (g.headers.get('ratelimit') !== null || g.headers.get('ratelimit-policy') !== null) fail('getPet with RateLimit headers, but the target has no rate limit');
+  } else if (t.rateLimit !== undefined) {
+    if (g.headers.get('ratelimit-policy') !== RATE_LIMIT_POLICY) fail(`getPet: RateLimit-Policy ${g.headers.get('ratelimit-policy')}, expected ${RATE_LIMIT_POLICY}`);
+    if (!/^"default";r=\d+;t=\d+$/.test(g.headers.get('ratelimit') ?? '')) fail(`getPet: RateLimit ${g.headers.get('ratelimit')}`);
+  }
 }
 
 export async function runForward(o = {}) {
@@ -76,7 +151,7 @@ export async function runForward(o = {}) {
   const SECONDS = o.seconds ?? envNum('BENCH_SECONDS', 3, 0.5, 120);
   const CONNECTIONS = o.connections ?? envNum('BENCH_CONNECTIONS', 50, 1, 2000);
   const WARMUP = envNum('BENCH_WARMUP_SECONDS', 1, 0, 30);
-  const targetIds = (process.env.BENCH_TARGETS ?? 'bare,bare-hp3,undici,fastify,http-proxy-3,builtin').split(',').map((s) => s.trim()).filter(Boolean);
+  const targetIds = o.targets ?? (process.env.BENCH_TARGETS ?? DEFAULT_TARGETS.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of targetIds) if (!(id in TARGETS)) throw new Error(`BENCH_TARGETS: unknown target ${id}`);
   for (const id of routeIds) if (!(id in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${id}`);
@@ -85,12 +160,30 @@ export async function runForward(o = {}) {
 
   const upstream = await startTarget('upstream');
   const targets = [];
+  const ctx = {};
   try {
+    // One redis-server for the targets that need it, stopped in `finally` (and killed with the other
+    // children if this process dies).
+    if (targetIds.some((id) => TARGETS[id].redis)) {
+      ctx.redis = await startRedis();
+      log(`  redis-server ${ctx.redis.version} on ${ctx.redis.url} (pid ${ctx.redis.pid})`);
+    }
     for (const id of targetIds) {
-      const p = await TARGETS[id].start(upstream);
+      const p = await TARGETS[id].start(upstream, ctx);
       targets.push({ id, ...TARGETS[id], url: p.url, pid: p.pid, stop: p.stop, rssStart: statusMb(p.pid) });
     }
     for (const t of targets) await verify(t);
+    if (ctx.redis !== undefined) {
+      // The limit really is in Redis: one listPets (no deprecation record) is one script call there.
+      for (const t of targets.filter((x) => x.redis)) {
+        const before = await redisState(ctx.redis.url);
+        const r = await call(`${t.url}/v1/pets?limit=20`, { headers: { authorization: AUTH } });
+        const after = await redisState(ctx.redis.url);
+        const calls = after.scriptCalls - before.scriptCalls;
+        if (calls < 1) throw new Error(`${t.name}: a listPets (${r.status}, RateLimit ${r.headers.get('ratelimit')}) made no script call in ${ctx.redis.url}: the rate limit did not go through Redis`);
+        log(`  ${t.id}: one listPets, ${r.status}, RateLimit ${r.headers.get('ratelimit')}: ${calls} script call(s) in Redis (${after.dbsize} keys)`);
+      }
+    }
     // Warm-up (not counted): every route once through the JIT.
     if (WARMUP > 0) {
       const requests = Object.values(ROUTES).map((r) => ({ method: r.method, path: r.path, body: r.body, headers: { authorization: AUTH, ...r.headers } }));
@@ -99,6 +192,8 @@ export async function runForward(o = {}) {
 
     const results = {}; // results[route][target] = [round results]
     const started = Date.now();
+    const redisCpu0 = ctx.redis === undefined ? 0 : cpuMs(ctx.redis.pid);
+    const redisState0 = ctx.redis === undefined ? undefined : await redisState(ctx.redis.url);
     for (const [ri, routeId] of routeIds.entries()) {
       results[routeId] = Object.fromEntries(targets.map((t) => [t.id, []]));
       for (let r = 0; r < ROUNDS; r++) {
@@ -114,6 +209,22 @@ export async function runForward(o = {}) {
     }
     const elapsed = (Date.now() - started) / 1000;
     const hwm = Object.fromEntries(targets.map((t) => [t.id, statusMb(t.pid, 'VmHWM')]));
+    // Every measured request of the redis targets made (at least) one script call in Redis (GCRA;
+    // getPet one more: the deprecation report), and what Redis' own CPU per request was.
+    let redisNote = '';
+    if (ctx.redis !== undefined) {
+      const redisCpu = cpuMs(ctx.redis.pid) - redisCpu0;
+      const after = await redisState(ctx.redis.url);
+      const ids = targets.filter((t) => t.redis).map((t) => t.id);
+      const requestsOf = (r) => ids.reduce((m, id) => m + results[r][id].reduce((k, x) => k + x.total, 0), 0);
+      const requests = routeIds.reduce((n, r) => n + requestsOf(r), 0);
+      const expected = routeIds.reduce((n, r) => n + requestsOf(r) * redisCallsPerRequest(r), 0);
+      const calls = after.scriptCalls - redisState0.scriptCalls;
+      log(`  redis: ${fmt(calls)} script calls for ${fmt(requests)} measured requests (at least ${fmt(expected)} expected); ${after.dbsize} keys; redis-server CPU ${fmt((redisCpu * 1000) / Math.max(1, requests), 1)} µs/req`);
+      // More is fine (requests in flight when a round stopped are not counted), fewer is not.
+      if (calls < expected) throw new Error(`redis target: ${calls} script calls in Redis for ${requests} measured requests (${expected} expected): not every request went through Redis`);
+      redisNote = `Target ${ids.join(', ')}: redis-server ${ctx.redis.version} (its own process on 127.0.0.1, no persistence; its CPU is not in the target's CPU/req); ${fmt(calls)} script calls (EVALSHA) in Redis for ${fmt(requests)} measured requests (one GCRA decision per request, one more per getPet for the deprecation report), Redis CPU ${fmt((redisCpu * 1000) / Math.max(1, requests), 1)} µs per request.`;
+    }
 
     // Summaries: medians per target and route; ratios paired by round against bare.
     const summary = {};
@@ -201,6 +312,7 @@ export async function runForward(o = {}) {
       '',
       mem,
       '',
+      ...(redisNote === '' ? [] : [redisNote, '']),
       builtinTable,
       '',
       hp3Table,
@@ -209,6 +321,7 @@ export async function runForward(o = {}) {
   } finally {
     for (const t of targets) await t.stop();
     await upstream.stop();
+    await ctx.redis?.stop();
   }
 }
 

@@ -3,6 +3,7 @@
 // Everything is bounded: every load has a duration or an amount, every wait a deadline.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -191,6 +192,76 @@ export function stopProcess(child, graceMs = 5000) {
 export function startTarget(kind, ...args) {
   const opts = typeof args[args.length - 1] === 'object' ? args.pop() : {};
   return startProcess([join(BENCH, 'target.mjs'), kind, ...args], opts);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis (the redis target of bench/forward.mjs), started as test/helpers/redis.ts does
+
+/** Debian's /usr/bin/redis-server by default; BENCH_REDIS_SERVER names another binary. */
+export const REDIS_SERVER = process.env.BENCH_REDIS_SERVER || 'redis-server';
+
+/** The version of REDIS_SERVER ("7.0.15"), or undefined when it cannot be run. */
+export function redisServerVersion() {
+  const r = spawnSync(REDIS_SERVER, ['--version'], { encoding: 'utf8', timeout: 5000 });
+  if (r.error !== undefined || r.status !== 0) return undefined;
+  return /\bv=(\S+)/.exec(r.stdout)?.[1] ?? r.stdout.trim();
+}
+
+async function freePort() {
+  const server = createServer();
+  await new Promise((r, j) => server.listen(0, '127.0.0.1', r).once('error', j));
+  const port = server.address().port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** One PING over a raw socket (at most 500 ms): true when the answer is +PONG. */
+function redisPing(port) {
+  return new Promise((resolvePromise) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const done = (ok) => {
+      socket.destroy();
+      resolvePromise(ok);
+    };
+    socket.setTimeout(500, () => done(false));
+    socket.on('error', () => done(false));
+    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (d) => done(d.toString('latin1').startsWith('+PONG')));
+  });
+}
+
+/**
+ * A real redis-server on a free loopback port, without persistence, once it answers PING. Killed
+ * with the other children if this process exits; `stop()` (SIGTERM, then SIGKILL) is idempotent.
+ * Throws a clear error when REDIS_SERVER is not installed.
+ */
+export async function startRedis({ timeoutMs = 10_000 } = {}) {
+  const version = redisServerVersion();
+  if (version === undefined) {
+    throw new Error(`${REDIS_SERVER} not found or not runnable: the redis target needs a local redis-server (apt-get install redis-server, or BENCH_REDIS_SERVER=/path/to/redis-server), or leave redis out of BENCH_TARGETS`);
+  }
+  const port = await freePort();
+  const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  let out = '';
+  const keep = (s) => (out = (out + s).slice(-3000));
+  child.stdout.setEncoding('utf8').on('data', keep);
+  child.stderr.setEncoding('utf8').on('data', keep);
+  let spawnError;
+  child.once('error', (err) => (spawnError = err));
+  const handle = { url: `redis://127.0.0.1:${port}`, port, pid: child.pid, version, stop: () => stopProcess(child) };
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (spawnError !== undefined || child.exitCode !== null || child.signalCode !== null) {
+      await handle.stop();
+      throw new Error(`${REDIS_SERVER} on port ${port} exited before it answered PING (${spawnError?.message ?? child.exitCode ?? child.signalCode})\n${out}`);
+    }
+    if (await redisPing(port)) return handle;
+    await sleep(50);
+  }
+  await handle.stop();
+  throw new Error(`${REDIS_SERVER} on port ${port} did not answer PING within ${timeoutMs} ms\n${out}`);
 }
 
 // ---------------------------------------------------------------------------------------------

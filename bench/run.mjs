@@ -2,7 +2,8 @@
 // and BENCHMARKS.md rewritten between its `bench` markers (the rest of the file is kept):
 //   1. bench/chain.mjs    the policy chain alone (fresh process)
 //   2. bench/growth.mjs   cost growth: body size, list length, number of keys, 1M unknown keys (fresh process, --expose-gc)
-//   3. bench/forward.mjs  bare @fastify/http-proxy and bare http-proxy-3 vs the gateway (three engines, everything on) vs built-in, 4 routes
+//   3. bench/forward.mjs  bare @fastify/http-proxy and bare http-proxy-3 vs the gateway (three engines, everything on) vs built-in, 4 routes,
+//                         and the gateway with its rate limit in Redis (target redis) when redis-server is installed (else a note says so)
 //   4. bench/scaling.mjs  connections 10..1,000, memory under 1,000 connections and distinct keys, body size over sockets
 //   5. bench/workers.mjs  serve --workers 1 vs 2 (when the CLI has --workers)
 //   6. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
@@ -10,13 +11,14 @@
 //
 //   npm run build && node bench/run.mjs [--no-write]
 //
-// Every knob is an environment variable, documented at the top of each script; BENCH_SKIP takes a
+// Every knob is an environment variable, documented at the top of each script (BENCH_TARGETS, when
+// set, is the forward matrix's whole target list: redis is then added only if it names it); BENCH_SKIP takes a
 // comma list of chain,growth,forward,scaling,workers to leave out (their section then says so);
 // BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (30) bounds the whole run.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { ROOT, fmt, machine, ratio, runJsonChild, table, writeSection } from './lib.mjs';
-import { ROUTES, runForward } from './forward.mjs';
+import { REDIS_SERVER, ROOT, fmt, machine, ratio, redisServerVersion, runJsonChild, table, writeSection } from './lib.mjs';
+import { DEFAULT_TARGETS, ROUTES, runForward } from './forward.mjs';
 import { runProfile } from './profile.mjs';
 import { runScaling } from './scaling.mjs';
 import { runWorkers } from './workers.mjs';
@@ -47,7 +49,24 @@ async function section(name, fn) {
 
 const chain = await section('chain', () => runJsonChild('chain.mjs'));
 const growth = await section('growth', () => runJsonChild('growth.mjs', { execArgv: ['--expose-gc'] }));
-const forward = await section('forward', () => runForward({ log }));
+// The forward matrix: its default targets, and the Redis rate limit when redis-server is here (the
+// matrix starts and stops its own). BENCH_TARGETS, when set, is taken as it is.
+let redisNote;
+function forwardTargets() {
+  const version = redisServerVersion();
+  if (process.env.BENCH_TARGETS) {
+    if (process.env.BENCH_TARGETS.split(',').some((t) => t.trim() === 'redis')) redisNote = `redis-server ${version ?? '(not found)'} (target redis of BENCH_TARGETS)`;
+    return undefined;
+  }
+  if (version === undefined) {
+    redisNote = `not measured: ${REDIS_SERVER} is not installed on this machine, so the forward matrix left out its redis target`;
+    log(`bench: note: ${REDIS_SERVER} not found: the forward matrix runs without the redis target (install redis-server to include it)`);
+    return DEFAULT_TARGETS;
+  }
+  redisNote = `redis-server ${version} (started by bench/forward.mjs for its redis target: the gateway, engine undici, with its rate limit in Redis)`;
+  return [...DEFAULT_TARGETS, 'redis'];
+}
+const forward = await section('forward', () => runForward({ log, targets: forwardTargets() }));
 const scaling = await section('scaling', () => runScaling({ log }));
 const workers = await section('workers', () => runWorkers({ log }));
 const profile = process.env.BENCH_PROFILE === '1' ? await section('profile', () => runProfile({ log })) : undefined;
@@ -128,6 +147,7 @@ const md = [
   `- **Machine**: ${m.nproc} × ${m.model} (nproc ${m.nproc}), node ${m.node}, load average at start ${m.loadavg} (shared machine: read ratios, not absolute figures).`,
   `- **Date**: ${m.date}.`,
   `- **Load generator**: autocannon ${autocannonVersion()} (programmatic, in the parent process, same machine); targets in child processes; everything on 127.0.0.1.`,
+  ...(redisNote === undefined ? [] : [`- **Redis**: ${redisNote}.`]),
   `- **nginx**: not measured (${nginx.error ? 'not installed on this machine' : 'not part of this harness'}). wrk: not installed; autocannon only.`,
   '',
   verdictMd,

@@ -4,9 +4,15 @@
 //   node bench/target.mjs bare-proxy URL                bare @fastify/http-proxy to URL, no policy
 //   node bench/target.mjs bare-http-proxy-3 URL         bare node:http + http-proxy-3 to URL, no policy
 //   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
+//                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
 //                                                       --ops on (the default, as `serve` runs), metrics, the access log
-//                                                       (to a file, asynchronously, as on stdout) and the deprecation report
+//                                                       (to a file, asynchronously, as on stdout) and the deprecation report.
+//                                                       --rate-limit: a limit that never trips in memory (the default), in
+//                                                       Redis (--redis-url, else BENCH_REDIS_URL; the target waits for the
+//                                                       connection before it is ready, and closes it on SIGTERM; with --ops on
+//                                                       the deprecation report is kept in Redis too, as `serve` does), or no
+//                                                       rate-limit section at all (off)
 // Every upstream and built-in backend serves SEED_PETS (150) animals. With BENCH_PROFILE_FILE set,
 // SIGUSR2 starts the CPU profiler and SIGTERM writes the profile there (bench/profile.mjs).
 import { writeFileSync } from 'node:fs';
@@ -21,7 +27,8 @@ import { pino } from 'pino';
 import { buildProxyServer, buildServer, buildUndiciServer, createBackendServer } from '../dist/index.js';
 import { logDestination } from '../dist/ops/access-log.js';
 import { createOps } from '../dist/ops/index.js';
-import { benchGateway, seededBackend } from './fixtures.mjs';
+import { closeStores, storesReady } from '../dist/stores/index.js';
+import { RATE_LIMITS, benchGateway, seededBackend } from './fixtures.mjs';
 
 const [kind, url, ...rest] = process.argv.slice(2);
 const flag = (name, def) => {
@@ -57,7 +64,22 @@ async function main() {
     return listen(server);
   }
   if (kind === 'gateway') {
-    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off') });
+    const rateLimit = flag('--rate-limit', 'memory');
+    if (!RATE_LIMITS.includes(rateLimit)) throw new Error(`--rate-limit must be one of ${RATE_LIMITS.join(', ')}, not '${rateLimit}'`);
+    const redisUrl = flag('--redis-url', process.env.BENCH_REDIS_URL);
+    if (rateLimit === 'redis' && !redisUrl) throw new Error('--rate-limit redis needs --redis-url redis://HOST:PORT (or BENCH_REDIS_URL)');
+    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off'), rateLimit, redisUrl });
+    // The stores the policy opened (a Redis connection): closed after the server, as `serve` does.
+    const closeWith = (closeServer) => async () => {
+      try {
+        await closeServer();
+      } finally {
+        await closeStores();
+      }
+    };
+    close = closeWith(async () => {});
+    // Not ready before Redis is: the first measured requests must not wait for the connection.
+    if (rateLimit === 'redis' && !(await storesReady(5000))) throw new Error(`Redis at ${redisUrl} did not accept a connection within 5 s`);
     const engine = flag('--engine', 'undici');
     let options = {};
     if (flag('--ops', 'on') === 'on') {
@@ -68,13 +90,13 @@ async function main() {
     }
     if (engine === 'http-proxy-3' || engine === 'undici') {
       const handle = engine === 'undici' ? buildUndiciServer(gateway, options) : buildProxyServer(gateway, options);
-      close = () => handle.close();
+      close = closeWith(() => handle.close());
       return listen(handle.server);
     }
     if (engine !== 'fastify') throw new Error(`unknown engine ${engine}`);
     const app = await buildServer(gateway, options);
     await app.listen({ host: '127.0.0.1', port: 0 });
-    close = () => app.close();
+    close = closeWith(() => app.close());
     return `http://127.0.0.1:${app.server.address().port}`;
   }
   throw new Error(`unknown target kind ${kind}`);
