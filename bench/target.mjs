@@ -15,7 +15,7 @@
 //                                                       rate-limit section at all (off)
 // Every upstream and built-in backend serves SEED_PETS (150) animals. With BENCH_PROFILE_FILE set,
 // SIGUSR2 starts the CPU profiler and SIGTERM writes the profile there (bench/profile.mjs).
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import inspector from 'node:inspector';
 import Fastify from 'fastify';
 import httpProxy from '@fastify/http-proxy';
@@ -84,7 +84,10 @@ async function main() {
     let options = {};
     if (flag('--ops', 'on') === 'on') {
       // As `serve` runs it: one pino logger on an asynchronous destination (a file here, stdout there).
-      const log = pino({ level: 'info' }, logDestination(join(tmpdir(), `petstore-gateway-bench-access-${process.pid}.log`)));
+      const logFile = join(tmpdir(), `petstore-gateway-bench-access-${process.pid}.log`);
+      const log = pino({ level: 'info' }, logDestination(logFile));
+      // After pino's own exit hook has written what is pending: the lines are not kept.
+      process.on('exit', () => rmSync(logFile, { force: true }));
       const ops = createOps(gateway.config, { log, breakerOpen: () => false });
       options = { log, observer: ops.observer };
     }

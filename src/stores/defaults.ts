@@ -5,4 +5,6 @@ export const REDIS_DEFAULTS = {
   commandTimeoutMs: 250,
   connectTimeoutMs: 1000,
   maxReconnectDelayMs: 2000,
+  /** The shared deprecation report is written once a second per instance, not once per call. */
+  ledgerFlushMs: 1000,
 } as const;

@@ -57,25 +57,27 @@ const GCRA = defineScript({
 /**
  * One hash per deprecated operation: `c:<consumer>` count, `f:`/`l:` first and last seen (epoch
  * ms, min and max across instances), and a set of the operations seen, all in one atomic call.
+ * ARGV: consumer, first seen, last seen, count (an instance's calls since its last flush), operation.
  */
 const RECORD_LUA = `
-redis.call('SADD', KEYS[2], ARGV[3])
-redis.call('HINCRBY', KEYS[1], 'c:' .. ARGV[1], 1)
-local at = tonumber(ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[5])
+redis.call('HINCRBY', KEYS[1], 'c:' .. ARGV[1], tonumber(ARGV[4]))
+local first = tonumber(ARGV[2])
 local f = tonumber(redis.call('HGET', KEYS[1], 'f:' .. ARGV[1]))
-if f == nil or at < f then redis.call('HSET', KEYS[1], 'f:' .. ARGV[1], ARGV[2]) end
+if f == nil or first < f then redis.call('HSET', KEYS[1], 'f:' .. ARGV[1], ARGV[2]) end
+local last = tonumber(ARGV[3])
 local l = tonumber(redis.call('HGET', KEYS[1], 'l:' .. ARGV[1]))
-if l == nil or at > l then redis.call('HSET', KEYS[1], 'l:' .. ARGV[1], ARGV[2]) end
+if l == nil or last > l then redis.call('HSET', KEYS[1], 'l:' .. ARGV[1], ARGV[3]) end
 return 1
 `;
 
 const RECORD = defineScript({
   SCRIPT: RECORD_LUA,
   NUMBER_OF_KEYS: 2,
-  parseCommand(parser: CommandParser, hashKey: string, setKey: string, consumer: string, atMs: number, operation: string) {
+  parseCommand(parser: CommandParser, hashKey: string, setKey: string, use: PendingUse) {
     parser.pushKey(hashKey);
     parser.pushKey(setKey);
-    parser.push(consumer, String(atMs), operation);
+    parser.push(use.consumer, String(use.first), String(use.last), String(use.count), use.operation);
   },
   transformReply: (reply: unknown) => reply as number,
 });
@@ -167,6 +169,8 @@ export function redactUrl(url: string): string {
 
 export interface RedisStoreOptions {
   readonly log?: PolicyLog | undefined;
+  /** How often the deprecation ledger writes its counts to Redis (REDIS_DEFAULTS.ledgerFlushMs). */
+  readonly ledgerFlushMs?: number;
 }
 
 /**
@@ -179,7 +183,7 @@ export class RedisStore implements RateLimitStore {
   healthy = false;
   /** Failed commands (timeouts, refused connections, script errors): the metrics layer reads it. */
   errors = 0;
-  readonly ledger: DeprecationLedger;
+  readonly ledger: RedisDeprecationLedger;
   /** Resolves once the first connection is ready (never rejects: the client keeps retrying). */
   readonly ready: Promise<void>;
   private readonly client: Client;
@@ -215,7 +219,7 @@ export class RedisStore implements RateLimitStore {
       },
       () => undefined,
     );
-    this.ledger = new RedisDeprecationLedger(this.client, this.failed, this.timeoutMs, this.whenReady);
+    this.ledger = new RedisDeprecationLedger(this.client, this.failed, this.timeoutMs, this.whenReady, options.ledgerFlushMs ?? REDIS_DEFAULTS.ledgerFlushMs);
   }
 
   /**
@@ -245,6 +249,8 @@ export class RedisStore implements RateLimitStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // The ledger's last counts go out before the connection closes (bounded by the command deadline).
+    await this.ledger.flush();
     // close() waits for the answers of commands in flight; destroy() when the connection is down,
     // as there is nothing to wait for. A frozen Redis never answers, and node-redis' close() has no
     // deadline of its own (our withDeadline only stops the request waiting), so a shutdown would hang
@@ -259,22 +265,71 @@ export class RedisStore implements RateLimitStore {
   }
 }
 
+/** One consumer's calls of one operation since the last flush. */
+interface PendingUse {
+  readonly operation: string;
+  readonly consumer: string;
+  count: number;
+  first: number;
+  last: number;
+}
+
+/**
+ * The deprecation report in Redis, shared by every instance. Calls are counted in the process and
+ * written once per `flushMs` (one script call per operation and consumer seen since), not one
+ * Redis round trip per request: a getPet costs the rate-limit decision only, and the report of
+ * another instance lags by `flushMs` at most. The pending map is bounded by the configured key
+ * ids times the deprecated operations.
+ */
 class RedisDeprecationLedger implements DeprecationLedger {
+  private pending = new Map<string, PendingUse>();
+  private timer: NodeJS.Timeout | undefined = undefined;
+
   constructor(
     private readonly client: Client,
     private readonly failed: (err: unknown) => never,
     private readonly timeoutMs: number,
     private readonly whenReady: <T>(command: () => Promise<T>) => Promise<T>,
+    private readonly flushMs: number,
   ) {}
 
   record(operation: string, consumer: string, atMs: number): void {
-    // Never waits for Redis; a failure is counted and logged by the store.
-    withDeadline(this.whenReady(() => this.client.record(operationKey(operation), OPERATIONS_KEY, consumer, atMs, operation)), this.timeoutMs)
-      .catch(this.failed)
-      .catch(() => undefined);
+    const key = `${operation}\n${consumer}`;
+    const use = this.pending.get(key);
+    if (use === undefined) this.pending.set(key, { operation, consumer, count: 1, first: atMs, last: atMs });
+    else {
+      use.count++;
+      if (atMs < use.first) use.first = atMs;
+      if (atMs > use.last) use.last = atMs;
+    }
+    if (this.timer === undefined) {
+      this.timer = setTimeout(() => void this.flush(), this.flushMs);
+      this.timer.unref();
+    }
+  }
+
+  /**
+   * Writes the pending counts (never throws: a failed write is counted and logged by the store,
+   * and its counts are lost, as a lost single write was).
+   */
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.pending.size === 0) return;
+    const uses = [...this.pending.values()];
+    this.pending = new Map();
+    await Promise.all(
+      uses.map((use) =>
+        withDeadline(this.whenReady(() => this.client.record(operationKey(use.operation), OPERATIONS_KEY, use)), this.timeoutMs)
+          .catch(this.failed)
+          .catch(() => undefined),
+      ),
+    );
   }
 
   async report(): Promise<DeprecationUse[]> {
+    // This instance's own calls are in the report at once; another instance's within its flushMs.
+    await this.flush();
     const client = this.client;
     // The report is for operators, not the request path: a longer deadline, still bounded.
     const deadline = this.timeoutMs * 8;

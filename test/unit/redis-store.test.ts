@@ -4,6 +4,7 @@
  * limit holding again once Redis is back, the policy's fail-open and fail-closed on it, the
  * shared deprecation ledger, and one connection per URL in the process registry.
  */
+import { createClient } from 'redis';
 import t, { type Test } from 'tap';
 import type { Exchange } from '../../src/core/policy.js';
 import { rateLimit } from '../../src/policies/rate-limit/index.js';
@@ -21,7 +22,7 @@ const FAST_MS = 1000;
 async function redisAndStores(t: Test, n: number, prefix = `t${Math.random().toString(36).slice(2, 8)}:`) {
   const redis = await startRedis();
   t.teardown(() => redis.stop());
-  const stores = Array.from({ length: n }, () => new RedisStore({ url: redis.url, prefix }));
+  const stores = Array.from({ length: n }, () => new RedisStore({ url: redis.url, prefix }, { ledgerFlushMs: 50 }));
   t.teardown(() => Promise.all(stores.map((s) => s.close())));
   await Promise.all(stores.map((s) => s.ready));
   return { redis, stores };
@@ -161,6 +162,33 @@ t.test('the Redis deprecation ledger: two instances, one report', async (t) => {
     { operation: 'getPet', consumer: 'mobile', count: 1, firstSeen: new Date(at + 42).toISOString(), lastSeen: new Date(at + 42).toISOString() },
   ]);
   t.strictSame(await stores[0]!.ledger.report(), report, 'the same report from either instance');
+});
+
+t.test('the ledger counts in the process and writes once per flush: 1,000 calls, one script call per consumer', async (t) => {
+  const { redis, stores } = await redisAndStores(t, 2);
+  const admin = createClient({ url: redis.url });
+  await admin.connect();
+  t.teardown(() => admin.close());
+  const evals = async () => {
+    const info = await admin.info('commandstats');
+    // Successful script calls (node-redis tries EVALSHA first and falls back to EVAL on NOSCRIPT).
+    return [...info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+),.*?failed_calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]) - Number(m[2]), 0);
+  };
+  await stores[0]!.ledger.flush();
+  const before = await evals();
+  const at = Date.parse('2027-03-01T12:00:00Z');
+  for (let i = 0; i < 1000; i++) stores[0]!.ledger.record('getPet', i % 2 === 0 ? 'ops' : 'mobile', at + i);
+  const own = await stores[0]!.ledger.report();
+  t.strictSame(
+    own.map((r) => [r.consumer, r.count, r.firstSeen, r.lastSeen]),
+    [
+      ['mobile', 500, new Date(at + 1).toISOString(), new Date(at + 999).toISOString()],
+      ['ops', 500, new Date(at).toISOString(), new Date(at + 998).toISOString()],
+    ],
+    "the instance's own calls are in its report at once",
+  );
+  t.equal((await evals()) - before, 2, 'two script calls (one per consumer) for 1,000 calls');
+  t.strictSame(await stores[1]!.ledger.report(), own, 'the other instance reads the same report');
 });
 
 t.test('a failed ledger write never throws and is counted', async (t) => {
