@@ -118,7 +118,7 @@ export const ROUTES = {
   create: { name: 'POST /v1/pets', path: '/v1/pets', method: 'POST', body: NEW_PET, headers: { 'content-type': 'application/json' } },
 };
 
-function loadOptions(route) {
+export function loadOptions(route) {
   return { path: route.path, method: route.method, body: route.body, headers: { authorization: AUTH, ...route.headers } };
 }
 
