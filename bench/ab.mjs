@@ -1,15 +1,18 @@
-// Two targets of bench/forward.mjs, A and B, compared in many short alternating pairs: on a shared
-// machine whose speed drifts by ±30% within a minute, a pair of runs one second apart sees the
-// same machine, so the ratio of a pair is far steadier than either figure. For each route: the
-// median over pairs of B's req/s over A's and of B's CPU per request over A's, with a 95%
-// bootstrap interval of each median (2,000 resamples, seeded), and the share of pairs in which B
-// served more. This is how a criterion such as "no more than 5% below" is checked: the interval
-// says whether the difference is within the noise.
+// Two targets of bench/forward.mjs, A and B, compared in many short alternating pairs, each pair
+// on a fresh pair of processes. Two kinds of noise on a shared machine: its speed drifts by ±30%
+// within a minute (a pair of runs one second apart sees the same machine), and one process of the
+// same code can run 10-30% faster than another for its whole life (JIT decisions, memory layout,
+// scheduling: an A/A run with one process each read 1.28). So each pair of runs is made on new
+// processes (started A-first and B-first in turn), and the unit of the statistics is the process
+// pair. For each route: the median over process pairs of B's req/s over A's and of B's CPU per
+// request over A's, with a 95% bootstrap interval of each median (2,000 resamples, seeded), and
+// the share of process pairs in which B served more. This is how a criterion such as "no more
+// than 5% below" is checked: the interval says whether the difference is within the noise.
 //
 //   npm run build && BENCH_AB=baseline,core BENCH_BASELINE=/path/to/old/checkout node bench/ab.mjs
 //
 // Environment: BENCH_AB (A,B: ids of forward.mjs' TARGETS; default baseline,core), BENCH_AB_PAIRS
-// (20 per route), BENCH_AB_EPOCHS (4: fresh processes of A and B each, the pairs spread over them),
+// (20 per route), BENCH_AB_EPOCHS (= pairs: fresh processes of A and B for every pair),
 // BENCH_AB_SECONDS (1, per run), BENCH_ROUTES (list20,list100,get,create), BENCH_CONNECTIONS (50).
 // The order within a pair alternates (A first, then B first), so drift within a pair cancels.
 import { ROUTES, TARGETS, loadOptions } from './forward.mjs';
@@ -45,7 +48,7 @@ export async function runAb(o = {}) {
   const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim());
   for (const r of routeIds) if (!(r in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${r}`);
 
-  const EPOCHS = Math.min(envNum('BENCH_AB_EPOCHS', 4, 1, 50), PAIRS);
+  const EPOCHS = Math.min(envNum('BENCH_AB_EPOCHS', PAIRS, 1, 500), PAIRS);
   const up = await startTarget('upstream');
   const ctx = {};
   let started = [];
@@ -55,12 +58,11 @@ export async function runAb(o = {}) {
   };
   try {
     if (TARGETS[idA].redis || TARGETS[idB].redis) ctx.redis = await startRedis();
+    // Per route, one ratio per epoch (the median of its pairs): the pairs of one process pair share
+    // its bias, so the interval is over epochs, not pairs.
     const rps = Object.fromEntries(routeIds.map((r) => [r, []]));
     const cpu = Object.fromEntries(routeIds.map((r) => [r, []]));
-    // Fresh processes per epoch, started in turn A-first and B-first: one process of the same code
-    // can run 10-30% faster than another for its whole life (JIT decisions, memory layout, where the
-    // scheduler puts it: an A/A run of one target against itself read 1.28 with one process each),
-    // so the pairs are spread over several processes of each.
+    // Fresh processes per epoch, started in turn A-first and B-first (see the top of the file).
     for (let epoch = 0; epoch < EPOCHS; epoch++) {
       const first = epoch % 2 === 0 ? idA : idB;
       const t1 = await TARGETS[first].start(up, ctx);
@@ -73,6 +75,8 @@ export async function runAb(o = {}) {
         const opts = { ...loadOptions(ROUTES[routeId]), connections: CONNECTIONS };
         // Warm both (JIT, pools) outside the pairs.
         for (const t of [a, b]) await measured(t.url, [t.pid], { ...opts, duration: 1 });
+        const epochRps = [];
+        const epochCpu = [];
         for (let p = 0; p < pairs; p++) {
           const order = p % 2 === 0 ? [a, b] : [b, a];
           const res = new Map();
@@ -80,10 +84,12 @@ export async function runAb(o = {}) {
           const ra = res.get(a);
           const rb = res.get(b);
           if (ra.non2xx > 0 || rb.non2xx > 0 || ra.errors > 0 || rb.errors > 0) throw new Error(`${routeId}: non-2xx answers or errors in epoch ${epoch + 1}`);
-          rps[routeId].push(rb.rps / ra.rps);
-          cpu[routeId].push(rb.cpuUsPerReq / ra.cpuUsPerReq);
+          epochRps.push(rb.rps / ra.rps);
+          epochCpu.push(rb.cpuUsPerReq / ra.cpuUsPerReq);
           log(`  ${ROUTES[routeId].name.padEnd(24)} epoch ${epoch + 1}/${EPOCHS} pair ${p + 1}/${pairs}  ${idA} ${fmt(ra.rps)} req/s ${fmt(ra.cpuUsPerReq)} µs  ${idB} ${fmt(rb.rps)} req/s ${fmt(rb.cpuUsPerReq)} µs  ratio ${ratio(rb.rps / ra.rps)}`);
         }
+        rps[routeId].push(median(epochRps));
+        cpu[routeId].push(median(epochCpu));
       }
       await stopAll();
     }
@@ -101,9 +107,9 @@ export async function runAb(o = {}) {
     const markdown = [
       `node ${m.node}, ${m.nproc} × ${m.model}, load ${m.loadavg}, ${m.date}`,
       '',
-      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A): ${PAIRS} alternating pairs of ${SECONDS} s runs per route over ${EPOCHS} fresh pairs of processes, ${CONNECTIONS} connections; medians over pairs with a 95% bootstrap interval.`,
+      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A): ${PAIRS} alternating pairs of ${SECONDS} s runs per route over ${EPOCHS} fresh pairs of processes, ${CONNECTIONS} connections; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
       '',
-      table(['route', 'req/s B ÷ A', 'pairs where B served more', 'CPU µs/req B ÷ A'], rows),
+      table(['route', 'req/s B ÷ A', 'process pairs where B served more', 'CPU µs/req B ÷ A'], rows),
     ].join('\n');
     return { markdown };
   } finally {
