@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import t from 'tap';
-import { AccessLog, LOG_SCHEMA, accessLine } from '../../src/ops/access-log.js';
+import { ACCESS_BATCH_CHARS, AccessLog, LOG_SCHEMA, accessLine } from '../../src/ops/access-log.js';
 import { record } from '../helpers/record.js';
 import { PROJECT_ROOT, ensureBuilt } from '../helpers/servers.js';
 
@@ -54,7 +54,7 @@ t.test('one line per request with the fields of the issue', async (t) => {
     }),
   );
   log.onEnd(record({ status: 504, errorCode: 'upstream_timeout', upstreamStatus: undefined, upstreamMs: 10000, upstreamFailure: 'headers_timeout', consumer: 'team-b' }));
-  t.equal(lines.length, 0, 'nothing written before the turn of the event loop ends');
+  t.equal(lines.length, 0, 'nothing written before the batch is flushed');
   log.flush();
   t.equal(lines.length, 3);
   const [ok, denied, timeout] = lines as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
@@ -122,7 +122,7 @@ t.test('a throwing hook does not fail the request', async (t) => {
   t.equal(lines.length, 0, 'the line is lost, the request is not');
 });
 
-t.test('the lines of one turn of the event loop are one write, at its end', async (t) => {
+t.test('lines are written in batches: after flushMs, or at once past 64 KiB', async (t) => {
   const writes: string[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -130,15 +130,25 @@ t.test('the lines of one turn of the event loop are one write, at its end', asyn
       done();
     },
   });
-  const log = new AccessLog({ logger: pino({ level: 'info' }, stream) });
+  const log = new AccessLog({ logger: pino({ level: 'info' }, stream), flushMs: 30 });
   for (let i = 0; i < 50; i++) log.onEnd(record({ requestId: `a${i}` }));
   await new Promise((r) => setImmediate(r));
-  for (let i = 0; i < 3; i++) log.onEnd(record({ requestId: `b${i}` }));
-  await new Promise((r) => setImmediate(r));
-  t.equal(writes.length, 2, 'two turns, two writes');
+  t.equal(writes.length, 0, 'nothing written at the end of the turn: the batch waits for flushMs');
+  await new Promise((r) => setTimeout(r, 80));
+  t.equal(writes.length, 1, 'one write for the 50 lines after flushMs');
   t.equal(writes[0]?.split('\n').filter(Boolean).length, 50);
-  t.equal(writes[1]?.split('\n').filter(Boolean).length, 3);
-  t.equal((JSON.parse(writes[1]?.split('\n')[2] ?? '') as { reqId: string }).reqId, 'b2', 'in order');
+  // Past ACCESS_BATCH_CHARS the batch goes at once, without waiting: memory stays bounded.
+  const id = (i: number) => `b${String(i).padStart(6, '0')}`;
+  const lineChars = log.format(record({ requestId: id(0) })).length;
+  const n = Math.ceil(ACCESS_BATCH_CHARS / lineChars);
+  for (let i = 0; i < n; i++) log.onEnd(record({ requestId: id(i) }));
+  t.equal(writes.length, 2, `a full batch (${n} lines) written at once`);
+  const batch = writes[1]?.split('\n').filter(Boolean) ?? [];
+  t.equal(batch.length, n);
+  t.equal((JSON.parse(batch[n - 1] ?? '') as { reqId: string }).reqId, id(n - 1), 'in order');
+  log.onEnd(record({ requestId: 'c0' }));
+  await log.close();
+  t.equal(writes.length, 3, 'close() writes what is pending');
 });
 
 t.test('the line has pino\'s shape and escapes whatever a client sent', async (t) => {
