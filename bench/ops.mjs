@@ -54,7 +54,7 @@ const tp = { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 
 const cases = [
   ['metrics.onEnd (mix of 4 records)', (i) => metrics.onEnd(records[i & 3])],
-  ['access.onEnd (line built here, one write per event-loop turn, /dev/null)', (i) => access.onEnd(records[i & 3])],
+  ['access.onEnd (line built here, batched writes, /dev/null)', (i) => access.onEnd(records[i & 3])],
   ['(reference) JSON.stringify of the same fields', (i) => JSON.stringify(accessLine(records[i & 3]))],
   ['requestIdOf(valid header) kept', () => requestIdOf('abc-123')],
   ['requestIdOf(undefined): randomUUID', () => requestIdOf(undefined)],
