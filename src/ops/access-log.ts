@@ -11,7 +11,7 @@
  * Cost (issue 15): the line is built here from its known fields (every string through
  * JSON.stringify, so nothing a client sends can break out of its field) rather than by pino's
  * generic serialiser, and lines are handed to the destination in batches, as nginx's
- * `access_log ... buffer= flush=` does: when 64 KiB are pending, or `flushMs` (50 ms) after the
+ * `access_log ... buffer= flush=` does: when 16 KiB are pending, or `flushMs` (20 ms) after the
  * first pending line, whichever comes first. A loaded gateway then makes one write system call
  * per batch instead of one per request (each write is thread-pool and kernel work the process
  * pays); memory stays bounded by the batch size. `flush()` hands over what is pending at once
@@ -71,12 +71,12 @@ export interface AccessLogOptions {
   readonly destination?: number | string;
   /** Extra facts about a consumer (key id) for the line; called per line, so it should be a map lookup. */
   readonly consumerInfo?: (consumer: string) => ConsumerInfo | undefined;
-  /** Longest a line waits for its batch to be written, ms (default 50). */
+  /** Longest a line waits for its batch to be written, ms (default 20). */
   readonly flushMs?: number;
 }
 
 /** Pending bytes (as UTF-16 code units) past which the batch is written at once. */
-export const ACCESS_BATCH_CHARS = 64 * 1024;
+export const ACCESS_BATCH_CHARS = 16 * 1024;
 
 /** One access line's fields, in the order they are written. Undefined fields are left out. */
 export interface AccessLine {
@@ -209,7 +209,7 @@ export class AccessLog implements ExchangeObserver {
 
   constructor(options: AccessLogOptions = {}) {
     this.consumerInfo = options.consumerInfo;
-    this.flushMs = options.flushMs ?? 50;
+    this.flushMs = options.flushMs ?? 20;
     const parent = options.logger ?? pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ dest: options.destination ?? 1, sync: false }));
     this.ownDestination = options.logger === undefined;
     this.logger = parent.child({ log: 'access' });

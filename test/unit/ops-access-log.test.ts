@@ -122,7 +122,7 @@ t.test('a throwing hook does not fail the request', async (t) => {
   t.equal(lines.length, 0, 'the line is lost, the request is not');
 });
 
-t.test('lines are written in batches: after flushMs, or at once past 64 KiB', async (t) => {
+t.test('lines are written in batches: after flushMs, or at once past 16 KiB', async (t) => {
   const writes: string[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _enc, done) {
