@@ -1,22 +1,27 @@
-// Two targets of bench/forward.mjs, A and B, compared in many short alternating pairs, each pair
-// on a fresh pair of processes. Two kinds of noise on a shared machine: its speed drifts by ±30%
-// within a minute (a pair of runs one second apart sees the same machine), and one process of the
-// same code can run 10-30% faster than another for its whole life (JIT decisions, memory layout,
-// scheduling: an A/A run with one process each read 1.28). So each pair of runs is made on new
-// processes (started A-first and B-first in turn), and the unit of the statistics is the process
-// pair. For each route: the median over process pairs of B's req/s over A's and of B's CPU per
-// request over A's, with a 95% bootstrap interval of each median (2,000 resamples, seeded), and
-// the share of process pairs in which B served more. This is how a criterion such as "no more
-// than 5% below" is checked: the interval says whether the difference is within the noise.
+// Two targets of bench/forward.mjs, A and B, compared AT THE SAME TIME on the same core. A shared
+// machine's speed drifts by ±30% within a minute and one process of the same code can run 10-30%
+// faster than another for its whole life (JIT decisions, memory layout, where the scheduler puts
+// it), so two runs one after the other, even a second apart, cannot tell a 5% difference. Here A and
+// B are pinned to the same CPU (taskset; the load generator, the upstream and Redis on the other
+// CPUs) and loaded together, each by its own half of the connections: both saturate that core,
+// the scheduler gives each half of it, and whatever the machine does at that moment it does to both.
+// B's req/s over A's is then the inverse of their cost per request. Each process pair serves every
+// route after a warm-up; a fresh pair of processes per epoch (started A-first and B-first in turn),
+// and the unit of the statistics is the process pair: for each route, the median over process
+// pairs (each the median of its runs) of B's req/s over A's and of B's CPU per request over A's,
+// with a 95% bootstrap interval (2,000 resamples, seeded), and the share of process pairs in which
+// B served more. An A/A run (the same code as A and B) read 0.985-1.016 per process pair.
 //
 //   npm run build && BENCH_AB=baseline,core BENCH_BASELINE=/path/to/old/checkout node bench/ab.mjs
 //
-// Environment: BENCH_AB (A,B: ids of forward.mjs' TARGETS; default baseline,core), BENCH_AB_PAIRS
-// (20 per route), BENCH_AB_EPOCHS (= pairs: fresh processes of A and B for every pair),
-// BENCH_AB_SECONDS (1, per run), BENCH_ROUTES (list20,list100,get,create), BENCH_CONNECTIONS (50).
-// The order within a pair alternates (A first, then B first), so drift within a pair cancels.
+// Environment: BENCH_AB (A,B: ids of forward.mjs' TARGETS; default baseline,core), BENCH_AB_EPOCHS
+// (6 process pairs), BENCH_AB_RUNS (4 runs per route and process pair), BENCH_AB_SECONDS (2 per run),
+// BENCH_AB_WARMUP (4 s per route and process pair), BENCH_AB_PIN (1 with 2 or more CPUs: pinned as
+// above; 0: unpinned, still loaded together), BENCH_ROUTES (list20,list100,get,create),
+// BENCH_CONNECTIONS (50 in all: half for each target).
+import { cpus } from 'node:os';
 import { ROUTES, TARGETS, loadOptions } from './forward.mjs';
-import { envNum, fmt, isMain, machine, measured, median, ratio, startRedis, startTarget, table } from './lib.mjs';
+import { envNum, fmt, isMain, machine, measured, median, pin, ratio, startRedis, startTarget, table } from './lib.mjs';
 
 /** A 95% bootstrap interval of the median of `xs` (percentile method, deterministic seed). */
 export function bootstrapMedian(xs, resamples = 2000, seed = 42) {
@@ -42,14 +47,27 @@ export async function runAb(o = {}) {
   const log = o.log ?? ((s) => process.stderr.write(s + '\n'));
   const [idA, idB] = (o.ab ?? process.env.BENCH_AB ?? 'baseline,core').split(',').map((s) => s.trim());
   for (const id of [idA, idB]) if (!(id in TARGETS)) throw new Error(`BENCH_AB: unknown target ${id}`);
-  const PAIRS = envNum('BENCH_AB_PAIRS', 20, 3, 500);
-  const SECONDS = envNum('BENCH_AB_SECONDS', 1, 0.5, 30);
-  const CONNECTIONS = envNum('BENCH_CONNECTIONS', 50, 1, 2000);
+  const EPOCHS = envNum('BENCH_AB_EPOCHS', 6, 1, 200);
+  const RUNS = envNum('BENCH_AB_RUNS', 4, 1, 100);
+  const SECONDS = envNum('BENCH_AB_SECONDS', 2, 0.5, 30);
+  const WARMUP = envNum('BENCH_AB_WARMUP', 4, 0.5, 60);
+  const CONNECTIONS = envNum('BENCH_CONNECTIONS', 50, 2, 2000);
+  const half = Math.max(1, Math.floor(CONNECTIONS / 2));
   const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim());
   for (const r of routeIds) if (!(r in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${r}`);
 
-  const EPOCHS = Math.min(envNum('BENCH_AB_EPOCHS', PAIRS, 1, 500), PAIRS);
+  const cpuCount = cpus().length;
+  const PIN = envNum('BENCH_AB_PIN', cpuCount >= 2 ? 1 : 0, 0, 1) === 1 && cpuCount >= 2;
+  const targetCpu = String(cpuCount - 1);
+  const otherCpus = cpuCount === 2 ? '0' : `0-${cpuCount - 2}`;
+  const place = (pid, cpuList) => {
+    if (PIN && !pin(pid, cpuList)) throw new Error('BENCH_AB_PIN: taskset could not pin a process (set BENCH_AB_PIN=0)');
+  };
+  // Read before pinning: nproc counts only the CPUs this process may run on.
+  const m = machine();
+  place(process.pid, otherCpus);
   const up = await startTarget('upstream');
+  place(up.pid, otherCpus);
   const ctx = {};
   let started = [];
   const stopAll = async () => {
@@ -57,39 +75,37 @@ export async function runAb(o = {}) {
     started = [];
   };
   try {
-    if (TARGETS[idA].redis || TARGETS[idB].redis) ctx.redis = await startRedis();
-    // Per route, one ratio per epoch (the median of its pairs): the pairs of one process pair share
-    // its bias, so the interval is over epochs, not pairs.
+    if (TARGETS[idA].redis || TARGETS[idB].redis) {
+      ctx.redis = await startRedis();
+      place(ctx.redis.pid, otherCpus);
+    }
     const rps = Object.fromEntries(routeIds.map((r) => [r, []]));
     const cpu = Object.fromEntries(routeIds.map((r) => [r, []]));
-    // Fresh processes per epoch, started in turn A-first and B-first (see the top of the file).
+    const both = (a, b, opts) => Promise.all([measured(a.url, [a.pid], opts), measured(b.url, [b.pid], opts)]);
     for (let epoch = 0; epoch < EPOCHS; epoch++) {
       const first = epoch % 2 === 0 ? idA : idB;
       const t1 = await TARGETS[first].start(up, ctx);
       started.push(t1);
+      place(t1.pid, targetCpu);
       const t2 = await TARGETS[first === idA ? idB : idA].start(up, ctx);
       started.push(t2);
+      place(t2.pid, targetCpu);
       const [a, b] = first === idA ? [t1, t2] : [t2, t1];
-      const pairs = Math.round(((epoch + 1) * PAIRS) / EPOCHS) - Math.round((epoch * PAIRS) / EPOCHS);
       for (const routeId of routeIds) {
-        const opts = { ...loadOptions(ROUTES[routeId]), connections: CONNECTIONS };
-        // Warm both (JIT, pools) outside the pairs.
-        for (const t of [a, b]) await measured(t.url, [t.pid], { ...opts, duration: 1 });
-        const epochRps = [];
-        const epochCpu = [];
-        for (let p = 0; p < pairs; p++) {
-          const order = p % 2 === 0 ? [a, b] : [b, a];
-          const res = new Map();
-          for (const t of order) res.set(t, await measured(t.url, [t.pid], { ...opts, duration: SECONDS }));
-          const ra = res.get(a);
-          const rb = res.get(b);
+        const opts = { ...loadOptions(ROUTES[routeId]), connections: half };
+        // Warm both (JIT, pools) first: a fresh process still compiles for seconds.
+        await both(a, b, { ...opts, duration: WARMUP });
+        const runRps = [];
+        const runCpu = [];
+        for (let run = 0; run < RUNS; run++) {
+          const [ra, rb] = await both(a, b, { ...opts, duration: SECONDS });
           if (ra.non2xx > 0 || rb.non2xx > 0 || ra.errors > 0 || rb.errors > 0) throw new Error(`${routeId}: non-2xx answers or errors in epoch ${epoch + 1}`);
-          epochRps.push(rb.rps / ra.rps);
-          epochCpu.push(rb.cpuUsPerReq / ra.cpuUsPerReq);
-          log(`  ${ROUTES[routeId].name.padEnd(24)} epoch ${epoch + 1}/${EPOCHS} pair ${p + 1}/${pairs}  ${idA} ${fmt(ra.rps)} req/s ${fmt(ra.cpuUsPerReq)} µs  ${idB} ${fmt(rb.rps)} req/s ${fmt(rb.cpuUsPerReq)} µs  ratio ${ratio(rb.rps / ra.rps)}`);
+          runRps.push(rb.total / ra.total);
+          runCpu.push(rb.cpuUsPerReq / ra.cpuUsPerReq);
+          log(`  ${ROUTES[routeId].name.padEnd(24)} epoch ${epoch + 1}/${EPOCHS} run ${run + 1}/${RUNS}  ${idA} ${fmt(ra.rps)} req/s ${fmt(ra.cpuUsPerReq)} µs  ${idB} ${fmt(rb.rps)} req/s ${fmt(rb.cpuUsPerReq)} µs  ratio ${ratio(rb.total / ra.total)}`);
         }
-        rps[routeId].push(median(epochRps));
-        cpu[routeId].push(median(epochCpu));
+        rps[routeId].push(median(runRps));
+        cpu[routeId].push(median(runCpu));
       }
       await stopAll();
     }
@@ -99,19 +115,19 @@ export async function runAb(o = {}) {
       return [
         ROUTES[routeId].name,
         `**${ratio(median(rps[routeId]))}** [${ratio(rLo)}–${ratio(rHi)}]`,
+        rps[routeId].map((x) => x.toFixed(3)).join(' '),
         `${fmt((rps[routeId].filter((x) => x > 1).length / rps[routeId].length) * 100)}%`,
         `**${ratio(median(cpu[routeId]))}** [${ratio(cLo)}–${ratio(cHi)}]`,
       ];
     });
-    const m = machine();
     const markdown = [
       `node ${m.node}, ${m.nproc} × ${m.model}, load ${m.loadavg}, ${m.date}`,
       '',
-      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A): ${PAIRS} alternating pairs of ${SECONDS} s runs per route over ${EPOCHS} fresh pairs of processes, ${CONNECTIONS} connections; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
+      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each: ${EPOCHS} fresh pairs of processes, per route a ${WARMUP} s warm-up then ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
       '',
-      table(['route', 'req/s B ÷ A', 'process pairs where B served more', 'CPU µs/req B ÷ A'], rows),
+      table(['route', 'req/s B ÷ A', 'per process pair', 'process pairs where B served more', 'CPU µs/req B ÷ A'], rows),
     ].join('\n');
-    return { markdown };
+    return { markdown, rps, cpu };
   } finally {
     await stopAll();
     await up.stop();

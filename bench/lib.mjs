@@ -198,6 +198,15 @@ export function startTarget(kind, ...args) {
 // Redis (the redis target of bench/forward.mjs), started as test/helpers/redis.ts does
 
 /** Debian's /usr/bin/redis-server by default; BENCH_REDIS_SERVER names another binary. */
+/**
+ * Pins a process and all its threads to a CPU list (taskset -a -p -c), e.g. '1' or '0-1'. Returns
+ * whether it was pinned (false where taskset is missing or refuses: the bench then runs unpinned).
+ */
+export function pin(pid, cpuList) {
+  const r = spawnSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore', timeout: 5000 });
+  return r.status === 0;
+}
+
 export const REDIS_SERVER = process.env.BENCH_REDIS_SERVER || 'redis-server';
 
 /** The version of REDIS_SERVER ("7.0.15"), or undefined when it cannot be run. */
