@@ -8,8 +8,9 @@
  * copies fields one by one, never the record or a header map as a whole, so a field added to the
  * record later cannot leak into the log by accident.
  *
- * Cost (issue 15): the line is built here from its known fields (every string through
- * JSON.stringify, so nothing a client sends can break out of its field) rather than by pino's
+ * Cost (issue 15): the line is built here from its known fields (every string JSON-escaped:
+ * printable ASCII without `"` or `\\` as it is, anything else through JSON.stringify, so nothing
+ * a client sends can break out of its field) rather than by pino's
  * generic serialiser, and lines are handed to the destination in batches, as nginx's
  * `access_log ... buffer= flush=` does: when 16 KiB are pending, or `flushMs` (20 ms) after the
  * first pending line, whichever comes first. A loaded gateway then makes one write system call
