@@ -225,3 +225,38 @@ t.test('the log config schema', async (t) => {
   t.equal(LOG_SCHEMA.properties.level.default, 'info');
   t.equal(LOG_SCHEMA.additionalProperties, false);
 });
+
+t.test('fields reused from line to line follow their values: method, route, operation, a consumer whose facts change', async (t) => {
+  const { logger, lines } = capture();
+  let facts: { expires?: string; scopes?: string[] } | undefined = { expires: '2027-01-01T00:00:00Z', scopes: ['pets:read'] };
+  const log = new AccessLog({ logger, consumerInfo: (id) => (id === 'team-a' ? facts : undefined) });
+  const combos: Array<[string, '/v1/pets' | '/v1/pets/{petId}' | 'unknown', 'listPets' | 'createPet' | 'getPet' | undefined]> = [
+    ['GET', '/v1/pets', 'listPets'],
+    ['POST', '/v1/pets', 'createPet'],
+    ['GET', '/v1/pets/{petId}', 'getPet'],
+    ['DELETE', '/v1/pets/{petId}', undefined],
+    ['GET', 'unknown', undefined],
+    ['GET', '/v1/pets', 'listPets'],
+  ];
+  for (const [method, route, operation] of combos) log.onEnd(record({ method, route, operation, consumer: 'team-a' }));
+  // The policy file is reloaded: the same key id, other facts (a new object), then none.
+  facts = { expires: '2028-06-30T00:00:00Z' };
+  log.onEnd(record({ consumer: 'team-a' }));
+  facts = undefined;
+  log.onEnd(record({ consumer: 'team-a' }));
+  log.onEnd(record({ consumer: 'team-b' }));
+  log.flush();
+  t.equal(lines.length, combos.length + 3);
+  combos.forEach(([method, route, operation], i) => {
+    const l = lines[i]!;
+    t.same([l.method, l.route, l.operation], [method, route, operation], `line ${i + 1}: ${method} ${route}`);
+    t.equal(l.consumerExpires, '2027-01-01T00:00:00Z');
+    t.same(l.consumerScopes, ['pets:read']);
+  });
+  const [reloaded, none, other] = lines.slice(combos.length);
+  t.equal(reloaded!.consumerExpires, '2028-06-30T00:00:00Z', 'the new expiry after a reload');
+  t.notOk('consumerScopes' in reloaded!, 'scopes gone with the new facts');
+  t.notOk('consumerExpires' in none! || 'consumerScopes' in none!, 'no facts: no fields');
+  t.equal(none!.consumer, 'team-a');
+  t.equal(other!.consumer, 'team-b');
+});
