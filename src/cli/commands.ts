@@ -16,7 +16,7 @@ import { pino, type Logger, type LoggerOptions } from 'pino';
 import type { ExchangeObserver } from '../core/record.js';
 import { type AdminHandle, type AdminOptions, READY, startAdmin } from '../ops/admin.js';
 import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
-import { logDestination } from '../ops/access-log.js';
+import { exitWhenWritten, logDestination } from '../ops/access-log.js';
 import { createOps, type Phase } from '../ops/index.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
@@ -364,8 +364,8 @@ async function serve(args: string[]): Promise<number> {
     force.unref();
     const exit = (code: number) => {
       log.info({ signal, ms: Math.round(performance.now() - since), exitCode: code }, 'stopped');
-      // The destination is asynchronous: exit once what is buffered is written.
-      log.flush(() => process.exit(code));
+      // The destination is asynchronous: exit once everything is written, in order.
+      exitWhenWritten(log, code);
     };
     running
       .close()

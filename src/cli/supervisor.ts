@@ -14,6 +14,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
+import { exitWhenWritten } from '../ops/access-log.js';
 
 export interface SupervisorLimits {
   /** First restart delay; doubles with each quick crash in a row. */
@@ -86,8 +87,7 @@ export function superviseWorkers(o: SuperviseOptions): number {
 
   const finish = () => {
     log.info({ exitCode }, 'stopped');
-    log.flush();
-    process.exit(exitCode);
+    exitWhenWritten(log, exitCode);
   };
 
   /** Stops every worker (each drains gracefully) and exits with `code` once they are gone. */

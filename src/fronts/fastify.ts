@@ -189,6 +189,11 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       // reply-from logs every forwarded request at info level; the access log is the gateway's.
       disableRequestLogging: true,
       undici: { connections, connectTimeout: timeouts.connectMs, headersTimeout: timeouts.headersMs, bodyTimeout: timeouts.bodyMs },
+      // The exchange forwards from the routes' preHandler and never calls `done`: http-proxy's own
+      // route handler rewrites the URL, parses and re-serialises the query and resolves a
+      // destination URL per request, for a path the exchange builds itself (from the operation and
+      // a checked petId): 4% of this engine's CPU. `handler` is what that handler would call.
+      preHandler: (request: FastifyRequest) => handler(request),
       handler,
     });
   });
