@@ -6,7 +6,7 @@ import t from 'tap';
 import { Chain } from '../../src/core/chain.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
 import { auth, buildKeyRing, hashKey, KeyRing, newKey, type AuthConfig } from '../../src/policies/auth/index.js';
-import { HASH_PATTERN } from '../../src/policies/auth/keys.js';
+import { HASH_PATTERN, sameDigest } from '../../src/policies/auth/keys.js';
 
 const KEY = 'psg_right-key_0123456789';
 const OTHER_KEY = 'psg_other.key~+/==';
@@ -288,4 +288,21 @@ t.test('KeyRing: addPlain hashes the key; a re-added hash takes the last id', as
   ring.add('again', hashKey('secret'));
   t.equal(ring.size, 1);
   t.equal(ring.identify('secret'), 'again');
+});
+
+t.test('KeyRing: digests are compared whole, a near miss is refused', async (t) => {
+  const a = 'n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=';
+  t.ok(sameDigest(a, a.slice()), 'equal');
+  t.notOk(sameDigest(a, 'N' + a.slice(1)), 'differs in the first character');
+  t.notOk(sameDigest(a, a.slice(0, -2) + 'h='), 'differs in the last digit');
+  t.notOk(sameDigest(a, a.slice(0, -1)), 'shorter');
+  t.notOk(sameDigest('', a), 'empty');
+  t.ok(sameDigest('', ''), 'two empty strings are equal');
+  // Through the ring: a key one character off the real one has an unrelated digest: refused.
+  const ring = new KeyRing();
+  const key = newKey();
+  ring.add('k', hashKey(key));
+  t.equal(ring.identify(key), 'k');
+  t.equal(ring.identify(key.slice(0, -1) + (key.endsWith('A') ? 'B' : 'A')), undefined);
+  t.equal(ring.identify(key + ' '), undefined);
 });
