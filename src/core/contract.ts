@@ -110,19 +110,26 @@ export function parseListQuery(rawQuery: string, clamp: boolean): ListQuery | { 
   return { limit, status };
 }
 
-const INT64_MIN = -(2n ** 63n);
-const INT64_MAX = 2n ** 63n - 1n;
 /** An integer literal: no fraction, no exponent, no leading zeros (RFC 8259 section 6 int). */
 const INTEGER_LITERAL = /^-?(0|[1-9][0-9]{0,19})$/;
+/** 2^63 - 1 and 2^63, the largest magnitudes of a positive and a negative int64, as digits. */
+const INT64_MAX_DIGITS = '9223372036854775807';
+const INT64_MIN_DIGITS = '9223372036854775808';
 
 /**
  * Whether the text is an int64 written as a plain integer. `1.0`, `1e2` and `9223372036854775808`
  * are not: forwarded byte for byte, they would not reach an int64 backend as the same value.
+ * Decided on the digits (no BigInt per call): up to 18 digits always fit, 19 digits are
+ * compared with the limit as text (same length, no leading zeros: text order is number order).
  */
 export function isInt64Text(text: string): boolean {
   if (!INTEGER_LITERAL.test(text)) return false;
-  const n = BigInt(text);
-  return n >= INT64_MIN && n <= INT64_MAX;
+  const negative = text.charCodeAt(0) === 45;
+  const digits = text.length - (negative ? 1 : 0);
+  if (digits < 19) return true;
+  if (digits > 19) return false;
+  const magnitude = negative ? text.slice(1) : text;
+  return magnitude <= (negative ? INT64_MIN_DIGITS : INT64_MAX_DIGITS);
 }
 
 /** A JSON value whose numbers are LosslessNumber (their source text). */

@@ -51,6 +51,35 @@ t.test('isInt64Text', async (t) => {
   for (const [text, expected] of cases) t.equal(isInt64Text(text), expected, JSON.stringify(text));
 });
 
+t.test('isInt64Text agrees with BigInt around every length and both limits', async (t) => {
+  const reference = (text: string): boolean => {
+    if (!/^-?(0|[1-9][0-9]*)$/.test(text)) return false;
+    const n = BigInt(text);
+    return n >= -(2n ** 63n) && n <= 2n ** 63n - 1n;
+  };
+  const texts: string[] = [];
+  for (const edge of [2n ** 63n - 1n, -(2n ** 63n)]) {
+    for (let d = -1000n; d <= 1000n; d += 7n) texts.push(String(edge + d));
+    for (const p of [10n ** 18n, 10n ** 18n - 1n, 10n ** 19n, 10n ** 19n - 1n]) texts.push(String(p), String(-p));
+  }
+  // Deterministic pseudo-random digit strings of 1 to 21 digits, both signs.
+  let s = 7;
+  const digit = (): number => (s = (s * 1103515245 + 12345) % 2147483648) % 10;
+  for (let len = 1; len <= 21; len++) {
+    for (let i = 0; i < 40; i++) {
+      let text = String(1 + (digit() % 9));
+      while (text.length < len) text += String(digit());
+      // The first digit of a 19-digit text near 9 so both sides of the limit are drawn.
+      if (len === 19 && i % 2 === 0) text = '92233720' + text.slice(8);
+      texts.push(text, '-' + text);
+    }
+  }
+  let disagreements = 0;
+  for (const text of texts) if (isInt64Text(text) !== reference(text)) disagreements++;
+  t.equal(disagreements, 0, `${texts.length} texts`);
+  t.ok(texts.some((x) => reference(x)) && texts.some((x) => !reference(x)), 'both answers are drawn');
+});
+
 t.test('isJsonMediaType', async (t) => {
   const cases: [string | string[] | undefined, boolean][] = [
     ['application/json', true],
