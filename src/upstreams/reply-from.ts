@@ -30,7 +30,12 @@ interface UndiciAnswer {
 }
 
 class ReplyFromCall extends StreamedCall {
-  constructor(handler: UpstreamHandler) {
+  constructor(
+    handler: UpstreamHandler,
+    /** What reply-from asks for through its option hooks, read there from the call. */
+    readonly query: string,
+    readonly headers: Record<string, string | string[]>,
+  ) {
     super(handler, REPLY_FROM_KINDS);
   }
 
@@ -39,8 +44,19 @@ class ReplyFromCall extends StreamedCall {
   }
 }
 
+/** Where a request keeps its call for reply-from's hooks (one set of hooks, no closures per call). */
+const CALL = Symbol('petstore-gateway reply-from call');
+type WithCall = { [CALL]?: ReplyFromCall };
+const callOf = (request: unknown): ReplyFromCall => (request as WithCall)[CALL]!;
+
 const noRetry = (): null => null;
 const noHeaders = (): Record<string, never> => ({});
+// Without this, reply-from would take the client's query string from the request URL.
+const queryString = (_search: unknown, _url: unknown, request: unknown): string => callOf(request).query;
+const rewriteRequestHeaders = (request: unknown): Record<string, string | string[]> => callOf(request).headers;
+const onError = (reply: { request: unknown }, { error }: { error: Error }): void => callOf(reply.request).fail(error);
+// reply-from's types call `res` a ServerResponse; it is undici's response.
+const onResponse = (request: unknown, _reply: unknown, res: unknown): void => callOf(request).respond(res as UndiciAnswer);
 
 export function replyFromUpstream(): Upstream {
   return {
@@ -48,23 +64,22 @@ export function replyFromUpstream(): Upstream {
     conforms: false,
     send(request: UpstreamRequest, handler: UpstreamHandler): void {
       const reply = request.native as FastifyReply;
-      const call = new ReplyFromCall(handler);
+      const { path, query, body, headers } = request;
+      const call = new ReplyFromCall(handler, query, headers);
       handler.onStart(call);
       if (call.stopped) return;
-      const { path, query, body, headers } = request;
+      (reply.request as unknown as WithCall)[CALL] = call;
       const source = query === '' ? path : path.slice(0, path.length - query.length - 1);
       reply.from(source, {
         body,
         contentType: body === undefined ? undefined : String(headers['content-type'] ?? 'application/json'),
-        // Without this, reply-from would take the client's query string from the request URL.
-        queryString: () => query,
-        rewriteRequestHeaders: () => headers,
+        queryString,
+        rewriteRequestHeaders,
         rewriteHeaders: noHeaders,
         retriesCount: 0,
         retryDelay: noRetry,
-        onError: (_reply, { error }) => call.fail(error),
-        // reply-from's types call this a ServerResponse; it is undici's response.
-        onResponse: (_request, _reply, res) => call.respond(res as unknown as UndiciAnswer),
+        onError,
+        onResponse,
       });
     },
     close: async () => {},
