@@ -29,7 +29,8 @@ export class PetStore {
   /** Adds a pet and returns its JSON text, or undefined when the store is full. */
   create(input: NewPetInput): string | undefined {
     if (this.all.length >= this.maxPets) return undefined;
-    this.lists.clear();
+    // Map#clear makes a new table even when the map is empty (as it is between lists).
+    if (this.lists.size > 0) this.lists.clear();
     const id = String(this.all.length + 1);
     let text = `{"id":${id},"name":${JSON.stringify(input.name)},"categoryId":${input.categoryIdText}`;
     if (input.status !== undefined) text += `,"status":"${input.status}"`;
