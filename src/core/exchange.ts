@@ -415,12 +415,14 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined
       if (body !== undefined) headers['content-length'] = String(body.length);
       else delete headers['content-length'];
       const query = ex.upstreamQuery;
+      const pathname = settings.basePath + operationPath(op, ex.petId);
       this.upstreamRequest = {
         method: op.method,
         operation: op.id,
         petId: ex.petId,
         query,
-        path: settings.basePath + operationPath(op, ex.petId) + (query === '' ? '' : `?${query}`),
+        pathname,
+        path: query === '' ? pathname : `${pathname}?${query}`,
         headers,
         body,
         native: this.native,

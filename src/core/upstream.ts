@@ -39,7 +39,9 @@ export interface UpstreamRequest {
   readonly petId: string | undefined;
   /** The upstream query, without '?'. */
   readonly query: string;
-  /** The path the upstream receives: its base path, the operation's path and `?query`. */
+  /** The upstream's base path and the operation's path, without the query. */
+  readonly pathname: string;
+  /** The path the upstream receives: `pathname` and `?query`. */
   readonly path: string;
   /** Request headers, lower-case names, without host: the transport writes the upstream's. */
   readonly headers: Record<string, string | string[]>;

@@ -69,13 +69,13 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
   // the origin parsed once: a URL parse per request cost about 1 µs.
   const base = new URL(origin);
   const targetOf = (request: UpstreamRequest) => {
-    const { path, query } = request;
+    const { path, pathname, query } = request;
     return {
       protocol: base.protocol,
       host: base.host,
       hostname: base.hostname,
       port: base.port,
-      pathname: query === '' ? path : path.slice(0, path.length - query.length - 1),
+      pathname,
       search: query === '' ? '' : `?${query}`,
       href: origin + path,
     };

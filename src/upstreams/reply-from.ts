@@ -64,13 +64,12 @@ export function replyFromUpstream(): Upstream {
     conforms: false,
     send(request: UpstreamRequest, handler: UpstreamHandler): void {
       const reply = request.native as FastifyReply;
-      const { path, query, body, headers } = request;
+      const { pathname, query, body, headers } = request;
       const call = new ReplyFromCall(handler, query, headers);
       handler.onStart(call);
       if (call.stopped) return;
       (reply.request as unknown as WithCall)[CALL] = call;
-      const source = query === '' ? path : path.slice(0, path.length - query.length - 1);
-      reply.from(source, {
+      reply.from(pathname, {
         body,
         contentType: body === undefined ? undefined : String(headers['content-type'] ?? 'application/json'),
         queryString,
