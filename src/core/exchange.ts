@@ -98,9 +98,11 @@ export interface PipelineOptions {
 /**
  * Bodies up to this size end the response as one latin1 string (the same bytes): node joins a
  * string with the response head, so head and body leave in one write instead of a writev of two
- * buffers (+2% req/s on getPet, bench/ab.mjs). Above it the copy into a string would cost more.
+ * buffers. That pays for the copy into a string only while the body is small (co-scheduled, as
+ * bench/ab.mjs: getPet's 60 bytes +2% req/s as a string; listPets' 1.7 KB (limit=20) 1.02x and
+ * 8.6 KB (limit=100) 1.02-1.03x faster as buffers, against limits of 2 and 16 KiB).
  */
-export const ONE_WRITE_MAX = 16 * 1024;
+export const ONE_WRITE_MAX = 1024;
 
 /** Ends `res` with `chunk` as its last bytes (with the head, when node has not written it yet). */
 function endWith(res: ClientResponse, chunk: Buffer): void {
