@@ -30,6 +30,10 @@ function bodySource(body: Buffer | undefined): Stream {
   } as unknown as Stream;
 }
 
+/** Where the client's request (and the upstream's response) keep their call: no map, no closures per call. */
+const CALL = Symbol('petstore-gateway http-proxy-3 call');
+type WithCall = { [CALL]?: ProxyCall | undefined };
+
 /** One call (and its attempt's node objects). */
 class ProxyCall extends StreamedCall {
   proxyReq: ClientRequest | undefined;
@@ -42,55 +46,61 @@ class ProxyCall extends StreamedCall {
     this.proxyReq?.destroy();
   }
 
-  readonly onUpgrade = (_res: IncomingMessage, socket: { destroy(): void }): void => {
-    socket.destroy();
-    this.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
-  };
-
   /** Reads the response the proxy hands over (selfHandleResponse). */
   respond(proxyRes: IncomingMessage): void {
+    (proxyRes as IncomingMessage & WithCall)[CALL] = this;
+    proxyRes.on('close', onProxyResClose);
     this.feed(proxyRes.statusCode ?? 0, proxyRes.headers, proxyRes);
-    proxyRes.once('close', () => {
-      if (!proxyRes.complete) this.fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
-    });
   }
+}
+
+function onProxyResClose(this: IncomingMessage & WithCall): void {
+  if (!this.complete) this[CALL]!.fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
+}
+
+function onUpgrade(this: ClientRequest & WithCall, _res: IncomingMessage, socket: { destroy(): void }): void {
+  socket.destroy();
+  this[CALL]!.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
+}
+
+/**
+ * http-proxy-3's callback for a failed call (before the response: after it, the response's own
+ * `error` and `close` tell the call).
+ */
+function onWebError(err: Error, req: IncomingMessage & WithCall): void {
+  const call = req[CALL];
+  req[CALL] = undefined;
+  call?.fail(err);
 }
 
 export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onProxyError?: (err: Error) => void): Upstream {
   const agent = new Agent({ keepAlive: true, maxSockets: config.connections });
+  // The origin parsed once, as http-proxy-3 reads a target (protocol, host, hostname, port, href).
+  const base = new URL(origin);
+  const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port: base.port, href: origin };
+  // The request line is the exchange's path, verbatim: `toProxy` takes `req.url` as it is (set to
+  // that path below) and `prependPath: false` adds no target path, so http-proxy-3 parses no URL
+  // per request (its default parses the target's path and the request's, about 1 µs each). The Host
+  // field is set here (the exchange forwards none), so `changeOrigin` is not needed.
   // No proxyTimeout: the exchange's deadlines are the timeouts (and abort the call); a socket idle
   // timeout here would also fire while the exchange holds the body back for a slow client.
-  const proxy = createProxyServer({ agent, selfHandleResponse: true, ignorePath: true, changeOrigin: true });
+  const proxy = createProxyServer({ target: target as unknown as URL, agent, selfHandleResponse: true, toProxy: true, prependPath: false });
   // A listener for every error the proxy may emit outside a call's own callback.
   proxy.on('error', (err) => onProxyError?.(err));
   // One listener per event, dispatching to the call of each request (not one listener per call).
-  const calls = new WeakMap<IncomingMessage, ProxyCall>();
-  // The target as http-proxy-3 reads it (protocol, host, hostname, port, pathname, search, href),
-  // the origin parsed once: a URL parse per request cost about 1 µs.
-  const base = new URL(origin);
-  const targetOf = (request: UpstreamRequest) => {
-    const { path, pathname, query } = request;
-    return {
-      protocol: base.protocol,
-      host: base.host,
-      hostname: base.hostname,
-      port: base.port,
-      pathname,
-      search: query === '' ? '' : `?${query}`,
-      href: origin + path,
-    };
-  };
   proxy.on('proxyReq', (proxyReq, req) => {
-    const call = calls.get(req);
+    const call = (req as IncomingMessage & WithCall)[CALL];
     if (call === undefined) return;
     call.proxyReq = proxyReq;
-    proxyReq.once('upgrade', call.onUpgrade);
+    (proxyReq as ClientRequest & WithCall)[CALL] = call;
+    proxyReq.on('upgrade', onUpgrade);
     if (call.stopped) proxyReq.destroy();
   });
   proxy.on('proxyRes', (proxyRes, req) => {
-    const call = calls.get(req);
+    const holder = req as IncomingMessage & WithCall;
+    const call = holder[CALL];
     if (call === undefined) return void proxyRes.destroy();
-    calls.delete(req);
+    holder[CALL] = undefined;
     call.respond(proxyRes);
   });
 
@@ -99,17 +109,18 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
     conforms: false,
     send(request: UpstreamRequest, handler: UpstreamHandler): void {
       const res = request.native as ServerResponse;
-      const req = res.req;
-      // http-proxy-3 copies req.headers (and req.method) into the upstream request.
-      req.headers = request.headers;
+      const req = res.req as IncomingMessage & WithCall;
+      // http-proxy-3 copies req.headers (and req.method) into the upstream request, and sends
+      // req.url as the request line (toProxy).
+      const headers = request.headers;
+      headers.host = target.host;
+      req.headers = headers;
+      req.url = request.path;
       const call = new ProxyCall(handler);
-      calls.set(req, call);
+      req[CALL] = call;
       handler.onStart(call);
       if (call.stopped) return;
-      proxy.web(req, res, { target: targetOf(request) as unknown as URL, buffer: bodySource(request.body) }, (err) => {
-        calls.delete(req);
-        call.fail(err);
-      });
+      proxy.web(req, res, { buffer: bodySource(request.body) }, onWebError);
     },
     close: async () => {
       proxy.close();

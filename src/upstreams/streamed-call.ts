@@ -7,6 +7,26 @@ import type { Readable } from 'node:stream';
 import { UpstreamFailure, type FailureKind, type UpstreamControl, type UpstreamHandler } from '../core/upstream.js';
 import { failureKind } from './errors.js';
 
+/** Where a response body keeps its call, for the listeners every call shares (no closures per call). */
+const CALL = Symbol('petstore-gateway streamed call');
+type WithCall = Readable & { [CALL]: StreamedCall };
+
+function onBodyData(this: WithCall, chunk: Buffer): void {
+  const call = this[CALL];
+  if (!call.stopped) call.handler.onData(chunk);
+}
+
+function onBodyEnd(this: WithCall): void {
+  const call = this[CALL];
+  if (call.stopped) return;
+  call.stopped = true;
+  call.handler.onEnd();
+}
+
+function onBodyError(this: WithCall, err: Error): void {
+  this[CALL].fail(err);
+}
+
 export class StreamedCall implements UpstreamControl {
   protected body: Readable | undefined;
   stopped = false;
@@ -41,21 +61,19 @@ export class StreamedCall implements UpstreamControl {
     this.handler.onFailure(err instanceof UpstreamFailure ? err : new UpstreamFailure(failureKind(err, this.kinds), err));
   }
 
-  /** Feeds one response: its head, then its body as it streams. */
+  /**
+   * Feeds one response: its head, then its body as it streams. The listeners are `on`, not `once`:
+   * `end` and `error` come once per stream, or not at all after `stopped`, and `once` would wrap
+   * each listener in a closure per call.
+   */
   protected feed(status: number, headers: Readonly<Record<string, string | string[] | undefined>>, body: Readable): void {
     this.body = body;
     if (this.stopped) return void body.destroy();
-    const h = this.handler;
-    h.onHead(status, headers);
+    this.handler.onHead(status, headers);
     if (this.stopped) return void body.destroy();
-    body.on('data', (chunk: Buffer) => {
-      if (!this.stopped) h.onData(chunk);
-    });
-    body.once('end', () => {
-      if (this.stopped) return;
-      this.stopped = true;
-      h.onEnd();
-    });
-    body.once('error', (err) => this.fail(err));
+    (body as WithCall)[CALL] = this;
+    body.on('data', onBodyData);
+    body.on('end', onBodyEnd);
+    body.on('error', onBodyError);
   }
 }
