@@ -13,9 +13,11 @@
 //
 // Environment: BENCH_ROUNDS (3), BENCH_SECONDS (3, per round per target per route),
 // BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_ROUTES (list20,list100,get,create),
-// BENCH_TARGETS (comma list; default bare,bare-hp3,undici,fastify,http-proxy-3,builtin) of:
+// BENCH_TARGETS (comma list; default bare,bare-hp3,floor,undici,fastify,http-proxy-3,builtin) of:
 //   direct                upstream direct (no proxy)
 //   bare, bare-hp3        bare @fastify/http-proxy, bare node:http + http-proxy-3 (no policy)
+//   floor                 node:http + an undici Pool and nothing else: the undici engine's transport
+//                         with no policy, header rule or operations (bench/target.mjs floor)
 //   baseline              BENCH_BASELINE=/path/to/an/older/checkout (built): that checkout's own
 //                         bench/target.mjs and policy, engine undici (no new flags are passed to it)
 //   core                  engine undici, ops off, no rate-limit section (the exchange, the policies
@@ -38,7 +40,7 @@ import { AUTH, NEW_PET, call, cpuMs, envNum, fmt, isMain, machine, measured, loa
 import { SEED_PETS } from './fixtures.mjs';
 
 /** `npm run bench` and a bare `node bench/forward.mjs` (bench/run.mjs adds redis when redis-server is installed). */
-export const DEFAULT_TARGETS = ['bare', 'bare-hp3', 'undici', 'fastify', 'http-proxy-3', 'builtin'];
+export const DEFAULT_TARGETS = ['bare', 'bare-hp3', 'floor', 'undici', 'fastify', 'http-proxy-3', 'builtin'];
 
 const gateway = (...args) => startTarget('gateway', ...args);
 // `ops` and `rateLimit` say how a gateway target of this checkout runs (verify checks the headers);
@@ -47,6 +49,7 @@ export const TARGETS = {
   direct: { name: 'upstream direct (no proxy)', gateway: false, start: (up) => ({ ...up, stop: async () => {} }) },
   bare: { name: 'bare @fastify/http-proxy', gateway: false, start: (up) => startTarget('bare-proxy', up.url) },
   'bare-hp3': { name: 'bare http-proxy-3 (node:http)', gateway: false, start: (up) => startTarget('bare-http-proxy-3', up.url) },
+  floor: { name: 'floor: node:http + undici Pool, nothing else', gateway: false, start: (up) => startTarget('floor', up.url) },
   // BENCH_BASELINE=/path/to/an/older/checkout (built): that checkout's gateway, engine undici, to
   // compare two versions of the gateway in one run. Its own target.mjs and bench policy (an older
   // one may know neither --ops nor --rate-limit): only the flags every version knows are passed.

@@ -104,6 +104,18 @@ if (forward !== undefined) {
       met: v.met,
     });
   }
+  // Not a target: the same stack doing nothing (bench/target.mjs floor). The undici target asks the
+  // gateway, with everything on, for what this row shows the bare transport reaches.
+  const floor = routesOf((s) => s.floor?.rpsX);
+  if (!floor.some((x) => x === undefined)) {
+    verdicts.push({
+      criterion: 'reference, not a target: req/s ÷ bare @fastify/http-proxy',
+      who: 'floor: node:http + undici Pool, no policy, no operations',
+      cells: floor.map((x) => ratio(x)),
+      verdict: 'the ceiling of any gateway on node:http + undici on this machine',
+      met: true,
+    });
+  }
 }
 const other = [];
 if (scaling !== undefined) {

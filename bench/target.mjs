@@ -3,6 +3,10 @@
 //   node bench/target.mjs upstream                      the reference backend on node:http, seeded
 //   node bench/target.mjs bare-proxy URL                bare @fastify/http-proxy to URL, no policy
 //   node bench/target.mjs bare-http-proxy-3 URL         bare node:http + http-proxy-3 to URL, no policy
+//   node bench/target.mjs floor URL                     node:http + an undici Pool to URL and nothing else: the
+//                                                       least any proxy on this stack can cost (no policy, no
+//                                                       hop-by-hop rules beyond node's own, body read whole as the
+//                                                       gateway does, answered with one end())
 //   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
 //                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
@@ -23,6 +27,7 @@ import { createServer, Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createProxyServer } from 'http-proxy-3';
+import { Pool } from 'undici';
 import { pino } from 'pino';
 import { buildProxyServer, buildServer, buildUndiciServer, createBackendServer } from '../dist/index.js';
 import { logDestination } from '../dist/ops/access-log.js';
@@ -54,6 +59,51 @@ async function main() {
     await app.listen({ host: '127.0.0.1', port: 0 });
     close = () => app.close();
     return `http://127.0.0.1:${app.server.address().port}`;
+  }
+  if (kind === 'floor') {
+    // The gateway's own transport (node:http in, an undici Pool out, dispatch with a handler
+    // object) with nothing on top: what the undici engine would cost if its policies, header rules
+    // and operations were free.
+    const pool = new Pool(url, { connections: 128 });
+    const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'host', 'upgrade', 'te', 'trailer', 'proxy-connection']);
+    const copy = (from) => {
+      const out = {};
+      for (const k in from) if (!HOP.has(k)) out[k] = from[k];
+      return out;
+    };
+    const server = createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        let status = 0;
+        let headers;
+        const parts = [];
+        const body = chunks.length === 0 ? undefined : Buffer.concat(chunks);
+        pool.dispatch({ path: req.url, method: req.method, headers: copy(req.headers), body }, {
+          onRequestStart() {},
+          onResponseStart(_c, s, h) {
+            status = s;
+            headers = h;
+          },
+          onResponseData(_c, chunk) {
+            parts.push(chunk);
+          },
+          onResponseEnd() {
+            res.writeHead(status, copy(headers));
+            res.end(parts.length === 1 ? parts[0] : Buffer.concat(parts));
+          },
+          onResponseError() {
+            res.statusCode = 502;
+            res.end();
+          },
+        });
+      });
+    });
+    close = async () => {
+      await new Promise((r) => server.close(r));
+      await pool.close();
+    };
+    return listen(server);
   }
   if (kind === 'bare-http-proxy-3') {
     const agent = new Agent({ keepAlive: true, maxSockets: 128 });
