@@ -73,12 +73,12 @@ export class ReferenceBackend {
     const check = this.validate(value);
     if (check.errors.length > 0) return error('invalid_body', check.errors.join('; '));
     const pet = value as { name: string; categoryId: LosslessNumber; status?: PetStatus };
-    const text = this.store.create({ name: pet.name, categoryIdText: pet.categoryId.value, status: pet.status });
-    return text === undefined ? error('store_full') : { status: 201, body: Buffer.from(text) };
+    const created = this.store.create({ name: pet.name, categoryIdText: pet.categoryId.value, status: pet.status });
+    return created === undefined ? error('store_full') : { status: 201, body: created };
   }
 
   private get(petId: string): BackendResponse {
-    const text = isInt64Text(petId) ? this.store.get(petId) : undefined;
-    return text === undefined ? error('pet_not_found') : { status: 200, body: Buffer.from(text) };
+    const body = isInt64Text(petId) ? this.store.get(petId) : undefined;
+    return body === undefined ? error('pet_not_found') : { status: 200, body };
   }
 }

@@ -220,6 +220,9 @@ t.test('getPet: by id; unknown and non-int64 ids are 404 pet_not_found', async (
     '-9223372036854775808',
     '9223372036854775808',
     '99999999999999999999999',
+    // Past 2^53, where a Number lookup rounds: still no animal.
+    '9007199254740992',
+    '9007199254740993',
     '01',
     '1.0',
     '1e0',
