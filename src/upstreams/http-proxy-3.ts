@@ -4,7 +4,8 @@
  * agent (its default opens a connection per request), the response read by us
  * (`selfHandleResponse`), and a 101 that nobody asked for failed at once (it would hang).
  * http-proxy-3 drives node's own request objects, so the front's native request is the client's
- * ServerResponse (and its `req`).
+ * ServerResponse (and its `req`): the request's `url` and `headers` are replaced by what the
+ * upstream gets (the exchange's path and header set) before the call.
  */
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Stream } from 'node:stream';
