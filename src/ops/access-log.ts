@@ -15,21 +15,54 @@
  * `access_log ... buffer= flush=` does: when 16 KiB are pending, or `flushMs` (20 ms) after the
  * first pending line, whichever comes first. A loaded gateway then makes one write system call
  * per batch instead of one per request (each write is thread-pool and kernel work the process
- * pays); memory stays bounded by the batch size. `flush()` hands over what is pending at once
+ * pays). Memory stays bounded: by the batch here, and in the destination by LOG_MAX_PENDING (lines
+ * past it are dropped and counted). `flush()` hands over what is pending at once
  * (close() and the process's exit do it), so an exit loses no line.
  */
 import { pino, type DestinationStream, type Level, type Logger } from 'pino';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 
 /**
+ * Most bytes one write of the log destination carries. sonic-boom keeps one write in flight and
+ * writes at most one queued chunk of `maxWrite` bytes (16 KiB by default) per completed write,
+ * which comes back through the event loop: at 1,000 connections the gateway made more than that
+ * per turn of the loop and the queue grew without end (RSS +15 MB/s, 16 KiB chunks held by
+ * sonic-boom, seen in a heap snapshot; even with /dev/null as the file). With 1 MiB a write
+ * takes what has queued since the last one, and RSS stays flat (bench/scaling.mjs).
+ */
+export const LOG_MAX_WRITE = 1024 * 1024;
+
+/**
+ * Most bytes the log destination holds unwritten. Past it (a reader of stdout that stopped
+ * reading), lines are dropped rather than kept: memory stays bounded, and the drops are counted
+ * (`droppedLogLines`, exported as petstore_gateway_log_dropped_lines_total).
+ */
+export const LOG_MAX_PENDING = 64 * 1024 * 1024;
+
+let droppedLines = 0;
+
+/** Lines the destinations of `logDestination` dropped so far (a full queue). */
+export function droppedLogLines(): number {
+  return droppedLines;
+}
+
+/** Counts the lines of a dropped write (an access batch holds many; an operator message one). */
+function countDropped(data: unknown): void {
+  const text = String(data);
+  let n = 0;
+  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) n++;
+  droppedLines += Math.max(n, 1);
+}
+
+/**
  * The process's log destination (stdout by default): asynchronous, so a slow reader of stdout
- * does not hold the event loop; `logger.flush(cb)` writes what is pending (at exit). Batching
- * lines (sonic-boom's minLength 4 KiB with a periodic flush) cut the CPU of logging but made RSS
- * grow by 30 MB in 6 s at 1,000 connections (bench/scaling.mjs), so each line is written as it
- * comes.
+ * does not hold the event loop; `logger.flush(cb)` writes what is pending (at exit). Access lines
+ * arrive in batches (AccessLog); sonic-boom's own batching (minLength) is not used.
  */
 export function logDestination(dest: number | string = 1): DestinationStream {
-  return pino.destination({ dest, sync: false });
+  const stream = pino.destination({ dest, sync: false, maxWrite: LOG_MAX_WRITE, maxLength: LOG_MAX_PENDING });
+  stream.on('drop', countDropped);
+  return stream;
 }
 
 /**
@@ -256,7 +289,7 @@ export class AccessLog implements ExchangeObserver {
   constructor(options: AccessLogOptions = {}) {
     this.consumerInfo = options.consumerInfo;
     this.flushMs = options.flushMs ?? 20;
-    const parent = options.logger ?? pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ dest: options.destination ?? 1, sync: false }));
+    const parent = options.logger ?? pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, logDestination(options.destination ?? 1));
     this.ownDestination = options.logger === undefined;
     this.logger = parent.child({ log: 'access' });
     // pino's documented symbols (pino.symbols): where the logger writes, how it writes time, its bindings.

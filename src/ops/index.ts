@@ -10,7 +10,7 @@ import type { PolicyConfig } from '../config/types.js';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { openDeprecationLedger, openStores } from '../stores/index.js';
 import type { DeprecationLedger } from '../stores/types.js';
-import { AccessLog, type ConsumerInfo } from './access-log.js';
+import { AccessLog, droppedLogLines, type ConsumerInfo } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics } from './metrics.js';
@@ -140,6 +140,7 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
   const metrics = new GatewayMetrics({
     breakerOpen: options.breakerOpen,
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
+    logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,
   });
   // The access line names each consumer's expiry and scopes as the policy file gives them (issue 14).

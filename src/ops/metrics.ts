@@ -66,6 +66,8 @@ export interface GatewayMetricsOptions {
   readonly breakerOpen?: () => boolean;
   /** How many store commands failed so far (Redis away, ...); read at each scrape. */
   readonly storeErrors?: () => number;
+  /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
+  readonly logDropped?: () => number;
   /** Operations whose calls are counted per consumer (default: getPet, deprecated by the interface). */
   readonly deprecatedOperations?: readonly string[];
   /** Most distinct values of a label taken from a record (consumer, policy, code); past it `_OTHER`. Default 1000. */
@@ -188,6 +190,17 @@ export class GatewayMetrics implements ExchangeObserver {
         // The store counts; the metric only reports its count (a counter that only grows).
         this.reset();
         this.inc(storeErrors?.() ?? 0);
+      },
+    });
+
+    const logDropped = options.logDropped;
+    new Counter({
+      name: 'petstore_gateway_log_dropped_lines_total',
+      help: 'Log lines (access lines and operator messages) dropped because the log destination held its most unwritten bytes (64 MiB).',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(logDropped?.() ?? 0);
       },
     });
 
