@@ -4,13 +4,14 @@
  * never a key, an Authorization value or a query value other than limit and status.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import t from 'tap';
-import { ACCESS_BATCH_CHARS, AccessLog, LOG_SCHEMA, accessLine } from '../../src/ops/access-log.js';
+import { ACCESS_BATCH_CHARS, AccessLog, LOG_MAX_PENDING, LOG_SCHEMA, accessLine, droppedLogLines, logDestination } from '../../src/ops/access-log.js';
 import { record } from '../helpers/record.js';
 import { PROJECT_ROOT, ensureBuilt } from '../helpers/servers.js';
 
@@ -259,4 +260,26 @@ t.test('fields reused from line to line follow their values: method, route, oper
   t.notOk('consumerExpires' in none! || 'consumerScopes' in none!, 'no facts: no fields');
   t.equal(none!.consumer, 'team-a');
   t.equal(other!.consumer, 'team-b');
+});
+
+t.test('the log destination holds at most LOG_MAX_PENDING unwritten bytes: past it writes are dropped, their lines counted', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-log-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'out.log');
+  const dest = logDestination(file) as unknown as NodeJS.EventEmitter & { write(s: string): boolean; end(): void };
+  await once(dest, 'ready');
+  const line = 'x'.repeat(1023) + '\n';
+  const chunk = line.repeat(64); // 64 KiB, 64 lines
+  // One and a half times the bound, in one turn of the event loop: no write can complete meanwhile.
+  const chunks = Math.ceil((LOG_MAX_PENDING * 1.5) / chunk.length);
+  const before = droppedLogLines();
+  for (let i = 0; i < chunks; i++) dest.write(chunk);
+  const dropped = droppedLogLines() - before;
+  t.ok(dropped >= (chunks * 64) / 4, `about a third of the lines dropped (${dropped} of ${chunks * 64})`);
+  t.equal(dropped % 64, 0, 'whole writes dropped, counted by their lines');
+  dest.end();
+  await once(dest, 'close');
+  const written = statSync(file).size;
+  t.equal(written, chunks * chunk.length - dropped * line.length, 'every write that was not dropped was written whole');
+  t.ok(written <= LOG_MAX_PENDING + chunk.length, 'no more than the bound was held');
 });

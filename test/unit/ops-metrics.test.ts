@@ -15,7 +15,8 @@ const CLIENT = 'http_client_request_duration_seconds';
 t.test('known traffic gives known values', async (t) => {
   let open = false;
   let storeErrors = 0;
-  const m = new GatewayMetrics({ breakerOpen: () => open, storeErrors: () => storeErrors, defaultMetrics: false });
+  let logDropped = 0;
+  const m = new GatewayMetrics({ breakerOpen: () => open, storeErrors: () => storeErrors, logDropped: () => logDropped, defaultMetrics: false });
   m.onEnd(record({ durationMs: 3 })); // 0.003 s: first bucket
   m.onEnd(record({ durationMs: 30 })); // 0.03 s: fourth bucket (0.05)
   m.onEnd(record({ method: 'GET', route: '/v1/pets/{petId}', operation: 'getPet', status: 404, errorCode: 'pet_not_found', upstreamStatus: 404, durationMs: 20000 }));
@@ -63,12 +64,15 @@ t.test('known traffic gives known values', async (t) => {
   t.equal(value(s, 'petstore_gateway_policy_reloads_total', { result: 'success' }), 2);
   t.equal(value(s, 'petstore_gateway_policy_reloads_total', { result: 'failure' }), 1);
   t.equal(value(s, 'petstore_gateway_store_errors_total'), 7);
+  t.equal(value(s, 'petstore_gateway_log_dropped_lines_total'), 0, 'exported as 0 before any drop');
 
   open = false;
   storeErrors = 9;
+  logDropped = 64;
   const s2 = parseExposition(await m.registry.metrics());
   t.equal(value(s2, 'petstore_gateway_circuit_breaker_open'), 0, 'the gauge follows the breaker');
   t.equal(value(s2, 'petstore_gateway_store_errors_total'), 9, 'the counter follows the store');
+  t.equal(value(s2, 'petstore_gateway_log_dropped_lines_total'), 64, 'the counter follows the log destination');
 });
 
 t.test('default process and Node metrics, in its own registry only', async (t) => {
