@@ -138,8 +138,9 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
   app.decorateRequest('petstoreError', null);
   const warned = new Set<string>();
   app.addHook('onRequest', (request, reply, done) => {
-    const url = request.routeOptions.url;
-    if (url === undefined || !isUnderV1(url) || (request.routeOptions.config as unknown as Record<symbol, unknown>)[OWN_ROUTE] === true) return done();
+    // Read once: Fastify builds a new object of twelve fields on every read of `routeOptions`.
+    const { url, config } = request.routeOptions;
+    if (url === undefined || !isUnderV1(url) || (config as unknown as Record<symbol, unknown>)[OWN_ROUTE] === true) return done();
     if (!warned.has(url)) {
       warned.add(url);
       pipeline.log?.warn({ route: url }, 'petstore-gateway: a host route under /v1 was registered before the plugin; the gateway answers it (404), not the route');
