@@ -99,8 +99,8 @@ export interface PipelineOptions {
  * Bodies up to this size end the response as one latin1 string (the same bytes): node joins a
  * string with the response head, so head and body leave in one write instead of a writev of two
  * buffers. That pays for the copy into a string only while the body is small (co-scheduled, as
- * bench/ab.mjs: getPet's 60 bytes +2% req/s as a string; listPets' 1.7 KB (limit=20) 1.02x and
- * 8.6 KB (limit=100) 1.02-1.03x faster as buffers, against limits of 2 and 16 KiB).
+ * bench/ab.mjs: getPet's 59 bytes +2% req/s as a string; listPets' 1.2 KB (limit=20) 1.02x and
+ * 6 KB (limit=100) 1.02-1.03x faster as buffers, against limits of 2 and 16 KiB).
  */
 export const ONE_WRITE_MAX = 1024;
 
