@@ -12,7 +12,7 @@ import type { Stream } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { UpstreamConfig } from '../config/types.js';
 import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
-import { StreamedCall } from './streamed-call.js';
+import { StreamedCall, callOfBody } from './streamed-call.js';
 
 const PROXY_KINDS: ReadonlyMap<string, FailureKind> = new Map();
 
@@ -41,7 +41,7 @@ const bodySource = {
   },
 } as unknown as Stream;
 
-/** Where the client's request (and the upstream's response) keep their call: no map, no closures per call. */
+/** Where the client's request and the upstream request keep their call: no map, no closures per call. */
 const CALL = Symbol('petstore-gateway http-proxy-3 call');
 type WithCall = { [CALL]?: ProxyCall | undefined };
 
@@ -59,14 +59,14 @@ class ProxyCall extends StreamedCall {
 
   /** Reads the response the proxy hands over (selfHandleResponse). */
   respond(proxyRes: IncomingMessage): void {
-    (proxyRes as IncomingMessage & WithCall)[CALL] = this;
-    proxyRes.on('close', onProxyResClose);
     this.feed(proxyRes.statusCode ?? 0, proxyRes.headers, proxyRes);
+    // Fed (not stopped by the head): the body knows its call, and a close before its end is a reset.
+    if (!this.stopped) proxyRes.on('close', onProxyResClose);
   }
 }
 
-function onProxyResClose(this: IncomingMessage & WithCall): void {
-  if (!this.complete) this[CALL]!.fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
+function onProxyResClose(this: IncomingMessage): void {
+  if (!this.complete) callOfBody(this).fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
 }
 
 function onUpgrade(this: ClientRequest & WithCall, _res: IncomingMessage, socket: { destroy(): void }): void {

@@ -27,6 +27,11 @@ function onBodyError(this: WithCall, err: Error): void {
   this[CALL].fail(err);
 }
 
+/** The call a body was fed to, for a transport's own shared listeners on that body. */
+export function callOfBody(body: Readable): StreamedCall {
+  return (body as WithCall)[CALL];
+}
+
 export class StreamedCall implements UpstreamControl {
   protected body: Readable | undefined;
   stopped = false;
