@@ -61,6 +61,22 @@ function statusSlot(status: number): number {
   return Number.isInteger(status) && status >= 100 && status <= 599 ? status : SLOT_OTHER;
 }
 
+/**
+ * A counter whose count is kept elsewhere (the store's failed commands, the log's dropped lines),
+ * read at each scrape: the metric only reports it (a count that only grows). Absent: 0.
+ */
+function countedElsewhere(registry: Registry, name: string, help: string, read: (() => number) | undefined): void {
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(read?.() ?? 0);
+    },
+  });
+}
+
 export interface GatewayMetricsOptions {
   /** Whether the circuit breaker is open now; read at each scrape. Absent: the gauge reads 0. */
   readonly breakerOpen?: () => boolean;
@@ -181,28 +197,13 @@ export class GatewayMetrics implements ExchangeObserver {
     const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.');
     this.reloads = { success: reloads.bind({ result: 'success' }), failure: reloads.bind({ result: 'failure' }) };
 
-    const storeErrors = options.storeErrors;
-    new Counter({
-      name: 'petstore_gateway_store_errors_total',
-      help: 'Commands of the shared store (rate limits, deprecation ledger) that failed.',
-      registers: [registry],
-      collect() {
-        // The store counts; the metric only reports its count (a counter that only grows).
-        this.reset();
-        this.inc(storeErrors?.() ?? 0);
-      },
-    });
-
-    const logDropped = options.logDropped;
-    new Counter({
-      name: 'petstore_gateway_log_dropped_lines_total',
-      help: 'Log lines (access lines and operator messages) dropped because the log destination held its most unwritten bytes (64 MiB).',
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(logDropped?.() ?? 0);
-      },
-    });
+    countedElsewhere(registry, 'petstore_gateway_store_errors_total', 'Commands of the shared store (rate limits, deprecation ledger) that failed.', options.storeErrors);
+    countedElsewhere(
+      registry,
+      'petstore_gateway_log_dropped_lines_total',
+      'Log lines (access lines and operator messages) dropped because the log destination held its most unwritten bytes (64 MiB).',
+      options.logDropped,
+    );
 
     if (options.defaultMetrics !== false) {
       collectDefaultMetrics({ register: registry, ...(options.defaultMetricsPrefix === undefined ? {} : { prefix: options.defaultMetricsPrefix }) });
