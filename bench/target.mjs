@@ -4,9 +4,9 @@
 //   node bench/target.mjs bare-proxy URL                bare @fastify/http-proxy to URL, no policy
 //   node bench/target.mjs bare-http-proxy-3 URL         bare node:http + http-proxy-3 to URL, no policy
 //   node bench/target.mjs floor URL                     node:http + an undici Pool to URL and nothing else: the
-//                                                       least any proxy on this stack can cost (no policy, no
-//                                                       hop-by-hop rules beyond node's own, body read whole as the
-//                                                       gateway does, answered with one end())
+//                                                       least any proxy on this stack can cost (no policy; only the
+//                                                       hop-by-hop fields dropped both ways; the body read whole as
+//                                                       the gateway does, answered with one end())
 //   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
 //                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
