@@ -25,6 +25,7 @@ import { request as httpRequest, type IncomingHttpHeaders, type ServerResponse }
 import { connect } from 'node:net';
 import { ENGINES, JSON_TYPE, request, sendJson, startGateway, startStubUpstream, type RecordedRequest } from '../helpers/servers.js';
 import { INT64_MAX, INT64_MIN, isInt64, newPetProblems } from '../helpers/oracle.js';
+import { tapText } from '../helpers/assert.js';
 const NUM_RUNS = Number(process.env.FC_RUNS ?? 200);
 const TIME_LIMIT_MS = 10_000;
 const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
@@ -313,7 +314,7 @@ for (const engine of ENGINES) {
       { numRuns: NUM_RUNS, seed: SEED, interruptAfterTimeLimit: TIME_LIMIT_MS, endOnFailure: true },
     );
     t.comment(`${details.numRuns} requests in ${Date.now() - started} ms; statuses ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}; ${stub.requests.length} forwarded`);
-    t.notOk(details.failed, details.failed ? `counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}` : 'every invariant holds');
+    t.notOk(details.failed, details.failed ? tapText(`counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}`) : 'every invariant holds');
     t.ok(details.numRuns >= Math.min(50, NUM_RUNS), `enough requests within the time limit (${details.numRuns})`);
     t.ok(stub.requests.length > 0 && [...statuses.keys()].some((s) => s >= 400), 'the generators reach the upstream and several errors');
     t.strictSame(queries.slice(0, 3), [], 'getPet and createPet forward no query of the client (the interface defines none)');

@@ -51,3 +51,14 @@ export function assertJson(t: TapTest, res: Response, status: number): string {
   t.not(res.json, undefined, 'the body is JSON');
   return res.body;
 }
+
+/**
+ * Text a test did not write (a generated counterexample, a body) made safe for a TAP message or
+ * comment: every character outside printable ASCII becomes a `\uXXXX` escape. tap's parser ends a
+ * line at U+2028 and U+2029 as well as at a newline, and JSON.stringify leaves both as they are:
+ * a fast-check name of U+2028 once cut a comment in two and failed a passing subtest
+ * ("test count(1) != plan(null)").
+ */
+export function tapText(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

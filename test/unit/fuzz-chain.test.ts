@@ -21,6 +21,7 @@ import { parsePolicy } from '../../src/config/load.js';
 import { CATALOGUE, GatewayError, renderError, type ErrorCode } from '../../src/core/errors.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
 import { createGateway, type Gateway } from '../../src/gateway.js';
+import { tapText } from '../helpers/assert.js';
 import { INT64_MAX, INT64_MIN, isInt64, newPetProblems, type UnknownFields } from '../helpers/oracle.js';
 
 const KEY = 'psg_fuzz-key_0123456789abcdefABCDEF-._~+/';
@@ -383,7 +384,7 @@ for (const v of VARIANTS) {
       params(),
     );
     t.comment(`${details.numRuns} runs in ${Date.now() - started} ms: ${stats.pass} passed, denied ${JSON.stringify(Object.fromEntries(stats.denied))}`);
-    t.notOk(details.failed, details.failed ? `counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}` : 'every invariant holds');
+    t.notOk(details.failed, details.failed ? tapText(`counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}`) : 'every invariant holds');
     t.ok(details.numRuns >= Math.min(200, NUM_RUNS), `enough runs within the time limit (${details.numRuns})`);
     t.ok(stats.pass > 0 && stats.denied.size >= 3, 'the generators reach both passes and several denials');
   });
@@ -403,7 +404,7 @@ t.test('focused: authenticated createPet, bodies only', async (t) => {
       ),
       params(),
     );
-    t.notOk(details.failed, `${v.name}: ${details.failed ? `counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}` : 'every forwarded body is a NewPet'}`);
+    t.notOk(details.failed, `${v.name}: ${details.failed ? tapText(`counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}`) : 'every forwarded body is a NewPet'}`);
   }
 });
 
@@ -416,7 +417,7 @@ t.test('focused: authenticated listPets, queries only', async (t) => {
       }),
       params(),
     );
-    t.notOk(details.failed, `${v.name}: ${details.failed ? `counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}` : 'every upstream query is limit=N(&status=S)'}`);
+    t.notOk(details.failed, `${v.name}: ${details.failed ? tapText(`counterexample ${JSON.stringify(details.counterexample)}: ${String(details.errorInstance)}`) : 'every upstream query is limit=N(&status=S)'}`);
   }
 });
 
@@ -436,8 +437,8 @@ t.test('getPet and createPet send the upstream no query of the client (the inter
     ),
     params(300),
   );
-  t.notOk(details.failed, details.failed ? String(details.errorInstance) : 'passed');
-  t.equal(leaked, undefined, `no client query reaches the upstream${leaked === undefined ? '' : `: ${leaked}`}`);
+  t.notOk(details.failed, details.failed ? tapText(String(details.errorInstance)) : 'passed');
+  t.equal(leaked, undefined, `no client query reaches the upstream${leaked === undefined ? '' : `: ${tapText(leaked)}`}`);
 });
 
 t.test('a body with a key given twice is never forwarded (README: duplicate keys are a 400)', async (t) => {
@@ -463,9 +464,14 @@ t.test('a body with a key given twice is never forwarded (README: duplicate keys
     }),
     params(300),
   );
-  t.notOk(details.failed, details.failed ? String(details.errorInstance) : 'a key repeated with another value: 400 malformed_json');
+  t.notOk(details.failed, details.failed ? tapText(String(details.errorInstance)) : 'a key repeated with another value: 400 malformed_json');
   // A key repeated with the same value is accepted (README): every parser reads the same thing.
-  if (sameValueAccepted !== undefined) t.comment(`accepted, as documented: ${sameValueAccepted}`);
+  if (sameValueAccepted !== undefined) t.comment(`accepted, as documented: ${tapText(sameValueAccepted)}`);
+});
+
+t.test('a generated text in a message or comment stays on one TAP line (FC_SEED=1792203391 made a name of U+2028)', async (t) => {
+  t.equal(tapText('{"name":"\u2028","x":"\u2029\n\u00e9"}'), '{"name":"\\u2028","x":"\\u2029\\u000a\\u00e9"}');
+  t.equal(tapText('plain ASCII ~ stays'), 'plain ASCII ~ stays');
 });
 
 t.test('the oracles agree with hand-picked cases', async (t) => {
