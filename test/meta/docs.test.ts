@@ -1,10 +1,11 @@
 /**
  * The generated reference pages (docs/configuration.md, docs/errors.md) are what
  * scripts/gen-docs.mjs makes from the current schema and catalogue: an option or an error code
- * added without `npm run docs` fails here, with the command to run in the message.
+ * added without `npm run docs` fails here, with the command to run in the message. And the
+ * embedding page shows the snippets that test/meta/embedding.test.ts compiles, not other code.
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
@@ -89,5 +90,18 @@ t.test('every catalogue code has its row, with its status, in docs/errors.md', a
       rows.some((r) => r.startsWith(`| ${entry.status}`) && r.includes(`| \`${code}\` |`)),
       `${code} (${entry.status})`,
     );
+  }
+});
+
+t.test('docs/embedding.md shows each compiled embedding snippet as it is compiled', async (t) => {
+  const page = readFileSync(join(DOCS, 'embedding.md'), 'utf8');
+  const blocks = [...page.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  const dir = join(PROJECT_ROOT, 'test', 'fixtures', 'embedding');
+  const snippets = readdirSync(dir).filter((f) => f.endsWith('.ts'));
+  t.equal(blocks.length, snippets.length, 'one code block per snippet file');
+  for (const f of snippets) {
+    // The file's first line is a comment naming the snippet; the rest is the snippet.
+    const code = readFileSync(join(dir, f), 'utf8').split('\n').slice(1).join('\n');
+    t.ok(blocks.includes(code), `${f} is on the page as written`);
   }
 });
