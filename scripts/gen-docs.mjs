@@ -190,9 +190,18 @@ export function noteProblems(catalogue, notes = ERROR_NOTES) {
   ];
 }
 
+/** The package's entry point, built; the two sources the pages are made from must be exported. */
+async function loadLibrary(root) {
+  const lib = await import(pathToFileURL(join(root, 'dist', 'index.js')).href);
+  if (typeof lib.policyFileSchema !== 'function' || typeof lib.CATALOGUE !== 'object') {
+    throw new Error('dist/index.js must export policyFileSchema and CATALOGUE (src/index.ts): run `npm run build`');
+  }
+  return lib;
+}
+
 /** The pages as `{ 'configuration.md': text, ... }`, from the built package. */
 export async function generatedPages(root = ROOT) {
-  const lib = await import(pathToFileURL(join(root, 'dist', 'index.js')).href);
+  const lib = await loadLibrary(root);
   return {
     'configuration.md': renderConfiguration(lib.policyFileSchema()),
     'errors.md': renderErrors(lib.CATALOGUE),
@@ -203,7 +212,7 @@ async function main(argv) {
   const check = argv.includes('--check');
   const at = argv.indexOf('--dir');
   const dir = at >= 0 ? resolve(argv[at + 1] ?? '') : join(ROOT, 'docs');
-  const lib = await import(pathToFileURL(join(ROOT, 'dist', 'index.js')).href);
+  const lib = await loadLibrary(ROOT);
   const problems = noteProblems(lib.CATALOGUE);
   for (const p of problems) process.stderr.write(`gen-docs: ${p}\n`);
   const pages = await generatedPages();
