@@ -1,5 +1,5 @@
 /**
- * The reference backend: listPets, createPet and getPet exactly as pet-store-interface.md says,
+ * The reference backend: listPets, createPet and getPet exactly as docs/interface.md says,
  * framework-free. The gateway calls `handle` in process (`upstream: builtin`, no loopback hop);
  * `server.ts` puts it on its own port (`petstore-gateway backend`).
  *

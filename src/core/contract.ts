@@ -1,5 +1,5 @@
 /**
- * The data shapes of the interface (pet-store-interface.md, "Resources and their fields"), checked
+ * The data shapes of the interface (docs/interface.md, "Resources and their fields"), checked
  * without losing a digit: JSON is parsed with lossless-json, which keeps every number as its source
  * text (JSON.parse turns 9223372036854775807 into 9223372036854776000), rejects a key repeated with
  * another value (parsers downstream might keep either one) and keeps `__proto__` as a plain own
@@ -74,7 +74,7 @@ export function startsWithBom(body: Buffer): boolean {
   return body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf;
 }
 
-/** listPets' `limit` (pet-store-interface.md, "Limits"). */
+/** listPets' `limit` (docs/interface.md, "Limits"). */
 export const LIMIT_MIN = 1;
 export const LIMIT_MAX = 100;
 export const LIMIT_DEFAULT = 20;

@@ -3,9 +3,9 @@
  *
  * Every response the gateway makes itself, and every upstream error it rewrites, is rendered from a
  * GatewayError by `renderError` into the interface's Error shape `{code, message, status}`
- * (pet-store-interface.md, "Errors"), with `status` equal to the HTTP status. The interface leaves
+ * (docs/interface.md, "Errors"), with `status` equal to the HTTP status. The interface leaves
  * the set of codes open ("The set of values of `code`: not shown"); the catalogue below is ours and
- * stable: codes are never renamed, only added. README.md carries the same table for clients.
+ * stable: codes are never renamed, only added. docs/errors.md is generated from it (`npm run docs`).
  */
 import type { ResponseBody } from './policy.js';
 

@@ -1,5 +1,5 @@
 /**
- * The operations of the interface (pet-store-interface.md, "Endpoints") and the one route matcher
+ * The operations of the interface (docs/interface.md, "Endpoints") and the one route matcher
  * that maps a request line to them. The chain (every engine) and the reference backend use it, so what is a
  * known path, a wrong method or an unknown path is decided in one place.
  *

@@ -461,7 +461,7 @@ for (const engine of ENGINES) {
         ['/v1', 404, ['not_found']],
         ['/admin', 404, ['not_found']],
         ['*', 404, ['not_found']],
-        // Absolute form: the raw target is not /v1/pets; the README matches raw paths exactly.
+        // Absolute form: the raw target is not /v1/pets; paths are matched raw and exactly (docs/security.md).
         ['http://127.0.0.1/v1/pets', 404, ['not_found']],
         ['http://127.0.0.1/v1/pets/1', 404, ['not_found']],
         ['/v1/pets#frag', 404, ['not_found']],

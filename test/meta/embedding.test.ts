@@ -1,6 +1,6 @@
 /**
- * The README's embedding snippets compile for a consumer (issue 11, item 5: they named a missing
- * policy file, passed no `log`, and `proxy` was possibly undefined, TS18048). Each snippet is a
+ * docs/embedding.md's snippets compile for a consumer (snippets that name a missing policy file,
+ * pass no `log`, or use a possibly undefined value, TS18048, would fail here). Each snippet is a
  * file in test/fixtures/embedding that imports 'petstore-gateway' by its package name, resolved
  * through package.json `exports` to dist/*.d.ts, as after `npm install petstore-gateway`; the
  * folder's tsconfig is strict and checks the .d.ts files too (skipLibCheck off).

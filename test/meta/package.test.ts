@@ -2,7 +2,7 @@
  * What `npm pack` ships (issue 11, "Package": npm pack listed 235 files, tests and bench included).
  * The tarball holds what a user installs and nothing else: the compiled library and CLI (dist,
  * without source maps: they point at src/, which is not shipped), the policy file schema, the
- * example policy files, README, LICENSE and package.json. Every `exports` and `bin` target must be
+ * example policy files, the docs/ pages the README links to, README, LICENSE and package.json. Every `exports` and `bin` target must be
  * in it, or `import 'petstore-gateway'` fails after install.
  */
 import { execFile } from 'node:child_process';
@@ -15,9 +15,9 @@ import { ensureBuilt, PROJECT_ROOT } from '../helpers/servers.js';
 const run = promisify(execFile);
 
 /** Paths allowed in the tarball: a file under one of these folders, or one of these files. */
-const ALLOWED_DIRS = ['dist/', 'schema/', 'policies/'];
+const ALLOWED_DIRS = ['dist/', 'schema/', 'policies/', 'docs/'];
 const ALLOWED_FILES = ['README.md', 'LICENSE', 'package.json'];
-const REQUIRED = ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'README.md', 'LICENSE', 'package.json'];
+const REQUIRED = ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'docs/configuration.md', 'README.md', 'LICENSE', 'package.json'];
 
 /** Why `path` must not be shipped, or undefined when it may. */
 export function packProblem(path: string): string | undefined {
@@ -25,7 +25,7 @@ export function packProblem(path: string): string | undefined {
   if (/\.test\.|(^|\/)test\//.test(path)) return 'a test artefact';
   if (ALLOWED_FILES.includes(path)) return undefined;
   if (ALLOWED_DIRS.some((d) => path.startsWith(d))) return undefined;
-  return 'outside dist/, schema/, policies/ and the top-level README.md, LICENSE, package.json';
+  return 'outside dist/, schema/, policies/, docs/ and the top-level README.md, LICENSE, package.json';
 }
 
 /** Every file target of an `exports` map (conditions and subpaths flattened), without the leading "./". */
@@ -36,7 +36,7 @@ function exportTargets(exports: unknown): string[] {
 }
 
 t.test('the path rule itself', async (t) => {
-  for (const ok of ['dist/index.js', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'README.md', 'LICENSE', 'package.json']) {
+  for (const ok of ['dist/index.js', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'docs/errors.md', 'README.md', 'LICENSE', 'package.json']) {
     t.equal(packProblem(ok), undefined, `${ok} may ship`);
   }
   for (const bad of ['src/index.ts', 'test/unit/auth.test.ts', 'bench/run.mjs', 'dist/index.js.map', 'tsconfig.json', 'eslint.config.js', 'dist/unit/x.test.js', 'notes/habits.md']) {

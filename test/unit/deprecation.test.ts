@@ -1,5 +1,5 @@
 /**
- * getPet's lifecycle (pet-store-interface.md, "Versioning": deprecated, removed on 5 December 2030):
+ * getPet's lifecycle (docs/interface.md, "Versioning": deprecated, removed on 5 December 2030):
  * the `deprecation` policy's headers on every getPet exchange (denials included), 410 after the
  * sunset and inside brownouts, the cross-field rules of its config; and the `route` policy's 404
  * for a petId that is not an int64.

@@ -441,7 +441,7 @@ t.test('getPet and createPet send the upstream no query of the client (the inter
   t.equal(leaked, undefined, `no client query reaches the upstream${leaked === undefined ? '' : `: ${tapText(leaked)}`}`);
 });
 
-t.test('a body with a key given twice is never forwarded (README: duplicate keys are a 400)', async (t) => {
+t.test('a body with a key given twice is never forwarded (docs/choices.md: duplicate keys are a 400)', async (t) => {
   const v = VARIANTS[0]!;
   const duplicated = fc
     .tuple(validNewPetBody, fc.constantFrom('name', 'categoryId', 'status'), fc.boolean())
@@ -465,7 +465,7 @@ t.test('a body with a key given twice is never forwarded (README: duplicate keys
     params(300),
   );
   t.notOk(details.failed, details.failed ? tapText(String(details.errorInstance)) : 'a key repeated with another value: 400 malformed_json');
-  // A key repeated with the same value is accepted (README): every parser reads the same thing.
+  // A key repeated with the same value is accepted (docs/choices.md): every parser reads the same thing.
   if (sameValueAccepted !== undefined) t.comment(`accepted, as documented: ${tapText(sameValueAccepted)}`);
 });
 

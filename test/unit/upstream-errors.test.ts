@@ -1,6 +1,6 @@
 /**
  * The `upstream-errors` policy: every non-2xx upstream answer reaches the client in the Error shape
- * (pet-store-interface.md, "Errors") with `status` equal to the HTTP status; plain messages kept,
+ * (docs/interface.md, "Errors") with `status` equal to the HTTP status; plain messages kept,
  * anything else (HTML, stack traces, secrets, large bodies) replaced by the catalogue's text and
  * logged redacted; per-operation status maps; only Retry-After survives, on 429 and 503.
  */

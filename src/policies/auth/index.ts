@@ -1,5 +1,5 @@
 /**
- * The `auth` policy: `Authorization: Bearer <key>` on every request (pet-store-interface.md,
+ * The `auth` policy: `Authorization: Bearer <key>` on every request (docs/interface.md,
  * "Authentication"), challenged as RFC 6750 section 3 describes. It runs first in the chain, so an
  * unauthenticated client learns nothing about routes or schemas.
  *

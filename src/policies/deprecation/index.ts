@@ -1,6 +1,6 @@
 /**
  * The `deprecation` policy: getPet is deprecated and removed on 5 December 2030
- * (pet-store-interface.md, "Versioning"). Every getPet response, 200, 401 and 404 alike, says so:
+ * (docs/interface.md, "Versioning"). Every getPet response, 200, 401 and 404 alike, says so:
  * `Deprecation` (RFC 9745), `Sunset` (RFC 8594) and `Link` to the successor. After the sunset
  * moment, and during scheduled brownouts before it, getPet answers 410 without calling the
  * upstream.

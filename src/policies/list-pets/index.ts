@@ -1,5 +1,5 @@
 /**
- * The `list-pets` policy: listPets' query (pet-store-interface.md, "listPets": `limit` integer
+ * The `list-pets` policy: listPets' query (docs/interface.md, "listPets": `limit` integer
  * 1..100, default 20; `status` a PetStatus) and, because a legacy backend may ignore both, its
  * response. The upstream always receives an explicit `limit`, so a backend with another default
  * still honours the contract. Response enforcement copies the kept animals as their original

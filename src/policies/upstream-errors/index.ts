@@ -1,6 +1,6 @@
 /**
  * The `upstream-errors` policy: a non-2xx answer of the upstream reaches the client in the Error
- * shape (pet-store-interface.md, "Errors"), with `status` equal to the HTTP status sent.
+ * shape (docs/interface.md, "Errors"), with `status` equal to the HTTP status sent.
  *
  * - A body that already is a valid Error with that status, and a plain message, passes as it is.
  * - Otherwise the message comes from a common shape (`message`, `error`, `detail`, `error.message`,
