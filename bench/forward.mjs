@@ -115,6 +115,8 @@ async function redisState(url) {
 const redisCallsPerRequest = () => 1;
 
 export const ROUTES = {
+  // listPets with the interface's default limit (20): no query string at all.
+  list: { name: 'GET /v1/pets', path: '/v1/pets', method: 'GET' },
   list20: { name: 'GET /v1/pets?limit=20', path: '/v1/pets?limit=20', method: 'GET' },
   list100: { name: 'GET /v1/pets?limit=100', path: '/v1/pets?limit=100', method: 'GET' },
   get: { name: 'GET /v1/pets/{id}', path: '/v1/pets/7', method: 'GET' },
