@@ -128,7 +128,7 @@ function goalRows(summary, gens, routeIds, gwId) {
     const measuredCells = cells.filter((x) => x !== undefined && Number.isFinite(x));
     const ok = (x) => (g.atMost ? x <= g.bound : x >= g.bound);
     let verdict;
-    if (measuredCells.length === 0) verdict = 'not measured (a target was skipped)';
+    if (measuredCells.length === 0) verdict = `not measured (${g.peer} or the gateway did not run)`;
     else {
       const worst = g.atMost ? Math.max(...measuredCells) : Math.min(...measuredCells);
       const missedPct = g.atMost ? (worst / g.bound - 1) * 100 : (1 - worst / g.bound) * 100;
