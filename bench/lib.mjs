@@ -391,17 +391,20 @@ export function wrkScript({ method = 'GET', headers = {}, body }) {
 }
 
 /**
- * One wrk run (BENCH_WRK, 1 thread by default) against `url`, bounded by `duration` seconds (and
- * killed 30 s after that). Same shape as load(): wrk counts every answer with a status of 400 or
+ * One wrk run (BENCH_WRK, 1 thread by default) against `url`, bounded by `duration` seconds (whole
+ * seconds, at least 1; killed 30 s after that). Same shape as load(): wrk counts every answer with a status of 400 or
  * more as an error of kind `status` (here non2xx); p50/p99 are wrk's own exact percentiles.
  */
-export async function wrkLoad(url, { path = '/', method = 'GET', headers = {}, body, connections = 50, duration = 3, threads = 1, timeout = 10 } = {}) {
+export async function wrkLoad(url, { path = '/', method = 'GET', headers = {}, body, connections = 50, duration = 3, threads = 1, timeout = 10, cpus } = {}) {
   luaDir ??= mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-wrk-'));
   const script = join(luaDir, `${process.pid}-${Math.random().toString(36).slice(2)}.lua`);
   writeFileSync(script, wrkScript({ method, headers, body }));
   const seconds = Math.max(1, Math.round(duration));
   try {
-    const r = await runBounded(WRK, ['-t', String(threads), '-c', String(Math.max(threads, connections)), '-d', `${seconds}s`, '--timeout', `${timeout}s`, '-s', script, url + path], { timeoutMs: (seconds + 30) * 1000 });
+    const args = ['-t', String(threads), '-c', String(Math.max(threads, connections)), '-d', `${seconds}s`, '--timeout', `${timeout}s`, '-s', script, url + path];
+    // `cpus`: wrk pinned from its start (taskset -c), where bench/ab.mjs keeps its load generators.
+    const [command, argv] = cpus === undefined ? [WRK, args] : ['taskset', ['-c', cpus, WRK, ...args]];
+    const r = await runBounded(command, argv, { timeoutMs: (seconds + 30) * 1000 });
     const line = r.out.split('\n').reverse().find((l) => l.startsWith('{"requests"'));
     if (r.code !== 0 || line === undefined) throw new Error(`${WRK} ${url + path}: exit ${r.code}\n${r.out.slice(-1500)}\n${r.err.slice(-1500)}`);
     const w = JSON.parse(line);
