@@ -7,7 +7,7 @@
 // needs root. BENCH_NGINX names the binary, BENCH_NGINX_MODULES the folder of the .so modules.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -132,6 +132,22 @@ http {
   return text;
 }
 
+// A master killed with SIGKILL (bench/lib.mjs kills its children so when the harness exits early)
+// leaves its worker running: the workers of every nginx still up are killed with it, and its
+// temp dir removed.
+const workers = new Set();
+const dirs = new Set();
+process.once('exit', () => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  for (const pid of workers) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+});
+
 function tcpReady(port) {
   return new Promise((resolvePromise) => {
     const socket = connect({ host: '127.0.0.1', port });
@@ -152,18 +168,25 @@ function tcpReady(port) {
  */
 export async function startNginx(upstreamUrl, { lua = false, timeoutMs = 10_000 } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-nginx-'));
+  dirs.add(dir);
   const port = await freePort();
   const text = config(dir, upstreamUrl, port, lua);
   const conf = join(dir, 'nginx.conf');
   writeFileSync(conf, text);
+  // Started as root, nginx runs its worker as `nobody`, which must reach the temp paths (nginx
+  // chowns them to it); mkdtemp makes the folder 0700.
+  chmodSync(dir, 0o755);
   for (const d of ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
   // -e: the error log from the first line on (else nginx opens the compiled-in /var/log path).
   const child = spawnTracked(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', conf]);
   let err = '';
   child.stderr.setEncoding('utf8').on('data', (s) => (err = (err + s).slice(-3000)));
+  let pids = [child.pid];
   const stop = async () => {
     await stopProcess(child);
+    for (const pid of pids) workers.delete(pid);
     rmSync(dir, { recursive: true, force: true });
+    dirs.delete(dir);
   };
   const log = () => (existsSync(join(dir, 'error.log')) ? readFileSync(join(dir, 'error.log'), 'utf8').slice(-2000) : '');
   const deadline = Date.now() + timeoutMs;
@@ -175,11 +198,12 @@ export async function startNginx(upstreamUrl, { lua = false, timeoutMs = 10_000 
     }
     if (await tcpReady(port)) {
       // The worker is forked after the listening socket is open: wait for it to appear.
-      let pids = processTree(child.pid);
+      pids = processTree(child.pid);
       for (let i = 0; i < 50 && pids.length < 2; i++) {
         await sleep(20);
         pids = processTree(child.pid);
       }
+      for (const pid of pids) if (pid !== child.pid) workers.add(pid);
       const lookup = /bench key lookup: (\w+)/.exec(log())?.[1];
       const how = lua ? (lookup === 'sha256' ? 'the SHA-256 digest (OpenSSL through LuaJIT FFI) in a Lua table of digests' : 'the key itself in a Lua table of keys (OpenSSL SHA256 not reachable through FFI)') : undefined;
       return { url: `http://127.0.0.1:${port}`, pid: child.pid, pids, how, stop };
