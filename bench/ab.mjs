@@ -18,10 +18,12 @@
 // (6 process pairs), BENCH_AB_RUNS (4 runs per route and process pair), BENCH_AB_SECONDS (2 per run),
 // BENCH_AB_WARMUP (4 s per route and process pair), BENCH_AB_PIN (1 with 2 or more CPUs: pinned as
 // above; 0: unpinned, still loaded together), BENCH_ROUTES (list20,list100,get,create),
-// BENCH_CONNECTIONS (50 in all: half for each target).
+// BENCH_CONNECTIONS (50 in all: half for each target), BENCH_AB_LOADGEN (autocannon: both loads from
+// this process; wrk: one Debian wrk process per target, 1 thread, pinned with the upstream).
+// wrk takes whole seconds: BENCH_AB_SECONDS and BENCH_AB_WARMUP are rounded for it.
 import { cpus } from 'node:os';
 import { ROUTES, TARGETS, loadOptions } from './forward.mjs';
-import { envNum, fmt, isMain, machine, measured, median, pin, ratio, startRedis, startTarget, table } from './lib.mjs';
+import { envNum, fmt, isMain, machine, measured, median, pin, ratio, startRedis, startTarget, table, wrkVersion } from './lib.mjs';
 
 /** A 95% bootstrap interval of the median of `xs` (percentile method, deterministic seed). */
 export function bootstrapMedian(xs, resamples = 2000, seed = 42) {
@@ -53,6 +55,9 @@ export async function runAb(o = {}) {
   const WARMUP = envNum('BENCH_AB_WARMUP', 4, 0.5, 60);
   const CONNECTIONS = envNum('BENCH_CONNECTIONS', 50, 2, 2000);
   const half = Math.max(1, Math.floor(CONNECTIONS / 2));
+  const GENERATOR = process.env.BENCH_AB_LOADGEN ?? 'autocannon';
+  if (GENERATOR !== 'autocannon' && GENERATOR !== 'wrk') throw new Error(`BENCH_AB_LOADGEN: autocannon or wrk, not ${GENERATOR}`);
+  if (GENERATOR === 'wrk' && wrkVersion() === undefined) throw new Error('BENCH_AB_LOADGEN=wrk: wrk is not installed (apt-get install wrk, or BENCH_WRK=/path/to/wrk)');
   const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim());
   for (const r of routeIds) if (!(r in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${r}`);
 
@@ -81,7 +86,8 @@ export async function runAb(o = {}) {
     }
     const rps = Object.fromEntries(routeIds.map((r) => [r, []]));
     const cpu = Object.fromEntries(routeIds.map((r) => [r, []]));
-    const both = (a, b, opts) => Promise.all([measured(a.url, [a.pid], opts), measured(b.url, [b.pid], opts)]);
+    const gen = { generator: GENERATOR, ...(GENERATOR === 'wrk' && PIN ? { cpus: otherCpus } : {}) };
+    const both = (a, b, opts) => Promise.all([measured(a.url, [a.pid], { ...opts, ...gen }), measured(b.url, [b.pid], { ...opts, ...gen })]);
     for (let epoch = 0; epoch < EPOCHS; epoch++) {
       const first = epoch % 2 === 0 ? idA : idB;
       const t1 = await TARGETS[first].start(up, ctx);
@@ -123,7 +129,7 @@ export async function runAb(o = {}) {
     const markdown = [
       `node ${m.node}, ${m.nproc} × ${m.model}, load ${m.loadavg}, ${m.date}`,
       '',
-      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each: ${EPOCHS} fresh pairs of processes, per route a ${WARMUP} s warm-up then ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
+      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each from ${GENERATOR === 'wrk' ? `its own ${wrkVersion()} (1 thread)` : 'autocannon in one process'}: ${EPOCHS} fresh pairs of processes, per route a ${WARMUP} s warm-up then ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
       '',
       table(['route', 'req/s B ÷ A', 'per process pair', 'process pairs where B served more', 'CPU µs/req B ÷ A'], rows),
     ].join('\n');

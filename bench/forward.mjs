@@ -12,7 +12,7 @@
 //   npm run build && node bench/forward.mjs
 //
 // Environment: BENCH_ROUNDS (3), BENCH_SECONDS (3, per round per target per route),
-// BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_ROUTES (list20,list100,get,create),
+// BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_ROUTES (list20,list100,get,create; also list: no query string, the default limit),
 // BENCH_TARGETS (comma list; default bare,bare-hp3,floor,undici,fastify,http-proxy-3,builtin) of:
 //   direct                upstream direct (no proxy)
 //   bare, bare-hp3        bare @fastify/http-proxy, bare node:http + http-proxy-3 (no policy)
@@ -115,6 +115,8 @@ async function redisState(url) {
 const redisCallsPerRequest = () => 1;
 
 export const ROUTES = {
+  // listPets with the interface's default limit (20): no query string at all.
+  list: { name: 'GET /v1/pets', path: '/v1/pets', method: 'GET' },
   list20: { name: 'GET /v1/pets?limit=20', path: '/v1/pets?limit=20', method: 'GET' },
   list100: { name: 'GET /v1/pets?limit=100', path: '/v1/pets?limit=100', method: 'GET' },
   get: { name: 'GET /v1/pets/{id}', path: '/v1/pets/7', method: 'GET' },

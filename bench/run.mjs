@@ -4,21 +4,25 @@
 //   2. bench/growth.mjs   cost growth: body size, list length, number of keys, 1M unknown keys (fresh process, --expose-gc)
 //   3. bench/forward.mjs  bare @fastify/http-proxy and bare http-proxy-3 vs the gateway (three engines, everything on) vs built-in, 4 routes,
 //                         and the gateway with its rate limit in Redis (target redis) when redis-server is installed (else a note says so)
-//   4. bench/scaling.mjs  connections 10..1,000, memory under 1,000 connections and distinct keys, body size over sockets
-//   5. bench/workers.mjs  serve --workers 1 vs 2 (when the CLI has --workers)
-//   6. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
+//   4. bench/peers.mjs    the gateway (this machine's Node and Node 24) beside direct, nginx, nginx + Lua, bare
+//                         @fastify/http-proxy, bare http-proxy-3, floor and fast-gateway, under autocannon and wrk,
+//                         with the goals against the peers (written between the `peers` markers)
+//   5. bench/scaling.mjs  connections 10..1,000, memory under 1,000 connections and distinct keys, body size over sockets
+//   6. bench/workers.mjs  serve --workers 1 vs 2 (when the CLI has --workers)
+//   7. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
 // then the targets of the issue, each met or not and by how much.
 //
 //   npm run build && node bench/run.mjs [--no-write]
 //
 // Every knob is an environment variable, documented at the top of each script (BENCH_TARGETS, when
 // set, is the forward matrix's whole target list: redis is then added only if it names it); BENCH_SKIP takes a
-// comma list of chain,growth,forward,scaling,workers to leave out (their section then says so);
+// comma list of chain,growth,forward,peers,scaling,workers to leave out (their section then says so);
 // BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (30) bounds the whole run.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { REDIS_SERVER, ROOT, fmt, machine, ratio, redisServerVersion, runJsonChild, table, writeSection } from './lib.mjs';
 import { DEFAULT_TARGETS, ROUTES, runForward } from './forward.mjs';
+import { runPeers } from './peers.mjs';
 import { runProfile } from './profile.mjs';
 import { runScaling } from './scaling.mjs';
 import { runWorkers } from './workers.mjs';
@@ -67,6 +71,7 @@ function forwardTargets() {
   return [...DEFAULT_TARGETS, 'redis'];
 }
 const forward = await section('forward', () => runForward({ log, targets: forwardTargets() }));
+const peers = await section('peers', () => runPeers({ log }));
 const scaling = await section('scaling', () => runScaling({ log }));
 const workers = await section('workers', () => runWorkers({ log }));
 const profile = process.env.BENCH_PROFILE === '1' ? await section('profile', () => runProfile({ log })) : undefined;
@@ -149,7 +154,6 @@ const verdictMd = [
 // ---------------------------------------------------------------------------------------------
 // BENCHMARKS.md
 
-const nginx = spawnSync('nginx', ['-v'], { encoding: 'utf8', timeout: 5000 });
 const total = (Date.now() - started) / 1000;
 const md = [
   '## Results of the last `npm run bench`',
@@ -158,9 +162,9 @@ const md = [
   `- **Knobs set**: ${Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_')).map(([k, v]) => `${k}=${v}`).join(', ') || 'none (defaults)'}.`,
   `- **Machine**: ${m.nproc} × ${m.model} (nproc ${m.nproc}), node ${m.node}, load average at start ${m.loadavg} (shared machine: read ratios, not absolute figures).`,
   `- **Date**: ${m.date}.`,
-  `- **Load generator**: autocannon ${autocannonVersion()} (programmatic, in the parent process, same machine); targets in child processes; everything on 127.0.0.1.`,
+  `- **Load generator**: autocannon ${autocannonVersion()} (programmatic, in the parent process, same machine); targets in child processes; everything on 127.0.0.1${peers?.generators.includes('wrk') ? '; the peers section adds wrk (its own process)' : ''}.`,
   ...(redisNote === undefined ? [] : [`- **Redis**: ${redisNote}.`]),
-  `- **nginx**: not measured (${nginx.error ? 'not installed on this machine' : 'not part of this harness'}). wrk: not installed; autocannon only.`,
+  `- **Peers** (nginx, nginx + Lua, fast-gateway, Node 24, wrk): ${peers === undefined ? 'skipped (BENCH_SKIP)' : `see "The gateway beside its peers" (the \`peers\` section of this file)${peers.skipped.length === 0 ? '' : `; skipped there: ${peers.skipped.join('; ')}`}`}.`,
   '',
   verdictMd,
   '',
@@ -202,10 +206,12 @@ function autocannonVersion() {
 }
 
 console.log(md);
+if (peers !== undefined) console.log('\n' + peers.markdown);
 if (profile !== undefined) console.log('\n' + profile.markdown);
 if (!process.argv.includes('--no-write')) {
   const file = join(ROOT, 'BENCHMARKS.md');
   writeSection(file, 'bench', md);
+  if (peers !== undefined) writeSection(file, 'peers', peers.markdown);
   if (profile !== undefined) writeSection(file, 'profile', profile.markdown);
   log(`bench: wrote ${file} (${elapsed()})`);
 }

@@ -7,6 +7,8 @@
 //                                                       least any proxy on this stack can cost (no policy; only the
 //                                                       hop-by-hop fields dropped both ways; the body read whole as
 //                                                       the gateway does, answered with one end())
+//   node bench/target.mjs fast-gateway URL DIR          fast-gateway (from folder DIR) to URL with a bearer-key check and
+//                                                       listPets' `limit` bound (1..100, else 400) in its middleware
 //   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
 //                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
@@ -20,11 +22,14 @@
 // Every upstream and built-in backend serves SEED_PETS (150) animals. With BENCH_PROFILE_FILE set,
 // SIGUSR2 starts the CPU profiler and SIGTERM writes the profile there (bench/profile.mjs).
 import { rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import inspector from 'node:inspector';
+import { createRequire } from 'node:module';
 import Fastify from 'fastify';
 import httpProxy from '@fastify/http-proxy';
 import { createServer, Agent } from 'node:http';
 import { tmpdir } from 'node:os';
+import { URLSearchParams } from 'node:url';
 import { join } from 'node:path';
 import { createProxyServer } from 'http-proxy-3';
 import { Pool } from 'undici';
@@ -33,7 +38,7 @@ import { buildProxyServer, buildServer, buildUndiciServer, createBackendServer }
 import { logDestination } from '../dist/ops/access-log.js';
 import { createOps } from '../dist/ops/index.js';
 import { closeStores, storesReady } from '../dist/stores/index.js';
-import { RATE_LIMITS, benchGateway, seededBackend } from './fixtures.mjs';
+import { KEY, RATE_LIMITS, benchGateway, seededBackend } from './fixtures.mjs';
 
 const [kind, url, ...rest] = process.argv.slice(2);
 const flag = (name, def) => {
@@ -104,6 +109,36 @@ async function main() {
       await pool.close();
     };
     return listen(server);
+  }
+  if (kind === 'fast-gateway') {
+    // fast-gateway (restana + fast-proxy-lite), the Node gateway a user would pick instead, doing
+    // what a gateway in front of this interface must at least do: the bearer key (a set of SHA-256
+    // digests, as the gateway keeps its keys), the `limit` bound of listPets (1..100, default 20,
+    // else 400) and the key kept from the upstream. `rest[0]` is the package's folder (bench/lib.mjs
+    // peerPackage: node_modules or bench/.peers).
+    const fastGateway = createRequire(import.meta.url)(rest[0]);
+    const sha = (s) => createHash('sha256').update(s).digest('base64');
+    const digests = new Set([sha(KEY)]);
+    const deny = (res, status, code, message) => {
+      const body = JSON.stringify({ code, message, status });
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    };
+    const checks = (req, res, next) => {
+      const auth = req.headers.authorization;
+      if (auth === undefined || !auth.startsWith('Bearer ') || !digests.has(sha(auth.slice(7)))) return deny(res, 401, 'invalid_api_key', 'The API key is not valid.');
+      const q = req.url.indexOf('?');
+      if (req.method === 'GET' && q !== -1 && req.url.slice(0, q) === '/v1/pets') {
+        const limit = new URLSearchParams(req.url.slice(q + 1)).get('limit');
+        if (limit !== null && !/^(?:[1-9][0-9]?|100)$/.test(limit)) return deny(res, 400, 'invalid_query', 'limit must be an integer from 1 to 100');
+      }
+      delete req.headers.authorization;
+      return next();
+    };
+    const service = fastGateway({ middlewares: [checks], routes: [{ prefix: '/v1', prefixRewrite: '/v1', target: url }] });
+    const server = await service.start(0, '127.0.0.1');
+    close = () => service.close();
+    return `http://127.0.0.1:${server.address().port}`;
   }
   if (kind === 'bare-http-proxy-3') {
     const agent = new Agent({ keepAlive: true, maxSockets: 128 });
