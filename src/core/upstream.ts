@@ -55,9 +55,16 @@ export interface UpstreamControl {
   /** Stop delivering body chunks until `resume` (the client is not reading). */
   pause(): void;
   resume(): void;
-  /** Stop the call: nothing more is delivered to the handler. */
-  abort(): void;
+  /**
+   * Stop the call: nothing more is delivered to the handler. `reason` is for the layers between the
+   * exchange and the transport (src/core/forward): `abandoned` (the default: the client left, which
+   * tells nothing of the upstream) or `failed` (the gateway refused the answer, or failed itself).
+   * A transport ignores it.
+   */
+  abort(reason?: AbortReason): void;
 }
+
+export type AbortReason = 'abandoned' | 'failed';
 
 /**
  * The exchange's side of one call. A transport calls `onStart` once, then `onHead` once, then
@@ -78,8 +85,7 @@ export interface Upstream {
   readonly name: string;
   /**
    * True when the answers conform to the interface by construction (the reference backend): the
-   * response phase, which polices what an upstream sends, is not run on them, and no circuit
-   * breaker guards it.
+   * forwarding layers (src/core/forward) do not wrap it, and its answers are not policed.
    */
   readonly conforms: boolean;
   /** Starts one call; every outcome reaches `handler`. */
