@@ -42,7 +42,7 @@ export const UPSTREAM_SCHEMA = {
       default: null,
       additionalProperties: false,
       required: ['failures', 'coolDownMs'],
-      description: 'After `failures` consecutive failures (connection errors, timeouts, 5xx), answer 503 with Retry-After for `coolDownMs` instead of calling the upstream; null (default) for none.',
+      description: 'After `failures` consecutive failures (connection errors, timeouts, 502-504 answers; never 4xx or 500, which one consumer can provoke), answer 503 with Retry-After for `coolDownMs` instead of calling the upstream; null (default) for none.',
       properties: {
         failures: { type: 'integer', minimum: 1, maximum: 1000 },
         coolDownMs: { type: 'integer', minimum: 100, maximum: 3600000 },

@@ -618,7 +618,8 @@ export class ActiveRequest implements ForwardHandler {
     this.pipeline.crashed(err, where);
     if (!this.settled) {
       this.settle();
-      this.control?.abort('failed');
+      // The gateway's own fault: it tells nothing of the upstream, so the breaker does not count it.
+      this.control?.abort();
     }
     this.sendError(new GatewayError('internal_error'));
   }

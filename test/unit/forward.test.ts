@@ -48,7 +48,7 @@ class FakeCall implements UpstreamControl {
   aborted: AbortReason | 'none' | undefined = undefined;
   constructor(
     readonly request: UpstreamRequest,
-    readonly handler: UpstreamHandler,
+    readonly handler: ForwardHandler,
   ) {}
   pause(): void {
     this.paused = true;
@@ -245,7 +245,12 @@ function breaker(): CircuitBreaker {
 t.test('breaker accounting: each call tells its outcome once', async (t) => {
   const cases: Array<[string, (call: FakeCall, r: Recorder) => void, boolean]> = [
     ['a 200 answer', (c) => (c.handler.onHead(200, {}), c.handler.onEnd()), false],
+    ['a 500 answer (one request can provoke it)', (c) => (c.handler.onHead(500, {}), c.handler.onEnd()), false],
+    ['a 404 answer', (c) => (c.handler.onHead(404, {}), c.handler.onEnd()), false],
+    ['a 502 answer', (c) => (c.handler.onHead(502, {}), c.handler.onEnd()), true],
     ['a 503 answer', (c) => (c.handler.onHead(503, {}), c.handler.onEnd()), true],
+    ['a 504 answer', (c) => (c.handler.onHead(504, {}), c.handler.onEnd()), true],
+    ['a 503 body held for the response phase', (c) => (c.handler.onHead(503, {}), c.handler.onBody(Buffer.from('x'), false)), true],
     ['a reset', (c) => c.handler.onFailure(new UpstreamFailure('reset')), true],
     ['an answer the gateway refused', (c, r) => (c.handler.onHead(999, {}), r.control?.abort('failed')), true],
     ['a client that left', (_c, r) => r.control?.abort(), false],
