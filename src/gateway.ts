@@ -60,7 +60,7 @@ export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: Re
 /** What the exchange needs of the upstream section, fixed for the life of a server. */
 export function forwardSettings(gw: Gateway): ForwardSettings {
   const { timeouts, maxBufferedBytes, retryIdempotent } = gw.upstream;
-  return { basePath: gw.upstreamBasePath, headersMs: timeouts.headersMs, bodyMs: timeouts.bodyMs, maxBufferedBytes, retryIdempotent };
+  return { basePath: gw.upstreamBasePath, headersMs: timeouts.headersMs, bodyMs: timeouts.bodyMs, totalMs: timeouts.totalMs, maxBufferedBytes, retryIdempotent };
 }
 
 /**

@@ -64,6 +64,8 @@ export interface ForwardSettings {
   readonly basePath: string;
   readonly headersMs: number;
   readonly bodyMs: number;
+  /** From sending the request to the answer's last byte. */
+  readonly totalMs: number;
   /** Most bytes of a 2xx body held for a policy that must read it (lists); past it, truncated. */
   readonly maxBufferedBytes: number;
   readonly retryIdempotent: boolean;
@@ -137,7 +139,7 @@ const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
 };
 
 function errorFor(kind: FailureKind, cause: unknown): GatewayError {
-  const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : 'upstream_unavailable';
+  const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' || kind === 'total_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : 'upstream_unavailable';
   return new GatewayError(code, { cause });
 }
 

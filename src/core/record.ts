@@ -29,7 +29,7 @@ export interface ExchangeRecord {
   readonly upstreamStatus: number | undefined;
   /** From sending upstream to the end of its answer (or failure), milliseconds. */
   readonly upstreamMs: number | undefined;
-  /** How the upstream call failed, when it did (a timeout of the exchange's own is `headers_timeout`/`body_timeout`). */
+  /** How the upstream call failed, when it did (a timeout of the gateway's own is `headers_timeout`, `body_timeout` or `total_timeout`). */
   readonly upstreamFailure: FailureKind | undefined;
   /** Request body bytes read, and response body bytes written. */
   readonly bytesIn: number;

@@ -11,6 +11,7 @@ import { buffering } from '../../src/core/forward/buffer.js';
 import { headDeadline } from '../../src/core/forward/head-deadline.js';
 import { compose, forwarding, type ForwardHandler, type Layer, type Send } from '../../src/core/forward/index.js';
 import { retryReads } from '../../src/core/forward/retry.js';
+import { totalDeadline } from '../../src/core/forward/total-deadline.js';
 import { UpstreamFailure, type AbortReason, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../../src/core/upstream.js';
 
 /** Timers that fire only when the test advances the time. */
@@ -190,6 +191,46 @@ t.test('body idle: an ended body is off the list', async (t) => {
   t.same(r.events, ['start', 'head 200', 'end']);
 });
 
+t.test('total deadline: a body that keeps dripping is cut ms after the request left', async (t) => {
+  const clock = new ManualClock();
+  const { send, calls } = stack([totalDeadline(1000, clock), bodyIdle(150, clock)]);
+  const r = new Recorder();
+  send(request(), r);
+  const call = only(calls).start();
+  call.handler.onHead(200, {});
+  let sent = 0;
+  // One byte every 100 ms: never idle for bodyMs (150), for ever without the total deadline.
+  for (let i = 0; i < 30 && r.failure === undefined; i++) {
+    clock.advance(100);
+    if (r.failure === undefined) {
+      call.handler.onData(Buffer.from('x'));
+      sent++;
+    }
+  }
+  t.equal(r.failure?.kind, 'total_timeout');
+  t.equal(sent, 9, 'the drip went on until the total deadline, not the idle one');
+  t.equal(clock.time, 2000, 'cut at 1000 ms after the request left');
+  t.equal(call.aborted, 'failed');
+});
+
+t.test('total deadline: an answer that ends in time is off the list; none before the head either', async (t) => {
+  const clock = new ManualClock();
+  const { send, calls } = stack([totalDeadline(1000, clock)]);
+  const r = new Recorder();
+  send(request(), r);
+  const call = only(calls).start();
+  clock.advance(999);
+  call.handler.onHead(200, {});
+  call.handler.onEnd();
+  clock.advance(5000);
+  t.same(r.events, ['start', 'head 200', 'end']);
+  const slow = new Recorder();
+  send(request(), slow);
+  only(calls, 1).start();
+  clock.advance(1000);
+  t.same(slow.events, ['start', 'failure total_timeout'], 'a head that never comes is cut too');
+});
+
 t.test('retry: a read whose connection failed before any answer is sent once more', async (t) => {
   const { send, calls } = stack([retryReads()]);
   const r = new Recorder();
@@ -329,12 +370,12 @@ t.test('forwarding: the reference backend gets no layer; an upstream gets them a
   const seen: UpstreamHandler[] = [];
   const upstream = (conforms: boolean): Upstream => ({ name: 'fake', conforms, send: (_req, handler) => void seen.push(handler), close: async () => {} });
   const r = new Recorder();
-  const trusted = forwarding(upstream(true), { headersMs: 100, bodyMs: 100, retryIdempotent: true }, breaker());
+  const trusted = forwarding(upstream(true), { headersMs: 100, bodyMs: 100, totalMs: 1000, retryIdempotent: true }, breaker());
   trusted.send(request(), r);
   t.equal(seen[0], r, 'the handler itself reaches the backend');
   t.equal(trusted.policed, false);
   t.equal(trusted.breaker, undefined, 'no breaker guards it');
-  const policed = forwarding(upstream(false), { headersMs: 100, bodyMs: 100, retryIdempotent: true }, breaker());
+  const policed = forwarding(upstream(false), { headersMs: 100, bodyMs: 100, totalMs: 1000, retryIdempotent: true }, breaker());
   policed.send(request(), r);
   t.not(seen[1], r, 'wrapped');
   t.equal(policed.policed, true);

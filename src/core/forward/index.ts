@@ -1,7 +1,8 @@
 /**
  * Which layers an upstream gets, in which order (outermost, nearest the exchange, first):
  *
- *   exchange -> breaker accounting -> buffering -> body idle -> head deadline -> retry -> transport
+ *   exchange -> breaker accounting -> buffering -> total deadline -> body idle -> head deadline
+ *            -> retry -> transport
  *
  * The breaker sits above everything that can fail a call, so it learns each request's outcome
  * once, whatever layer failed it; the head deadline sits above the retry, so a retried read stays
@@ -16,6 +17,7 @@ import { bodyIdle } from './body-idle.js';
 import { breakerAccounting } from './breaker.js';
 import { buffering } from './buffer.js';
 import { headDeadline } from './head-deadline.js';
+import { totalDeadline } from './total-deadline.js';
 import { compose, type Layer, type Send } from './layer.js';
 import { retryReads } from './retry.js';
 
@@ -25,6 +27,7 @@ export { Wrapper, compose } from './layer.js';
 export interface LayerSettings {
   readonly headersMs: number;
   readonly bodyMs: number;
+  readonly totalMs: number;
   readonly retryIdempotent: boolean;
 }
 
@@ -42,7 +45,7 @@ export function forwarding(upstream: Upstream, settings: LayerSettings, breaker:
   if (upstream.conforms) return { send, policed: false, breaker: undefined };
   const layers: Layer[] = [];
   if (breaker !== undefined) layers.push(breakerAccounting(breaker));
-  layers.push(buffering(), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
+  layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
   if (settings.retryIdempotent) layers.push(retryReads());
   return { send: compose(send, layers), policed: true, breaker };
 }
