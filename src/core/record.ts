@@ -1,7 +1,7 @@
 /**
  * What one finished request leaves behind for operations: the access log line and the metrics
  * are both written from this, once, after the response (Envoy's access log, Kong's log phase).
- * The exchange implements it; observers only read it.
+ * The exchange builds it once, when the response closed; observers only read it.
  */
 import type { OperationId } from './operations.js';
 import type { FailureKind } from './upstream.js';

@@ -1,9 +1,10 @@
 /**
  * The Upstream port: how the exchange reaches the backend, whichever library does it (an undici
  * Pool, http-proxy-3, @fastify/reply-from, or the in-process reference backend). Shaped after
- * Envoy's router and its pluggable connection pools: the exchange owns everything that is policy
- * (deadlines, the retry rule, the circuit breaker, buffering and error mapping); a transport only
- * moves bytes and names what went wrong with a neutral failure kind, never its library's codes.
+ * Envoy's router and its pluggable connection pools: the exchange and its forwarding layers
+ * (src/core/forward) own everything that is policy (deadlines, the retry rule, the circuit breaker,
+ * buffering and error mapping); a transport only moves bytes and names what went wrong with a
+ * neutral failure kind, never its library's codes.
  */
 import type { OperationId } from './operations.js';
 
