@@ -154,6 +154,25 @@ t.test('head deadline: a call the handler abandons is taken off the list', async
   t.same(r.events, ['start'], 'no timeout reported for an abandoned call');
 });
 
+t.test('a call abandoned before the transport started it: every layer hears of it', async (t) => {
+  const clock = new ManualClock();
+  let now = 0;
+  const cb = new CircuitBreaker({ failures: 1, coolDownMs: 100 }, () => now);
+  cb.record(false);
+  now = 200;
+  t.equal(cb.admit(), undefined, 'this request is the half-open probe');
+  const { send, calls } = stack([breakerAccounting(cb), buffering(), totalDeadline(500, clock), bodyIdle(100, clock), headDeadline(100, clock), retryReads()]);
+  const r = new Recorder();
+  send(request('GET'), r);
+  t.ok(r.control !== undefined, 'the handler holds a control before the transport started');
+  r.control?.abort();
+  const call = only(calls).start();
+  t.equal(call.aborted, 'none', 'the transport’s late start is aborted at once');
+  clock.advance(10_000);
+  t.same(r.events, ['start'], 'no deadline fires for an abandoned call');
+  t.equal(cb.admit(), undefined, 'the probe slot was freed, not counted as a failure');
+});
+
 t.test('body idle: counts silence between chunks, not while the gateway holds the body back', async (t) => {
   const clock = new ManualClock();
   const { send, calls } = stack([bodyIdle(100, clock)]);

@@ -13,7 +13,7 @@
 import type { CircuitBreaker } from '../breaker.js';
 import type { HeaderValue } from '../policy.js';
 import type { AbortReason, UpstreamFailure } from '../upstream.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /** Whether an upstream answer with `status` counts as the upstream failing. */
 export function failingStatus(status: number): boolean {
@@ -70,6 +70,6 @@ class BreakerAccount extends Wrapper {
 export function breakerAccounting(breaker: CircuitBreaker): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
-      next(request, new BreakerAccount(handler, breaker));
+      start(next, request, new BreakerAccount(handler, breaker));
     };
 }

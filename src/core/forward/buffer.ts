@@ -5,7 +5,7 @@
  * stopped). A body the handler does not ask for streams through untouched.
  */
 import type { HeaderValue } from '../policy.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 class Buffering extends Wrapper {
   private chunks: Buffer[] | undefined = undefined;
@@ -54,6 +54,6 @@ class Buffering extends Wrapper {
 export function buffering(): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
-      next(request, new Buffering(handler));
+      start(next, request, new Buffering(handler));
     };
 }

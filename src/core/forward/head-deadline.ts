@@ -7,7 +7,7 @@
 import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined } from '../deadlines.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason } from '../upstream.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 class HeadDeadline extends Wrapper implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
@@ -46,6 +46,6 @@ export function headDeadline(ms: number, clock: Clock = REAL_CLOCK): Layer {
     (request, handler: ForwardHandler) => {
       const call = new HeadDeadline(handler);
       list.add(call);
-      next(request, call);
+      start(next, request, call);
     };
 }

@@ -33,6 +33,10 @@ export type Layer = (next: Send) => Send;
  * control the layer above holds, and by default passes everything through. Once the call ended for
  * this layer (`done`: it failed the call, the handler aborted it, or it ended), nothing more is
  * passed on, so a late callback from below never reaches the exchange.
+ *
+ * The handler above gets the wrapper as its control when the call starts (`start`), not when the
+ * transport reports its own start: a client that leaves while the connection is still opening
+ * can then abandon the call, and every layer hears of it (the breaker, the deadline lists).
  */
 export class Wrapper implements ForwardHandler, UpstreamControl {
   control: UpstreamControl | undefined = undefined;
@@ -40,10 +44,10 @@ export class Wrapper implements ForwardHandler, UpstreamControl {
 
   constructor(readonly handler: ForwardHandler) {}
 
+  /** The layer below started: its control is where pause, resume and abort go. */
   onStart(control: UpstreamControl): void {
     this.control = control;
     if (this.done) control.abort();
-    else this.handler.onStart(this);
   }
 
   onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
@@ -93,6 +97,12 @@ export class Wrapper implements ForwardHandler, UpstreamControl {
     this.control?.abort('failed');
     this.handler.onFailure(failure);
   }
+}
+
+/** Starts one call through `wrapper`: the handler holds the wrapper as its control, then the layer below gets the call. */
+export function start(next: Send, request: UpstreamRequest, wrapper: Wrapper): void {
+  wrapper.handler.onStart(wrapper);
+  next(request, wrapper);
 }
 
 /** `send` with `layers` around it, the first listed outermost (nearest the exchange). */

@@ -60,18 +60,17 @@ class RetryState extends Wrapper {
     this.attempts++;
     const attempt = new Attempt(this);
     this.current = attempt;
+    this.control = undefined;
     this.next(this.request, attempt);
   }
 
-  /** The first attempt's start tells the layer above; a retry's only replaces the control. */
+  /** An attempt started: its control is where pause, resume and abort go now. */
   started(attempt: Attempt, control: UpstreamControl): void {
     if (attempt !== this.current || this.done) {
       control.abort();
       return;
     }
-    const first = this.control === undefined;
     this.control = control;
-    if (first) this.handler.onStart(this);
   }
 
   failed(attempt: Attempt, failure: UpstreamFailure): void {
@@ -93,6 +92,8 @@ export function retryReads(): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
       if (request.method !== 'GET') return next(request, handler);
-      new RetryState(handler, next, request).send();
+      const state = new RetryState(handler, next, request);
+      handler.onStart(state);
+      state.send();
     };
 }

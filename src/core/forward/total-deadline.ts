@@ -7,7 +7,7 @@
  */
 import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined } from '../deadlines.js';
 import { UpstreamFailure, type AbortReason } from '../upstream.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 class TotalDeadline extends Wrapper implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
@@ -51,6 +51,6 @@ export function totalDeadline(ms: number, clock: Clock = REAL_CLOCK): Layer {
     (request, handler: ForwardHandler) => {
       const call = new TotalDeadline(handler);
       list.add(call);
-      next(request, call);
+      start(next, request, call);
     };
 }
