@@ -15,7 +15,7 @@ import { SecretSet } from './core/redact.js';
 export interface Gateway {
   readonly config: PolicyConfig;
   readonly chain: Chain;
-  /** Which header fields cross the gateway, compiled once (issue 12). */
+  /** Which header fields cross the gateway, compiled once. */
   readonly headerRules: HeaderRules;
   /** The secrets the gateway holds in plaintext, masked in whatever upstream text it logs. */
   readonly secrets: SecretSet;

@@ -42,12 +42,17 @@ export const REAL_CLOCK: Clock = {
 export interface Deadlined {
   deadlinePrev: Deadlined | undefined;
   deadlineNext: Deadlined | undefined;
-  /** When it falls due (performance.now() milliseconds). */
+  /** When it falls due (the list's clock, milliseconds). */
   deadlineAt: number;
-  deadlineList: DeadlineList<Deadlined> | undefined;
+  deadlineList: DeadlineOwner | undefined;
 }
 
-export class DeadlineList<T extends Deadlined> {
+/** The list an item is on, as the item sees it: only to take itself off. */
+export interface DeadlineOwner {
+  remove(item: Deadlined): void;
+}
+
+export class DeadlineList<T extends Deadlined> implements DeadlineOwner {
   private head: Deadlined | undefined = undefined;
   private tail: Deadlined | undefined = undefined;
   private timer: unknown = undefined;
@@ -66,7 +71,7 @@ export class DeadlineList<T extends Deadlined> {
   add(item: T, at: number = this.clock.now() + this.ms): void {
     item.deadlineList?.remove(item);
     item.deadlineAt = at;
-    item.deadlineList = this as unknown as DeadlineList<Deadlined>;
+    item.deadlineList = this;
     // From the tail back: nearly always the new item is the latest and goes last at once.
     let after = this.tail;
     while (after !== undefined && after.deadlineAt > at) after = after.deadlinePrev;
@@ -81,7 +86,7 @@ export class DeadlineList<T extends Deadlined> {
 
   /** Takes `item` off the list (nothing when it is not on it). The timer is left to find nothing due. */
   remove(item: Deadlined): void {
-    if (item.deadlineList !== (this as unknown as DeadlineList<Deadlined>)) return;
+    if (item.deadlineList !== this) return;
     const { deadlinePrev: prev, deadlineNext: next } = item;
     if (prev === undefined) this.head = next;
     else prev.deadlineNext = next;

@@ -4,7 +4,7 @@
  * connection is closed when the body was streaming). While the gateway itself holds the upstream
  * back (the client reads slowly: `pause`), the wait is not counted against the upstream.
  */
-import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined } from '../deadlines.js';
+import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined, type DeadlineOwner } from '../deadlines.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason } from '../upstream.js';
 import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
@@ -13,7 +13,7 @@ class BodyIdle extends Wrapper implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
   deadlineNext: Deadlined | undefined = undefined;
   deadlineAt = 0;
-  deadlineList: DeadlineList<Deadlined> | undefined = undefined;
+  deadlineList: DeadlineOwner | undefined = undefined;
   /** When the body last moved, and whether the gateway holds it back. */
   last = 0;
   held = false;

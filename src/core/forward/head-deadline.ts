@@ -4,7 +4,7 @@
  * One deadline list for every call (src/core/deadlines.ts): nothing per call but the wrapper. A
  * retried read stays under the same deadline: this layer sits above the retry layer.
  */
-import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined } from '../deadlines.js';
+import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined, type DeadlineOwner } from '../deadlines.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason } from '../upstream.js';
 import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
@@ -13,7 +13,7 @@ class HeadDeadline extends Wrapper implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
   deadlineNext: Deadlined | undefined = undefined;
   deadlineAt = 0;
-  deadlineList: DeadlineList<Deadlined> | undefined = undefined;
+  deadlineList: DeadlineOwner | undefined = undefined;
 
   override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
     this.deadlineList?.remove(this);

@@ -5,7 +5,7 @@
  * call fails with `total_timeout`: 504 when nothing was sent to the client yet, the client
  * connection closed when the body was streaming.
  */
-import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined } from '../deadlines.js';
+import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined, type DeadlineOwner } from '../deadlines.js';
 import { UpstreamFailure, type AbortReason } from '../upstream.js';
 import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
@@ -13,7 +13,7 @@ class TotalDeadline extends Wrapper implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
   deadlineNext: Deadlined | undefined = undefined;
   deadlineAt = 0;
-  deadlineList: DeadlineList<Deadlined> | undefined = undefined;
+  deadlineList: DeadlineOwner | undefined = undefined;
 
   override onBody(body: Buffer, truncated: boolean): void {
     this.deadlineList?.remove(this);
