@@ -15,7 +15,7 @@ import { SecretSet } from './core/redact.js';
 export interface Gateway {
   readonly config: PolicyConfig;
   readonly chain: Chain;
-  /** Which header fields cross the gateway, compiled once (issue 12). */
+  /** Which header fields cross the gateway, compiled once. */
   readonly headerRules: HeaderRules;
   /** The secrets the gateway holds in plaintext, masked in whatever upstream text it logs. */
   readonly secrets: SecretSet;
@@ -60,7 +60,7 @@ export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: Re
 /** What the exchange needs of the upstream section, fixed for the life of a server. */
 export function forwardSettings(gw: Gateway): ForwardSettings {
   const { timeouts, maxBufferedBytes, retryIdempotent } = gw.upstream;
-  return { basePath: gw.upstreamBasePath, headersMs: timeouts.headersMs, bodyMs: timeouts.bodyMs, maxBufferedBytes, retryIdempotent };
+  return { basePath: gw.upstreamBasePath, headersMs: timeouts.headersMs, bodyMs: timeouts.bodyMs, totalMs: timeouts.totalMs, maxBufferedBytes, retryIdempotent };
 }
 
 /**

@@ -48,7 +48,13 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefin
 export function createBackendServer(options: BackendServerOptions = {}): Server {
   const backend = options.backend ?? new ReferenceBackend();
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
-  return createServer(async (req, res) => {
+  // An exception after the body was read would be an unhandled rejection: it ends this response
+  // instead of the process.
+  return createServer((req, res) => {
+    serve(req, res).catch(() => res.destroy());
+  });
+
+  async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { path, query } = splitTarget(req.url ?? '/');
     const route = matchRoute(req.method ?? 'GET', path);
     if (route.kind === 'not_found') return sendError(res, new GatewayError('not_found'));
@@ -72,5 +78,5 @@ export function createBackendServer(options: BackendServerOptions = {}): Server 
     }
     const out = backend.handle({ operation: route.operation.id, petId: route.petId, query, body });
     send(res, out.status, out.body);
-  });
+  }
 }

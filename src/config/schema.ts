@@ -29,6 +29,13 @@ export const UPSTREAM_SCHEMA = {
         connectMs: { type: 'integer', minimum: 1, maximum: 600000, default: 2000, description: 'To open a connection.' },
         headersMs: { type: 'integer', minimum: 1, maximum: 600000, default: 10000, description: 'From sending the request to receiving the response headers.' },
         bodyMs: { type: 'integer', minimum: 1, maximum: 600000, default: 10000, description: 'Longest pause between two chunks of the response body.' },
+        totalMs: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 3600000,
+          default: 60000,
+          description: 'From sending the request to the last byte of the response, however steadily the upstream sends: past it, 504 when nothing was sent to the client yet, else the client connection is closed.',
+        },
       },
     },
     connections: { type: 'integer', minimum: 1, maximum: 65536, default: 128, description: 'Most keep-alive connections to the upstream.' },
@@ -42,7 +49,7 @@ export const UPSTREAM_SCHEMA = {
       default: null,
       additionalProperties: false,
       required: ['failures', 'coolDownMs'],
-      description: 'After `failures` consecutive failures (connection errors, timeouts, 5xx), answer 503 with Retry-After for `coolDownMs` instead of calling the upstream; null (default) for none.',
+      description: 'After `failures` consecutive failures (connection errors, timeouts, 502-504 answers; never 4xx or 500, which one consumer can provoke), answer 503 with Retry-After for `coolDownMs` instead of calling the upstream; null (default) for none.',
       properties: {
         failures: { type: 'integer', minimum: 1, maximum: 1000 },
         coolDownMs: { type: 'integer', minimum: 100, maximum: 3600000 },

@@ -12,7 +12,7 @@ import type { RouteConfig } from '../policies/route/index.js';
 
 export interface UpstreamConfig {
   readonly url: string;
-  readonly timeouts: { readonly connectMs: number; readonly headersMs: number; readonly bodyMs: number };
+  readonly timeouts: { readonly connectMs: number; readonly headersMs: number; readonly bodyMs: number; readonly totalMs: number };
   readonly connections: number;
   readonly retryIdempotent: boolean;
   readonly circuitBreaker: { readonly failures: number; readonly coolDownMs: number } | null;

@@ -1,8 +1,9 @@
 /**
- * A circuit breaker for one upstream: after `failures` consecutive failed exchanges (transport
- * errors, timeouts, 5xx answers) it opens, and for `coolDownMs` the gateway answers 503 at once
- * instead of queueing clients behind a dead backend. Then one request is let through (half-open):
- * its success closes the circuit, its failure opens it again. Framework-free; the exchange uses it, whatever the engine.
+ * A circuit breaker for one upstream: after `failures` consecutive failed calls (connection errors,
+ * timeouts, 502-504 answers: the rule is in src/core/forward/breaker.ts) it opens, and for
+ * `coolDownMs` the gateway answers 503 at once instead of queueing clients behind a dead backend.
+ * Then one request is let through (half-open): its success closes the circuit, its failure opens
+ * it again. Framework-free; the exchange admits, the breaker layer accounts, whatever the engine.
  */
 import { GatewayError } from './errors.js';
 

@@ -1,31 +1,32 @@
 /**
- * The exchange: the life of one request, in one place, whatever front received it and whatever
- * transport reaches the upstream (Envoy's router and upstream request are the model):
+ * The exchange: the life of one client request, in one place, whatever front received it and
+ * whatever transport reaches the upstream (Envoy's router is the model):
  *
- *   client request -> request policies -> [body -> body policies] -> Upstream port
+ *   client request -> request policies -> [body -> body policies] -> forwarding layers -> Upstream port
  *                  -> response policies -> client  -> observers (access log, metrics)
  *
  * Fronts (src/fronts) only turn their framework's request into a `RequestHead` and read the body
  * when asked; transports (src/upstreams) only move bytes and name failures with a `FailureKind`.
- * Everything else lives here, once: the request id, deadlines (response headers, body idle: one
- * list per pipeline, src/core/deadlines.ts), the
- * retry rule, circuit-breaker accounting, bounded buffering of bodies a policy must read, error
- * mapping to the catalogue, the error barrier, and the record observers read when it ends.
+ * What happens to one call on its way (deadlines, the retry rule, breaker accounting, bounded
+ * buffering) is a stack of small layers around the port (src/core/forward). What is left here: the
+ * request id, the policy phases, the breaker's admission, error mapping to the catalogue, writing
+ * the answer, the error barrier, and the record observers read when it ends.
  *
  * Error barrier: an exception from a policy, a transport or a hook becomes a 500 `internal_error`
- * for that request, logged once with its stack; the process keeps serving (issue 11, item 2).
+ * for that request, logged once with its stack; the process keeps serving.
  */
 import type { CircuitBreaker } from './breaker.js';
 import { isValidUpstreamStatus } from './contract.js';
 import type { Chain } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
-import { DeadlineList, type Deadlined } from './deadlines.js';
+import type { Clock } from './deadlines.js';
+import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, type OperationId } from './operations.js';
 import type { Exchange, HeaderValue, RequestHead, ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
-import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamHandler, UpstreamRequest } from './upstream.js';
+import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamRequest } from './upstream.js';
 
 /**
  * The client's response as the exchange writes it: node's ServerResponse has this shape (the
@@ -63,6 +64,8 @@ export interface ForwardSettings {
   readonly basePath: string;
   readonly headersMs: number;
   readonly bodyMs: number;
+  /** From sending the request to the answer's last byte. */
+  readonly totalMs: number;
   /** Most bytes of a 2xx body held for a policy that must read it (lists); past it, truncated. */
   readonly maxBufferedBytes: number;
   readonly retryIdempotent: boolean;
@@ -93,6 +96,8 @@ export interface PipelineOptions {
   readonly front: FrontHooks;
   readonly log?: OperatorLog | undefined;
   readonly observer?: ExchangeObserver | undefined;
+  /** The forwarding layers' clock (tests move it by hand); the real one by default. */
+  readonly clock?: Clock | undefined;
 }
 
 /**
@@ -116,8 +121,11 @@ function endWith(res: ClientResponse, chunk: Buffer): void {
  * backend 13-22% of its CPU per request (co-scheduled A/B as bench/ab.mjs does: getPet 1.26x and
  * createPet 1.15x req/s with this loop).
  */
-function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly<Record<string, HeaderValue | number>>): Record<string, HeaderValue | number> {
-  for (const name in from) out[name] = from[name]!;
+function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly<Record<string, HeaderValue | number | undefined>>): Record<string, HeaderValue | number> {
+  for (const name in from) {
+    const value = from[name];
+    if (value !== undefined) out[name] = value;
+  }
   return out;
 }
 
@@ -131,7 +139,7 @@ const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
 };
 
 function errorFor(kind: FailureKind, cause: unknown): GatewayError {
-  const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : 'upstream_unavailable';
+  const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' || kind === 'total_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : 'upstream_unavailable';
   return new GatewayError(code, { cause });
 }
 
@@ -143,6 +151,44 @@ export function describeCause(cause: unknown): string | undefined {
   return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}${inner}`;
 }
 
+
+/** The route label: the operation's template, or one value for every other path (bounded). */
+function routeOf(ex: Exchange): RouteLabel {
+  const op = ex.operation;
+  if (op !== undefined) return ROUTE_LABEL[op.id];
+  return ex.route.kind === 'method_not_allowed' ? (ex.route.allow === 'GET' ? '/v1/pets/{petId}' : '/v1/pets') : 'unknown';
+}
+
+/**
+ * How the exchange treats an upstream's answers, chosen with the layers when the pipeline is built:
+ * an upstream's are policed (the header allowlist, the response phase when a policy asks); the
+ * reference backend's conform by construction and are written as they are.
+ */
+interface Answers {
+  /** How many bytes of the body to hold for the response phase (0: it streams). */
+  hold(request: ActiveRequest, status: number, headers: Readonly<Record<string, HeaderValue>>): number;
+  /** The head the client gets for a streamed answer. */
+  headers(request: ActiveRequest, headers: Readonly<Record<string, HeaderValue>>): Record<string, HeaderValue | number>;
+}
+
+const POLICED: Answers = {
+  hold(request, status, headers) {
+    if (!request.chain.wantsResponseBody(request.ex, { status, headers: headers as Record<string, HeaderValue | number> })) return 0;
+    // A 2xx a policy reads (a list) is held up to maxBufferedBytes; an error page only as far as
+    // the error mapping reads it: the rest is not buffered.
+    const max = request.pipeline.settings.maxBufferedBytes;
+    return status < 300 ? max : Math.min(ERROR_BODY_CAP, max);
+  },
+  headers(request, headers) {
+    return clientResponseHeaders(request.rules, headers as Record<string, HeaderValue | number>, request.ex);
+  },
+};
+
+const TRUSTED: Answers = {
+  hold: () => 0,
+  headers: (request, headers) => assignHeaders(assignHeaders({}, headers), request.ex.responseHeaders),
+};
+
 /** The pipeline of one front: one per server, shared by its requests. */
 export class Pipeline {
   readonly gateways: GatewaySource;
@@ -151,10 +197,11 @@ export class Pipeline {
   readonly front: FrontHooks;
   readonly log: OperatorLog | undefined;
   readonly observer: ExchangeObserver | undefined;
-  /** Requests waiting for their upstream's response head, each for `headersMs`. */
-  readonly headerDeadlines: DeadlineList<ActiveRequest>;
-  /** Responses whose body streams, each allowed `bodyMs` without a byte. */
-  readonly bodyDeadlines: DeadlineList<ActiveRequest>;
+  /** The upstream's `send` with the forwarding layers it needs around it (src/core/forward). */
+  readonly send: Send;
+  readonly answers: Answers;
+  /** The breaker that admits calls; none for an upstream the layers do not guard. */
+  readonly breaker: CircuitBreaker | undefined;
 
   constructor(options: PipelineOptions) {
     this.gateways = options.gateways;
@@ -163,8 +210,10 @@ export class Pipeline {
     this.front = options.front;
     this.log = options.log;
     this.observer = options.observer;
-    this.headerDeadlines = new DeadlineList(options.settings.headersMs, headersDue);
-    this.bodyDeadlines = new DeadlineList(options.settings.bodyMs, bodyDue);
+    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock);
+    this.send = f.send;
+    this.breaker = f.breaker;
+    this.answers = f.policed ? POLICED : TRUSTED;
   }
 
   /**
@@ -203,74 +252,41 @@ function onResponseClose(this: ClientResponse & { [ACTIVE]?: ActiveRequest }): v
   this[ACTIVE]?.closed();
 }
 
-function headersDue(request: ActiveRequest): undefined {
-  request.headersDeadline();
-  return undefined;
-}
-
-function bodyDue(request: ActiveRequest, now: number): number | undefined {
-  return request.bodyDue(now);
-}
-
-enum Mode {
-  /** Before the upstream answered. */
-  Waiting,
-  /** The body streams to the client as it arrives. */
-  Streaming,
-  /** The body is held for the response phase. */
-  Buffering,
-}
-
 /**
- * One request in flight. It is the exchange the policies write (`ex`), the record the observers
- * read, and the handler of its upstream call.
+ * One client request (Envoy's router side): the exchange the policies write (`ex`), the answer
+ * written to the client, and the handler of its upstream call at the top of the forwarding layers.
+ * Each attempt and the retry state live in the layers (src/core/forward/retry.ts); what observers
+ * read is a value built once when the response closes (`record`).
  */
-export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined {
+export class ActiveRequest implements ForwardHandler {
   readonly ex: Exchange;
   readonly startedAt = Date.now();
   private readonly t0 = performance.now();
-  private endedAt = 0;
   /** The chain of the gateway in force when the request arrived: a reload does not change it. */
-  private readonly chain: Chain;
-  private readonly rules: HeaderRules;
+  readonly chain: Chain;
+  readonly rules: HeaderRules;
   readonly bodyLimit: number;
 
-  status = 0;
-  errorCode: string | undefined = undefined;
-  upstreamStatus: number | undefined = undefined;
-  upstreamFailure: FailureKind | undefined = undefined;
+  private status = 0;
+  private errorCode: string | undefined = undefined;
+  private upstreamStatus: number | undefined = undefined;
+  private upstreamFailure: FailureKind | undefined = undefined;
   private upstreamT0 = 0;
   private upstreamT1 = 0;
-  bytesIn = 0;
-  bytesOut = 0;
+  private bytesIn = 0;
+  private bytesOut = 0;
 
   private control: UpstreamControl | undefined = undefined;
-  private upstreamRequest: UpstreamRequest | undefined = undefined;
-  // The links of the deadline list the request is on (src/core/deadlines.ts); the list owns them.
-  deadlinePrev: Deadlined | undefined = undefined;
-  deadlineNext: Deadlined | undefined = undefined;
-  deadlineAt = 0;
-  deadlineList: DeadlineList<Deadlined> | undefined = undefined;
-  /** When the streamed body last moved, and whether the gateway holds it back (a slow client). */
-  private bodyLast = 0;
-  private bodyHeld = false;
-  private mode = Mode.Waiting;
   /** A streamed body's announced length (-1 when not announced), and whether it was ended with its last chunk. */
   private expected = -1;
   private ended = false;
   private headers: Readonly<Record<string, HeaderValue>> | undefined = undefined;
-  private chunks: Buffer[] | undefined = undefined;
-  private size = 0;
-  private cap = 0;
-  private truncated = false;
-  private attempt = 0;
   /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
   private settled = true;
-  private breakerTold = true;
   private closedSeen = false;
 
   constructor(
-    private readonly pipeline: Pipeline,
+    readonly pipeline: Pipeline,
     readonly head: RequestHead,
     readonly res: ClientResponse,
     /** The front's own request object (IncomingMessage, FastifyReply...). */
@@ -287,41 +303,34 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined
     res.on('close', onResponseClose);
   }
 
-  // ---- ExchangeRecord --------------------------------------------------------------------------
-
-  get durationMs(): number {
-    return (this.endedAt === 0 ? performance.now() : this.endedAt) - this.t0;
-  }
   get requestId(): string {
     return this.ex.requestId ?? '';
   }
-  get method(): string {
-    return this.head.method;
-  }
-  get route(): RouteLabel {
-    const op = this.ex.operation;
-    return op === undefined ? (this.ex.route.kind === 'method_not_allowed' ? (this.ex.route.allow === 'GET' ? '/v1/pets/{petId}' : '/v1/pets') : 'unknown') : ROUTE_LABEL[op.id];
-  }
-  get operation(): OperationId | undefined {
-    return this.ex.operation?.id;
-  }
-  get rejectedBy(): string | undefined {
-    return this.ex.deniedBy;
-  }
-  get upstreamMs(): number | undefined {
-    return this.upstreamT0 === 0 ? undefined : (this.upstreamT1 === 0 ? performance.now() : this.upstreamT1) - this.upstreamT0;
-  }
-  get clientAddress(): string | undefined {
-    return this.head.remoteAddress;
-  }
-  get consumer(): string | undefined {
-    return this.ex.keyId;
-  }
-  get limit(): string | undefined {
-    return this.ex.list === undefined ? undefined : String(this.ex.list.limit);
-  }
-  get statusFilter(): string | undefined {
-    return this.ex.list?.status;
+
+  /** What observers read: one value, built when the response closed. */
+  private record(endedAt: number): ExchangeRecord {
+    const ex = this.ex;
+    const list = ex.list;
+    return {
+      startedAt: this.startedAt,
+      durationMs: endedAt - this.t0,
+      requestId: this.requestId,
+      method: this.head.method,
+      route: routeOf(ex),
+      operation: ex.operation?.id,
+      status: this.status,
+      errorCode: this.errorCode,
+      rejectedBy: ex.deniedBy,
+      upstreamStatus: this.upstreamStatus,
+      upstreamMs: this.upstreamT0 === 0 ? undefined : this.upstreamT1 - this.upstreamT0,
+      upstreamFailure: this.upstreamFailure,
+      bytesIn: this.bytesIn,
+      bytesOut: this.bytesOut,
+      clientAddress: this.head.remoteAddress,
+      consumer: ex.keyId,
+      limit: list === undefined ? undefined : String(list.limit),
+      statusFilter: list?.status,
+    };
   }
 
   // ---- Request phase ---------------------------------------------------------------------------
@@ -351,7 +360,7 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined
 
   /**
    * The request id (the client's when valid, else a new one) on every response and to the
-   * upstream, and W3C trace context to the upstream, so upstream logs correlate (issue 13).
+   * upstream, and W3C trace context to the upstream, so upstream logs correlate.
    */
   private identify(): void {
     const ex = this.ex;
@@ -407,18 +416,16 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined
       } else if (op.hasBody) {
         return this.sendError(new GatewayError('invalid_request', { message: 'The request body is missing.' }));
       }
-      const { upstream, gateways, settings } = this.pipeline;
-      if (!upstream.conforms) {
-        const closed = gateways.breaker?.admit();
-        if (closed !== undefined) return this.sendError(closed);
-      }
+      const pipeline = this.pipeline;
+      const closed = pipeline.breaker?.admit();
+      if (closed !== undefined) return this.sendError(closed);
       const h = this.head.headers;
       const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: false, host: h.host as string | undefined }) as Record<string, string | string[]>;
       if (body !== undefined) headers['content-length'] = String(body.length);
       else delete headers['content-length'];
       const query = ex.upstreamQuery;
-      const pathname = settings.basePath + operationPath(op, ex.petId);
-      this.upstreamRequest = {
+      const pathname = pipeline.settings.basePath + operationPath(op, ex.petId);
+      const request: UpstreamRequest = {
         method: op.method,
         operation: op.id,
         petId: ex.petId,
@@ -430,184 +437,121 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined
         native: this.native,
       };
       this.settled = false;
-      this.breakerTold = upstream.conforms;
       this.upstreamT0 = performance.now();
-      // In process, the reference backend answers before `send` returns: no deadline to keep.
-      if (!upstream.conforms) this.pipeline.headerDeadlines.add(this, this.upstreamT0 + settings.headersMs);
-      upstream.send(this.upstreamRequest, this);
+      pipeline.send(request, this);
     } catch (err) {
       this.crash(err, 'forward');
     }
   }
 
-  // ---- Upstream call (UpstreamHandler) ---------------------------------------------------------
+  // ---- Upstream call (ForwardHandler) ----------------------------------------------------------
 
   onStart(control: UpstreamControl): void {
     this.control = control;
     if (this.settled) control.abort();
   }
 
-  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): void {
-    if (this.settled) return this.control?.abort();
+  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+    if (this.settled) {
+      this.control?.abort();
+      return 0;
+    }
     if (errorCode !== undefined) this.errorCode = errorCode;
-    this.pipeline.headerDeadlines.remove(this);
     this.upstreamStatus = status;
     try {
       if (!isValidUpstreamStatus(status) || tooManyHeaders(headers)) {
-        // 999, 600, a 101 nobody asked for, or a header flood: not an answer to relay (issue 12, item 6).
-        this.control?.abort();
-        return this.upstreamFailed(new GatewayError('bad_gateway', { cause: new Error(`upstream answered status ${status}`) }));
+        // 999, 600, a 101 nobody asked for, or a header flood: not an answer to relay.
+        this.refuseAnswer(new Error(`upstream answered status ${status}`));
+        return 0;
       }
-      this.headers = headers;
-      const { upstream, settings } = this.pipeline;
-      if (!upstream.conforms) {
-        this.bodyLast = performance.now();
-        this.pipeline.bodyDeadlines.add(this, this.bodyLast + settings.bodyMs);
-      }
-      const head = { status, headers: headers as Record<string, HeaderValue | number> };
-      let buffer = false;
+      const answers = this.pipeline.answers;
+      let hold: number;
       try {
-        buffer = !upstream.conforms && this.chain.wantsResponseBody(this.ex, head);
+        hold = answers.hold(this, status, headers);
       } catch (err) {
         // A policy's fault, not the upstream's: 500 internal_error with its stack (the barrier).
-        return this.crash(err, 'response phase');
+        this.crash(err, 'response phase');
+        return 0;
       }
-      if (buffer) {
-        this.mode = Mode.Buffering;
-        this.chunks = [];
-        // A 2xx a policy reads (a list) is held up to maxBufferedBytes; an error page only as far
-        // as the error mapping reads it: the rest is not buffered (issue 12, item 7).
-        this.cap = status < 300 ? settings.maxBufferedBytes : Math.min(ERROR_BODY_CAP, settings.maxBufferedBytes);
-        return;
+      if (hold > 0) {
+        this.headers = headers;
+        return hold;
       }
-      this.mode = Mode.Streaming;
       this.status = status;
       const length = headers['content-length'];
       this.expected = typeof length === 'string' ? Number(length) : -1;
-      this.res.writeHead(status, upstream.conforms ? this.ownHeaders(headers) : clientResponseHeaders(this.rules, headers as Record<string, HeaderValue | number>, this.ex));
+      this.res.writeHead(status, answers.headers(this, headers));
     } catch (err) {
       // A header value node will not write (the upstream's fault): 502, nothing forwarded.
-      this.control?.abort();
       this.status = 0;
-      this.upstreamFailed(new GatewayError('bad_gateway', { cause: err }));
+      this.refuseAnswer(err);
     }
+    return 0;
   }
 
   onData(chunk: Buffer): void {
     if (this.settled) return;
-    if (this.deadlineList !== undefined) this.bodyLast = performance.now();
-    if (this.mode === Mode.Streaming) {
-      this.bytesOut += chunk.length;
-      if (this.bytesOut === this.expected) {
-        // The last byte the upstream announced: headers, body and end in one write (a body in one
-        // chunk, the common case, costs one write instead of two).
-        this.ended = true;
-        endWith(this.res, chunk);
-        return;
-      }
-      if (!this.res.write(chunk)) {
-        // The client reads slowly: hold the upstream back, and do not count the wait against it.
-        this.control?.pause();
-        this.bodyHeld = true;
-        this.res.once('drain', () => this.drained());
-      }
+    this.bytesOut += chunk.length;
+    if (this.bytesOut === this.expected) {
+      // The last byte the upstream announced: headers, body and end in one write (a body in one
+      // chunk, the common case, costs one write instead of two).
+      this.ended = true;
+      endWith(this.res, chunk);
       return;
     }
-    const chunks = this.chunks!;
-    if (this.size + chunk.length > this.cap) {
-      // More than any policy reads: the chain decides on what it has (truncated), the rest is
-      // not read.
-      chunks.push(chunk.subarray(0, this.cap - this.size));
-      this.size = this.cap;
-      this.truncated = true;
-      this.control?.abort();
-      this.complete();
-      return;
+    if (!this.res.write(chunk)) {
+      // The client reads slowly: hold the upstream back (the body-idle layer stops counting).
+      this.control?.pause();
+      this.res.once('drain', () => this.control?.resume());
     }
-    chunks.push(chunk);
-    this.size += chunk.length;
   }
 
   onEnd(): void {
     if (this.settled) return;
-    this.complete();
+    this.settle();
+    if (!this.ended) this.res.end();
+  }
+
+  /** The body the response phase reads, held by the buffering layer (whole, or cut at the cap). */
+  onBody(body: Buffer, truncated: boolean): void {
+    if (this.settled) return;
+    this.settle();
+    const status = this.upstreamStatus ?? 0;
+    const upstreamHeaders = this.headers as Record<string, HeaderValue | number>;
+    let out: ResponseBody;
+    try {
+      out = this.chain.finishResponse(this.ex, { status, headers: upstreamHeaders, body, truncated });
+    } catch (err) {
+      return this.crash(err, 'response phase');
+    }
+    if (out.code !== undefined) this.errorCode = out.code;
+    // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
+    // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
+    const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
+    this.send(out.status, headers, out.body);
   }
 
   onFailure(failure: UpstreamFailure): void {
     if (this.settled) return;
-    const { upstream, settings } = this.pipeline;
-    // A read is retried once, and only when the connection failed before any byte of an answer
-    // (never on an answer such as a 503, never createPet, never on a timeout).
-    if (
-      this.mode === Mode.Waiting &&
-      this.upstreamStatus === undefined &&
-      settings.retryIdempotent &&
-      this.attempt === 0 &&
-      this.upstreamRequest!.method === 'GET' &&
-      (failure.kind === 'refused' || failure.kind === 'reset')
-    ) {
-      this.attempt++;
-      this.control = undefined;
-      try {
-        upstream.send(this.upstreamRequest!, this);
-      } catch (err) {
-        this.crash(err, 'transport');
-      }
-      return;
-    }
     this.upstreamFailure = failure.kind;
-    this.upstreamFailed(errorFor(failure.kind, failure.cause ?? failure));
+    this.fail(errorFor(failure.kind, failure.cause ?? failure));
   }
 
   // ---- Endings ---------------------------------------------------------------------------------
 
-  private drained(): void {
-    this.bodyHeld = false;
-    this.bodyLast = performance.now();
-    this.control?.resume();
-  }
-
-  /** No response headers within headersMs: 504, the call aborted, a late answer dropped. */
-  headersDeadline(): void {
-    if (this.settled) return;
-    this.upstreamFailure = 'headers_timeout';
-    this.control?.abort();
-    this.upstreamFailed(new GatewayError('upstream_timeout'));
-  }
-
-  /**
-   * The body deadline fell due: when the body moved since (or the gateway holds it back for a
-   * slow client), the next one; else the body paused longer than bodyMs while the client was
-   * reading: the upstream's fault.
-   */
-  bodyDue(now: number): number | undefined {
-    const ms = this.pipeline.settings.bodyMs;
-    const next = this.bodyHeld ? now + ms : this.bodyLast + ms;
-    if (next > now) return next;
-    this.bodyIdle();
-    return undefined;
-  }
-
-  private bodyIdle(): void {
-    if (this.settled) return;
-    this.upstreamFailure = 'body_timeout';
-    this.control?.abort();
-    this.upstreamFailed(new GatewayError('upstream_timeout'));
-  }
-
-  /** Ends the upstream call: the breaker learns its outcome once. */
-  private endCall(ok: boolean): void {
+  private settle(): void {
     this.settled = true;
     this.upstreamT1 = performance.now();
-    this.deadlineList?.remove(this);
-    if (!this.breakerTold) {
-      this.breakerTold = true;
-      this.pipeline.gateways.breaker?.record(ok);
-    }
   }
 
-  private upstreamFailed(err: GatewayError): void {
-    this.endCall(false);
+  /** The gateway will not relay this answer: the call stops, counted as the upstream's failure. */
+  private refuseAnswer(cause: unknown): void {
+    this.control?.abort('failed');
+    this.fail(new GatewayError('bad_gateway', { cause }));
+  }
+
+  private fail(err: GatewayError): void {
+    this.settle();
     if (this.res.headersSent) {
       // The status is out (a streamed body broke off or paused too long): close the connection.
       this.pipeline.log?.warn({ requestId: this.requestId, code: err.code, cause: describeCause(err.cause) }, 'upstream body failed; connection closed');
@@ -617,64 +561,27 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined
     this.sendError(err);
   }
 
-  private complete(): void {
-    const status = this.upstreamStatus!;
-    this.endCall(status < 500);
-    if (this.mode === Mode.Streaming) {
-      if (!this.ended) this.res.end();
-      return;
-    }
-    const chunks = this.chunks!;
-    const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
-    this.chunks = undefined;
-    let out: ResponseBody;
-    try {
-      out = this.chain.finishResponse(this.ex, { status, headers: this.headers as Record<string, HeaderValue | number>, body, truncated: this.truncated });
-    } catch (err) {
-      return this.crash(err, 'response phase');
-    }
-    if (out.code !== undefined) this.errorCode = out.code;
-    // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
-    // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
-    const headers = out.headers === this.headers ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : this.ownHeaders(out.headers as Readonly<Record<string, HeaderValue>>);
-    this.send(out.status, headers, out.body);
-  }
-
   /** The client went away, or the response is done: abandon what is pending, tell the observers. */
   closed(): void {
     if (this.closedSeen) return;
     this.closedSeen = true;
-    if (!this.settled && this.ended) {
-      // Every announced byte was relayed (the response ended with its last chunk) before the
-      // transport reported the end: a complete answer.
-      this.endCall(this.upstreamStatus! < 500);
-    } else if (!this.settled) {
-      // A client that hangs up tells nothing about the upstream: abandoned, not failed.
-      this.settled = true;
-      this.upstreamT1 = performance.now();
-      this.deadlineList?.remove(this);
-      this.control?.abort();
-      if (!this.breakerTold) {
-        this.breakerTold = true;
-        this.pipeline.gateways.breaker?.release();
-      }
+    if (!this.settled) {
+      this.settle();
+      // Every announced byte was relayed (the response ended with its last chunk): the layers
+      // learn the end from the transport. Otherwise a client that hangs up tells nothing about the
+      // upstream: the call is abandoned, not failed.
+      if (!this.ended) this.control?.abort();
     }
-    this.endedAt = performance.now();
     const observer = this.pipeline.observer;
     if (observer === undefined) return;
     try {
-      observer.onEnd(this);
+      observer.onEnd(this.record(performance.now()));
     } catch (err) {
       this.pipeline.crashed(err, 'observer');
     }
   }
 
   // ---- Writing to the client -------------------------------------------------------------------
-
-  /** Headers of an answer that conforms by construction (the reference backend): the exchange's own over it. */
-  private ownHeaders(headers: Readonly<Record<string, HeaderValue>>): Record<string, HeaderValue | number> {
-    return assignHeaders(assignHeaders({}, headers), this.ex.responseHeaders);
-  }
 
   private send(status: number, headers: Record<string, HeaderValue | number>, body: Buffer): void {
     const res = this.res;
@@ -712,8 +619,9 @@ export class ActiveRequest implements UpstreamHandler, ExchangeRecord, Deadlined
   private crash(err: unknown, where: string): void {
     this.pipeline.crashed(err, where);
     if (!this.settled) {
+      this.settle();
+      // The gateway's own fault: it tells nothing of the upstream, so the breaker does not count it.
       this.control?.abort();
-      this.endCall(false);
     }
     this.sendError(new GatewayError('internal_error'));
   }

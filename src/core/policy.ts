@@ -51,7 +51,7 @@ export interface Exchange {
   requestId?: string;
   /** The policy that denied the request, when one did (for the access log and metrics). */
   deniedBy?: string;
-  /** The authenticated consumer's lifecycle (issue 14): set by `auth` with `keyId`, one frozen object per key. */
+  /** The authenticated consumer's lifecycle: set by `auth` with `keyId`, one frozen object per key. */
   consumer?: Consumer | undefined;
   /** listPets: the page size and status filter the upstream was asked for, once validated. */
   list: { readonly limit: number; readonly status: string | undefined } | undefined;

@@ -1,7 +1,7 @@
 /**
  * What one finished request leaves behind for operations: the access log line and the metrics
  * are both written from this, once, after the response (Envoy's access log, Kong's log phase).
- * The exchange implements it; observers only read it.
+ * The exchange builds it once, when the response closed; observers only read it.
  */
 import type { OperationId } from './operations.js';
 import type { FailureKind } from './upstream.js';
@@ -29,7 +29,7 @@ export interface ExchangeRecord {
   readonly upstreamStatus: number | undefined;
   /** From sending upstream to the end of its answer (or failure), milliseconds. */
   readonly upstreamMs: number | undefined;
-  /** How the upstream call failed, when it did (a timeout of the exchange's own is `headers_timeout`/`body_timeout`). */
+  /** How the upstream call failed, when it did (a timeout of the gateway's own is `headers_timeout`, `body_timeout` or `total_timeout`). */
   readonly upstreamFailure: FailureKind | undefined;
   /** Request body bytes read, and response body bytes written. */
   readonly bytesIn: number;

@@ -1,9 +1,10 @@
 /**
  * The Upstream port: how the exchange reaches the backend, whichever library does it (an undici
  * Pool, http-proxy-3, @fastify/reply-from, or the in-process reference backend). Shaped after
- * Envoy's router and its pluggable connection pools: the exchange owns everything that is policy
- * (deadlines, the retry rule, the circuit breaker, buffering and error mapping); a transport only
- * moves bytes and names what went wrong with a neutral failure kind, never its library's codes.
+ * Envoy's router and its pluggable connection pools: the exchange and its forwarding layers
+ * (src/core/forward) own everything that is policy (deadlines, the retry rule, the circuit breaker,
+ * buffering and error mapping); a transport only moves bytes and names what went wrong with a
+ * neutral failure kind, never its library's codes.
  */
 import type { OperationId } from './operations.js';
 
@@ -12,13 +13,14 @@ import type { OperationId } from './operations.js';
  * - `refused`: no connection could be opened (nothing listens, unreachable host);
  * - `reset`: the connection broke (reset, closed, socket error);
  * - `connect_timeout`: the connection was not open in time;
+ * - `total_timeout`: the whole answer took longer than `upstream.timeouts.totalMs` (the layers' own);
  * - `headers_timeout` / `body_timeout`: the transport's own deadline fired (the exchange's timers
  *   are the exact ones; a transport reports these only as a backstop);
  * - `invalid_response`: the upstream answered something that is not HTTP, or too big to be one.
  */
-export type FailureKind = 'refused' | 'reset' | 'connect_timeout' | 'headers_timeout' | 'body_timeout' | 'invalid_response';
+export type FailureKind = 'refused' | 'reset' | 'connect_timeout' | 'headers_timeout' | 'body_timeout' | 'total_timeout' | 'invalid_response';
 
-export const FAILURE_KINDS: ReadonlyArray<FailureKind> = ['refused', 'reset', 'connect_timeout', 'headers_timeout', 'body_timeout', 'invalid_response'];
+export const FAILURE_KINDS: ReadonlyArray<FailureKind> = ['refused', 'reset', 'connect_timeout', 'headers_timeout', 'body_timeout', 'total_timeout', 'invalid_response'];
 
 /** A transport failure, with the library's error kept as `cause` for the operator log. */
 export class UpstreamFailure extends Error {
@@ -55,9 +57,16 @@ export interface UpstreamControl {
   /** Stop delivering body chunks until `resume` (the client is not reading). */
   pause(): void;
   resume(): void;
-  /** Stop the call: nothing more is delivered to the handler. */
-  abort(): void;
+  /**
+   * Stop the call: nothing more is delivered to the handler. `reason` is for the layers between the
+   * exchange and the transport (src/core/forward): `abandoned` (the default: the client left, which
+   * tells nothing of the upstream) or `failed` (the gateway refused the answer, or failed itself).
+   * A transport ignores it.
+   */
+  abort(reason?: AbortReason): void;
 }
+
+export type AbortReason = 'abandoned' | 'failed';
 
 /**
  * The exchange's side of one call. A transport calls `onStart` once, then `onHead` once, then
@@ -78,8 +87,7 @@ export interface Upstream {
   readonly name: string;
   /**
    * True when the answers conform to the interface by construction (the reference backend): the
-   * response phase, which polices what an upstream sends, is not run on them, and no circuit
-   * breaker guards it.
+   * forwarding layers (src/core/forward) do not wrap it, and its answers are not policed.
    */
   readonly conforms: boolean;
   /** Starts one call; every outcome reaches `handler`. */

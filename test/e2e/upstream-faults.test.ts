@@ -755,10 +755,10 @@ function breakerTests(t: TapTest, engine: Engine): void {
     t.equal(stub.requests.length, 0);
   });
 
-  t.test('circuit breaker: 5xx answers and timeouts count as failures; a success resets the count', async (t) => {
-    t.test('three 500 answers', async (t) => {
-      const { stub, gw } = await breakerRig(t, engine, {}, (_req, res) => sendJson(res, 500, { message: 'boom' }));
-      for (let i = 0; i < 3; i++) assertError(t, await call(gw, 'getPet'), 500, 'internal_error', { message: 'any' });
+  t.test('circuit breaker: 502-504 answers and timeouts count as failures; a success resets the count', async (t) => {
+    t.test('three 503 answers', async (t) => {
+      const { stub, gw } = await breakerRig(t, engine, {}, (_req, res) => sendJson(res, 503, { message: 'overloaded' }));
+      for (let i = 0; i < 3; i++) t.equal((await call(gw, 'getPet')).status, 503, `answer ${i + 1} is the upstream's`);
       assertError(t, await call(gw, 'getPet'), 503, 'service_unavailable', { message: 'any', headers: { 'retry-after': '1' } });
       t.equal(stub.requests.length, 3, 'the fourth did not reach the upstream');
     });
@@ -794,6 +794,27 @@ function breakerTests(t: TapTest, engine: Engine): void {
       const res = await call(gw, 'listPets');
       t.equal(res.status, 503, `the fourth gets 503 (got ${res.status})`);
       t.equal(stub.requests.length, 3, 'the fourth did not reach the upstream');
+    });
+  });
+
+  t.test('circuit breaker: one consumer cannot open it; resets do', async (t) => {
+    const FIVE = { circuitBreaker: { failures: 5, coolDownMs: 5000 } };
+    t.test('five createPets answered 500 do not open it', async (t) => {
+      const { stub, gw } = await breakerRig(t, engine, FIVE, (_req, res) => sendJson(res, 500, { message: 'this pet breaks the backend' }));
+      for (let i = 0; i < 5; i++) assertError(t, await call(gw, 'createPet'), 500, 'internal_error', { message: 'any' });
+      t.equal((await call(gw, 'createPet')).status, 500, 'the sixth is the upstream’s answer, not the breaker’s 503');
+      t.equal(stub.requests.length, 6, 'every request reached the upstream');
+    });
+    t.test('five 4xx answers do not open it', async (t) => {
+      const { stub, gw } = await breakerRig(t, engine, FIVE, (_req, res) => sendJson(res, 404, { code: 404, message: 'no such pet' }));
+      for (let i = 0; i < 6; i++) t.equal((await call(gw, 'getPet')).status, 404, `answer ${i + 1} is the upstream’s 404`);
+      t.equal(stub.requests.length, 6, 'every request reached the upstream');
+    });
+    t.test('five resets open it', async (t) => {
+      const { stub, gw } = await breakerRig(t, engine, FIVE, (_req, _res, raw) => raw.socket.destroy());
+      for (let i = 0; i < 5; i++) assertError(t, await call(gw, 'createPet'), 502, 'upstream_unavailable', { message: 'any' });
+      assertError(t, await call(gw, 'createPet'), 503, 'service_unavailable', { message: 'any', headers: { 'retry-after': '5' } });
+      t.equal(stub.requests.length, 5, 'the sixth did not reach the upstream');
     });
   });
 

@@ -24,7 +24,7 @@ const DEFAULTS = {
   version: 1,
   upstream: {
     url: 'builtin',
-    timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000 },
+    timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000, totalMs: 60000 },
     connections: 128,
     retryIdempotent: false,
     circuitBreaker: null,
@@ -183,7 +183,7 @@ t.test('accepted: JSON form', async (t) => {
   t.strictSame(
     accept(t, text),
     withDefaults({
-      upstream: { url: 'https://pets.example/v1', timeouts: { connectMs: 1, headersMs: 10000, bodyMs: 10000 }, connections: 65536 },
+      upstream: { url: 'https://pets.example/v1', timeouts: { connectMs: 1, headersMs: 10000, bodyMs: 10000, totalMs: 60000 }, connections: 65536 },
       server: { host: '0.0.0.0', port: 0 },
       auth: { keys: [{ id: 'ops', hash: H1 }], keysFromEnv: null, realm: 'pets' },
       newPet: { maxBytes: 64, unknownFields: 'strip' },
@@ -194,7 +194,9 @@ t.test('accepted: JSON form', async (t) => {
 t.test('accepted: boundary values', async (t) => {
   const cases: [string, ReturnType<typeof withDefaults>][] = [
     ['server: { port: 65535 }', withDefaults({ server: { port: 65535 } })],
-    ['upstream: { timeouts: { connectMs: 600000, headersMs: 1, bodyMs: 600000 }, connections: 1 }', withDefaults({ upstream: { timeouts: { connectMs: 600000, headersMs: 1, bodyMs: 600000 }, connections: 1 } })],
+    ['upstream: { timeouts: { connectMs: 600000, headersMs: 1, bodyMs: 600000 }, connections: 1 }', withDefaults({ upstream: { timeouts: { connectMs: 600000, headersMs: 1, bodyMs: 600000, totalMs: 60000 }, connections: 1 } })],
+    ['upstream: { timeouts: { totalMs: 1 } }', withDefaults({ upstream: { timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000, totalMs: 1 } } })],
+    ['upstream: { timeouts: { totalMs: 3600000 } }', withDefaults({ upstream: { timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000, totalMs: 3600000 } } })],
     ['policies: { new-pet: { maxBytes: 1048576, unknownFields: allow } }', withDefaults({ newPet: { maxBytes: 1048576, unknownFields: 'allow' } })],
     ['upstream: { url: "http://[::1]:8081/v1" }', withDefaults({ upstream: { url: 'http://[::1]:8081/v1' } })],
     [`policies: { auth: { keys: [ { id: "${'x'.repeat(64)}", hash: "${H1}" } ] } }`, withDefaults({ auth: { keys: [{ id: 'x'.repeat(64), hash: H1 }] } })],
@@ -310,11 +312,12 @@ const REJECTED: [name: string, text: string, problems: Problem[], env?: Env][] =
   // out of range
   [
     'out of range: lower bounds',
-    'upstream: { timeouts: { connectMs: 0, headersMs: 0, bodyMs: -1 }, connections: 0 }\nserver: { port: -1 }\npolicies: { new-pet: { maxBytes: 63 } }',
+    'upstream: { timeouts: { connectMs: 0, headersMs: 0, bodyMs: -1, totalMs: 0 }, connections: 0 }\nserver: { port: -1 }\npolicies: { new-pet: { maxBytes: 63 } }',
     [
       { path: '$.upstream.timeouts.connectMs', message: 'must be >= 1' },
       { path: '$.upstream.timeouts.headersMs', message: 'must be >= 1' },
       { path: '$.upstream.timeouts.bodyMs', message: 'must be >= 1' },
+      { path: '$.upstream.timeouts.totalMs', message: 'must be >= 1' },
       { path: '$.upstream.connections', message: 'must be >= 1' },
       { path: '$.server.port', message: 'must be >= 0' },
       { path: '$.policies["new-pet"].maxBytes', message: 'must be >= 64' },
@@ -322,11 +325,12 @@ const REJECTED: [name: string, text: string, problems: Problem[], env?: Env][] =
   ],
   [
     'out of range: upper bounds',
-    'upstream: { timeouts: { connectMs: 600001, headersMs: 600001, bodyMs: 600001 }, connections: 65537 }\nserver: { port: 65536 }\npolicies: { new-pet: { maxBytes: 1048577 } }',
+    'upstream: { timeouts: { connectMs: 600001, headersMs: 600001, bodyMs: 600001, totalMs: 3600001 }, connections: 65537 }\nserver: { port: 65536 }\npolicies: { new-pet: { maxBytes: 1048577 } }',
     [
       { path: '$.upstream.timeouts.connectMs', message: 'must be <= 600000' },
       { path: '$.upstream.timeouts.headersMs', message: 'must be <= 600000' },
       { path: '$.upstream.timeouts.bodyMs', message: 'must be <= 600000' },
+      { path: '$.upstream.timeouts.totalMs', message: 'must be <= 3600000' },
       { path: '$.upstream.connections', message: 'must be <= 65536' },
       { path: '$.server.port', message: 'must be <= 65535' },
       { path: '$.policies["new-pet"].maxBytes', message: 'must be <= 1048576' },

@@ -7,7 +7,7 @@
  * hundreds of milliseconds late, so a tight upper bound would fail for reasons not the list's.
  */
 import t from 'tap';
-import { DeadlineList, type Deadlined } from '../../src/core/deadlines.js';
+import { DeadlineList, type Deadlined, type DeadlineOwner } from '../../src/core/deadlines.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 /** How late a timer may run on a loaded machine before the test calls it a failure. */
@@ -17,7 +17,7 @@ class Item implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
   deadlineNext: Deadlined | undefined = undefined;
   deadlineAt = 0;
-  deadlineList: DeadlineList<Deadlined> | undefined = undefined;
+  deadlineList: DeadlineOwner | undefined = undefined;
   /** When it expired, ms after `t0`. */
   expiredAt: number | undefined = undefined;
   last = performance.now();

@@ -1,0 +1,51 @@
+/**
+ * Which layers an upstream gets, in which order (outermost, nearest the exchange, first):
+ *
+ *   exchange -> breaker accounting -> buffering -> total deadline -> body idle -> head deadline
+ *            -> retry -> transport
+ *
+ * The breaker sits above everything that can fail a call, so it learns each request's outcome
+ * once, whatever layer failed it; the head deadline sits above the retry, so a retried read stays
+ * under the one deadline its request started with. An upstream whose answers conform by
+ * construction (the in-process reference backend) gets no layer at all: it answers before `send`
+ * returns, and is neither policed nor guarded.
+ */
+import type { CircuitBreaker } from '../breaker.js';
+import type { Clock } from '../deadlines.js';
+import type { Upstream } from '../upstream.js';
+import { bodyIdle } from './body-idle.js';
+import { breakerAccounting } from './breaker.js';
+import { buffering } from './buffer.js';
+import { headDeadline } from './head-deadline.js';
+import { totalDeadline } from './total-deadline.js';
+import { compose, type Layer, type Send } from './layer.js';
+import { retryReads } from './retry.js';
+
+export type { ForwardHandler, Layer, Send } from './layer.js';
+export { Wrapper, compose } from './layer.js';
+
+export interface LayerSettings {
+  readonly headersMs: number;
+  readonly bodyMs: number;
+  readonly totalMs: number;
+  readonly retryIdempotent: boolean;
+}
+
+/** How the exchange reaches one upstream: the composed `send`, and whether its answers are policed. */
+export interface Forwarding {
+  readonly send: Send;
+  /** False for an upstream whose answers conform by construction: no response phase, its headers as they are. */
+  readonly policed: boolean;
+  /** The breaker that admits calls, when the layers account for it. */
+  readonly breaker: CircuitBreaker | undefined;
+}
+
+export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock): Forwarding {
+  const send: Send = (request, handler) => upstream.send(request, handler);
+  if (upstream.conforms) return { send, policed: false, breaker: undefined };
+  const layers: Layer[] = [];
+  if (breaker !== undefined) layers.push(breakerAccounting(breaker));
+  layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
+  if (settings.retryIdempotent) layers.push(retryReads());
+  return { send: compose(send, layers), policed: true, breaker };
+}

@@ -1,0 +1,111 @@
+/**
+ * Forwarding as layers around the Upstream port, the way undici composes interceptors
+ * (`dispatch => dispatch`, each wrapping the handler it is given): a layer takes the `send` of the
+ * layer below it (in the end, the transport's) and returns a `send` that wraps the handler in one
+ * small object of its own. The deadlines, the retry rule, breaker accounting and bounded buffering
+ * are each one such layer; an upstream gets only the layers it needs (the in-process reference
+ * backend gets none).
+ *
+ * A layer's `send` is made once per pipeline; per request it allocates its wrapper and nothing
+ * else (no closure), and each callback costs one method call.
+ */
+import type { HeaderValue } from '../policy.js';
+import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamHandler, UpstreamRequest } from '../upstream.js';
+
+/**
+ * The handler protocol between the layers and the exchange: the transport's (`UpstreamHandler`),
+ * plus the two calls of bounded buffering. `onHead` answers how many bytes of the body the handler
+ * wants held and delivered whole by `onBody` (0: the body streams through `onData`).
+ */
+export interface ForwardHandler extends UpstreamHandler {
+  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number;
+  /** A held body: whole, or cut at the cap the handler gave (`truncated`; the call was stopped). */
+  onBody(body: Buffer, truncated: boolean): void;
+}
+
+export type Send = (request: UpstreamRequest, handler: ForwardHandler) => void;
+
+/** One layer: given the `send` below it, the `send` that wraps each call. */
+export type Layer = (next: Send) => Send;
+
+/**
+ * The common part of a layer's per-call wrapper: it is the handler the layer below calls and the
+ * control the layer above holds, and by default passes everything through. Once the call ended for
+ * this layer (`done`: it failed the call, the handler aborted it, or it ended), nothing more is
+ * passed on, so a late callback from below never reaches the exchange.
+ *
+ * The handler above gets the wrapper as its control when the call starts (`start`), not when the
+ * transport reports its own start: a client that leaves while the connection is still opening
+ * can then abandon the call, and every layer hears of it (the breaker, the deadline lists).
+ */
+export class Wrapper implements ForwardHandler, UpstreamControl {
+  control: UpstreamControl | undefined = undefined;
+  done = false;
+
+  constructor(readonly handler: ForwardHandler) {}
+
+  /** The layer below started: its control is where pause, resume and abort go. */
+  onStart(control: UpstreamControl): void {
+    this.control = control;
+    if (this.done) control.abort();
+  }
+
+  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+    if (this.done) return 0;
+    return this.handler.onHead(status, headers, errorCode);
+  }
+
+  onData(chunk: Buffer): void {
+    if (!this.done) this.handler.onData(chunk);
+  }
+
+  onBody(body: Buffer, truncated: boolean): void {
+    if (this.done) return;
+    this.done = true;
+    this.handler.onBody(body, truncated);
+  }
+
+  onEnd(): void {
+    if (this.done) return;
+    this.done = true;
+    this.handler.onEnd();
+  }
+
+  onFailure(failure: UpstreamFailure): void {
+    if (this.done) return;
+    this.done = true;
+    this.handler.onFailure(failure);
+  }
+
+  pause(): void {
+    this.control?.pause();
+  }
+
+  resume(): void {
+    this.control?.resume();
+  }
+
+  abort(reason?: AbortReason): void {
+    this.done = true;
+    this.control?.abort(reason);
+  }
+
+  /** Ends the call from this layer: the layers below and the transport stop, the handler learns `failure`. */
+  protected fail(failure: UpstreamFailure): void {
+    if (this.done) return;
+    this.done = true;
+    this.control?.abort('failed');
+    this.handler.onFailure(failure);
+  }
+}
+
+/** Starts one call through `wrapper`: the handler holds the wrapper as its control, then the layer below gets the call. */
+export function start(next: Send, request: UpstreamRequest, wrapper: Wrapper): void {
+  wrapper.handler.onStart(wrapper);
+  next(request, wrapper);
+}
+
+/** `send` with `layers` around it, the first listed outermost (nearest the exchange). */
+export function compose(send: Send, layers: readonly Layer[]): Send {
+  return layers.reduceRight<Send>((inner, layer) => layer(inner), send);
+}
