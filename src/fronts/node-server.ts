@@ -7,6 +7,7 @@ import type { Socket } from 'node:net';
 import type { ServerConfig } from '../config/types.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { markAwaitingContinue } from './body.js';
+import { boundInFlight, shareConnections } from './connections.js';
 
 /**
  * Answers a request node's HTTP parser refused (RFC 9112 framing errors such as conflicting
@@ -84,6 +85,10 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  * connectionsCheckingInterval (30 s by default): every 250 ms here, so a slow client gets its 408
  * near the configured time.
  *
+ * Connection accounting (src/fronts/connections.ts): at most `maxInFlightPerConnection` requests
+ * of a connection served at once (pipelined ones wait, the socket unread), and at most
+ * `maxConnectionsPerAddress` connections per peer address.
+ *
  * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
  * serverFactory uses this function too), before the engine's handler runs (issue 12, item 5):
  * - HTTP/1.1 without Host, or two Host fields: 400 invalid_request, then close (node's
@@ -112,6 +117,7 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
     if (req.headers.upgrade !== undefined && connectionListsUpgrade(req.headers.connection)) res.shouldKeepAlive = false;
     handler(req, res);
   };
+  const gated = boundInFlight(limits.maxInFlightPerConnection, serve);
   const server = createServer(
     {
       headersTimeout: limits.headersTimeoutMs,
@@ -122,14 +128,14 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
       // Checked below, to answer in the Error shape.
       requireHostHeader: false,
     },
-    serve,
+    gated,
   );
   // With a listener, node does not send `100 Continue` by itself on receipt of the head: the front
   // sends it once the request phase passed (src/fronts/body.ts), so an unauthenticated client is
   // never invited to send its body.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     markAwaitingContinue(req);
-    serve(req, res);
+    gated(req, res);
   });
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const problem = hostProblem(req);
@@ -140,6 +146,7 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
     socket.end(rawErrorResponse(new GatewayError('not_implemented', { message: 'The gateway does not tunnel: CONNECT is not implemented.' })));
   });
   server.maxConnections = limits.maxConnections;
+  shareConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies);
   return server;
 }
 
