@@ -13,7 +13,7 @@ import t from 'tap';
 import { closeStores, storesReady } from '../../src/stores/index.js';
 import type { TapTest } from '../helpers/assert.js';
 import { startRedis } from '../helpers/redis.js';
-import { bearer, ensureBuilt, forEachEngine, request, sleep, spawnCliUntil, startGateway, tempDir, testKey, type Engine } from '../helpers/servers.js';
+import { bearer, ensureBuilt, forEachEngine, JSON_TYPE, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, type Engine } from '../helpers/servers.js';
 
 ensureBuilt();
 const dir = tempDir(t, 'abuse-load');
@@ -241,5 +241,44 @@ forEachEngine(t, async (t, engine) => {
     t.teardown(() => held.forEach((h) => h.socket.destroy()));
     const outcomes = await Promise.all(held.map((h) => Promise.race([h.closed.then(() => 'closed'), sleep(800).then(() => 'open')])));
     t.equal(outcomes.filter((o) => o === 'open').length, 5, 'all five held open');
+  });
+});
+
+forEachEngine(t, async (t, engine) => {
+  t.test('server.maxInFlightPerConnection: 3: 20 pipelined requests reach the upstream 3 at a time, answered in order', async (t) => {
+    let now = 0;
+    let most = 0;
+    const stub = await startStubUpstream(t, (req, res) => {
+      now++;
+      most = Math.max(most, now);
+      const id = /\/pets\/(\d+)/.exec(req.url)?.[1] ?? '0';
+      const body = `{"id":${id},"name":"p${id}","categoryId":1}`;
+      setTimeout(() => {
+        now--;
+        res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      }, 30);
+    });
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1` }, server: { maxInFlightPerConnection: 3 } }, { engine });
+    const port = Number(new URL(gw.url).port);
+    const heads = Array.from({ length: 20 }, (_, i) => `GET /v1/pets/${i + 1} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\n\r\n`).join('');
+    let text = '';
+    await new Promise<void>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      const timer = setTimeout(() => socket.destroy(), 10_000);
+      socket.on('error', () => undefined);
+      socket.on('data', (c: Buffer) => {
+        text += c.toString('latin1');
+        if ((text.match(/"name":"p\d+"/g) ?? []).length >= 20) socket.destroy();
+      });
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      socket.on('connect', () => socket.write(heads));
+    });
+    const ids = [...text.matchAll(/"name":"p(\d+)"/g)].map((m) => Number(m[1]));
+    t.strictSame(ids, Array.from({ length: 20 }, (_, i) => i + 1), 'all 20 answered, in request order');
+    t.ok(most >= 1 && most <= 3, `at most 3 at the upstream at once (${most})`);
   });
 });
