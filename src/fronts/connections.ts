@@ -36,10 +36,7 @@ type LaneSocket = Socket & { [LANE]?: Lane };
 export function boundInFlight(limit: number, handler: RequestHandler): RequestHandler {
   const run = (lane: Lane, socket: Socket, req: IncomingMessage, res: ServerResponse) => {
     lane.inFlight++;
-    let done = false;
     const finished = () => {
-      if (done) return;
-      done = true;
       lane.inFlight--;
       // The common case, one request at a time: nothing waits, nothing to resume.
       if (!lane.paused) return;
@@ -61,8 +58,8 @@ export function boundInFlight(limit: number, handler: RequestHandler): RequestHa
       }
       if (waiting !== undefined) run(lane, socket, waiting[0], waiting[1]);
     };
-    // 'close' too: an answer that never finishes (the client left) must free its place.
-    res.once('finish', finished);
+    // 'close' comes after 'finish' for an answer sent whole, and alone for one that never
+    // finishes (the client left): either way the place is freed, with one listener per request.
     res.once('close', finished);
     handler(req, res);
   };
