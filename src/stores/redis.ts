@@ -137,9 +137,9 @@ const MAX_DEADLINES = 8;
  * answer that came during the lag is read before the command is declared failed. Without this, a
  * flood's own lag made every take fail and the limit switched itself off.
  */
-export function withDeadline<T>(p: Promise<T>, ms: number, now: () => number = performance.now.bind(performance)): Promise<T> {
+function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const start = now();
+    const start = performance.now();
     let due = start + ms;
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
@@ -149,7 +149,7 @@ export function withDeadline<T>(p: Promise<T>, ms: number, now: () => number = p
       reject(new RedisDeadlineError(ms));
     };
     const check = () => {
-      const t = now();
+      const t = performance.now();
       const late = t - due;
       if (late > LAG_TOLERANCE_MS && t - start < ms * MAX_DEADLINES) {
         // The loop is free again: the command may only now be written; Redis gets a whole deadline.
