@@ -132,10 +132,10 @@ const MAX_DEADLINES = 8;
  * busy, the command may not even be written yet, and an answer that did arrive sits unread in the
  * socket; the timer then fires late. The lateness is the gateway's, so Redis gets a whole deadline
  * again from the moment the loop is free (while less than `MAX_DEADLINES` x `ms` have passed in
- * all, so a frozen Redis still fails in bounded time under load),
- * and the final check runs after pending I/O (setImmediate runs after the poll phase), so an
- * answer that came during the lag is read before the command is declared failed. Without this, a
- * flood's own lag made every take fail and the limit switched itself off.
+ * all, so a frozen Redis still fails in bounded time under load), and the final check runs after
+ * pending I/O (setImmediate runs after the poll phase), so an answer that came during the lag is
+ * read before the command is declared failed. Without this, a flood's own lag made every take
+ * fail and the limit switched itself off.
  */
 function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
