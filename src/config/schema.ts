@@ -77,6 +77,22 @@ export const SERVER_SCHEMA = {
     requestTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 30000, description: 'A client must send its whole request within this time: 408, then the connection is closed.' },
     keepAliveTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 5000, description: 'An idle keep-alive connection is closed after this time.' },
     maxConnections: { type: 'integer', minimum: 1, maximum: 1000000, default: 10000, description: 'Most client connections at once; more are refused at the socket.' },
+    maxConnectionsPerAddress: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 1000000,
+      default: 1000,
+      description:
+        "Most client connections at once from one peer address (idle, half-sent or busy), so one client cannot take all of maxConnections; more are refused at the socket. Addresses in trustedProxies are exempt (a load balancer's connections carry many clients).",
+    },
+    maxInFlightPerConnection: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 1000,
+      default: 8,
+      description:
+        'Most requests of one connection served at once. Pipelined requests past it wait, and the connection is not read meanwhile (TCP back-pressure), so memory stays bounded whatever one client sends. Answers keep their order.',
+    },
     maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 65536, default: 16384, description: 'Largest request head (request line and headers): 431 past it.' },
     shutdownGraceMs: { type: 'integer', minimum: 0, maximum: 600000, default: 10000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.' },
     admin: ADMIN_SCHEMA,

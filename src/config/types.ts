@@ -28,6 +28,10 @@ export interface ServerConfig {
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
   readonly maxConnections: number;
+  /** Most connections from one peer address (trusted proxies exempt). */
+  readonly maxConnectionsPerAddress: number;
+  /** Most requests of one connection served at once; pipelined ones past it wait, unread. */
+  readonly maxInFlightPerConnection: number;
   readonly maxHeaderBytes: number;
   readonly shutdownGraceMs: number;
   /** CIDR ranges / addresses of trusted proxies (proxy-addr syntax); empty: trust no one. */

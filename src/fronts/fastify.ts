@@ -32,7 +32,7 @@ import type { ExchangeObserver } from '../core/record.js';
 import { forwardSettings, GatewayHolder, type Gateway } from '../gateway.js';
 import { builtinUpstream } from '../upstreams/builtin.js';
 import { replyFromUpstream } from '../upstreams/reply-from.js';
-import { readBody } from './body.js';
+import { readBody, refuseBody, refuseRestOfBody, sendContinue } from './body.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -89,12 +89,15 @@ const hooks: FrontHooks = {
     const pending = request.petstoreError;
     if (pending !== null) return ar.failBody(pending);
     const done = request.petstoreDone;
+    const raw = (ar.native as FastifyReply).raw;
+    if (ar.ex.operation?.hasBody === true) sendContinue(request.raw, raw);
     // Fastify reads the body (the raw parser below), then calls the route's handler: `forward`.
     if (done !== null) return done();
     ar.forward(undefined);
   },
   discard(ar: ActiveRequest): void {
-    (ar.native as FastifyReply).request.raw.resume();
+    const reply = ar.native as FastifyReply;
+    refuseBody(reply.request.raw, reply.raw);
   },
 };
 
@@ -154,7 +157,14 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (request, payload, done) => {
       const limit = request.petstore?.bodyLimit ?? holder.current.bodyLimit;
-      readBody(payload, request.headers['content-length'], limit).then((b) => done(null, b), done);
+      readBody(payload, request.headers['content-length'], limit).then(
+        (b) => done(null, b),
+        (err: Error) => {
+          const reply = request.petstore?.native as FastifyReply | undefined;
+          if (err instanceof GatewayError && err.status === 413 && reply !== undefined) refuseRestOfBody(request.raw, reply.raw);
+          done(err);
+        },
+      );
     });
     // Authentication and the rest of the request phase run before any body is read.
     scope.addHook('onRequest', (request, reply, done) => {

@@ -7,22 +7,29 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type ActiveRequest, type FrontHooks, Pipeline, type PipelineOptions } from '../core/exchange.js';
-import { readBody } from './body.js';
+import { GatewayError } from '../core/errors.js';
+import { readBody, refuseBody, refuseRestOfBody, sendContinue } from './body.js';
 
 const hooks: FrontHooks = {
   proceed(request: ActiveRequest): void {
-    const req = (request.native as ServerResponse).req;
+    const res = request.native as ServerResponse;
+    const req = res.req;
     if (request.ex.operation?.hasBody !== true) {
-      req.resume(); // a body nobody asked for is drained, never forwarded
+      refuseBody(req, res); // a body nobody asked for is never forwarded, nor read whole
       return request.forward(undefined);
     }
+    sendContinue(req, res);
     readBody(req, req.headers['content-length'], request.bodyLimit).then(
       (body) => request.forward(body),
-      (err: unknown) => request.failBody(err),
+      (err: unknown) => {
+        if (err instanceof GatewayError && err.status === 413) refuseRestOfBody(req, res);
+        request.failBody(err);
+      },
     );
   },
   discard(request: ActiveRequest): void {
-    (request.native as ServerResponse).req.resume();
+    const res = request.native as ServerResponse;
+    refuseBody(res.req, res);
   },
 };
 

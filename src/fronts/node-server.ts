@@ -6,6 +6,8 @@ import { createServer, STATUS_CODES, type IncomingMessage, type Server, type Ser
 import type { Socket } from 'node:net';
 import type { ServerConfig } from '../config/types.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
+import { markAwaitingContinue } from './body.js';
+import { boundInFlight, shareConnections } from './connections.js';
 
 /**
  * Answers a request node's HTTP parser refused (RFC 9112 framing errors such as conflicting
@@ -83,10 +85,16 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  * connectionsCheckingInterval (30 s by default): every 250 ms here, so a slow client gets its 408
  * near the configured time.
  *
+ * Connection accounting (src/fronts/connections.ts): at most `maxInFlightPerConnection` requests
+ * of a connection served at once (pipelined ones wait, the socket unread), and at most
+ * `maxConnectionsPerAddress` connections per peer address.
+ *
  * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
  * serverFactory uses this function too), before the engine's handler runs (issue 12, item 5):
  * - HTTP/1.1 without Host, or two Host fields: 400 invalid_request, then close (node's
  *   `requireHostHeader` would send an empty 400, and it accepts a second Host).
+ * - `Expect: 100-continue`: no `100 Continue` on receipt of the head, only once the request phase
+ *   passed and the body will be read (src/fronts/body.ts).
  * - `Expect` other than 100-continue: 417 expectation_failed, then close. The client may be
  *   holding its body back until a 100 that never comes, or may send it anyway: the next bytes on
  *   the connection cannot be framed with confidence (RFC 9110 section 10.1.1).
@@ -103,6 +111,13 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  *   leaving it waiting.
  */
 export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
+    const problem = hostProblem(req);
+    if (problem !== undefined) return answerAndClose(res, problem);
+    if (req.headers.upgrade !== undefined && connectionListsUpgrade(req.headers.connection)) res.shouldKeepAlive = false;
+    handler(req, res);
+  };
+  const gated = boundInFlight(limits.maxInFlightPerConnection, serve);
   const server = createServer(
     {
       headersTimeout: limits.headersTimeoutMs,
@@ -113,13 +128,15 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
       // Checked below, to answer in the Error shape.
       requireHostHeader: false,
     },
-    (req, res) => {
-      const problem = hostProblem(req);
-      if (problem !== undefined) return answerAndClose(res, problem);
-      if (req.headers.upgrade !== undefined && connectionListsUpgrade(req.headers.connection)) res.shouldKeepAlive = false;
-      handler(req, res);
-    },
+    gated,
   );
+  // With a listener, node does not send `100 Continue` by itself on receipt of the head: the front
+  // sends it once the request phase passed (src/fronts/body.ts), so an unauthenticated client is
+  // never invited to send its body.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    markAwaitingContinue(req);
+    gated(req, res);
+  });
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const problem = hostProblem(req);
     answerAndClose(res, problem ?? new GatewayError('expectation_failed'));
@@ -129,6 +146,7 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
     socket.end(rawErrorResponse(new GatewayError('not_implemented', { message: 'The gateway does not tunnel: CONNECT is not implemented.' })));
   });
   server.maxConnections = limits.maxConnections;
+  shareConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies);
   return server;
 }
 

@@ -92,8 +92,10 @@ function connect(config: RedisStoreConfig) {
     keyPrefix: config.prefix ?? REDIS_DEFAULTS.prefix,
     // Fail fast while disconnected: a queued command would wait for the reconnect (a hang).
     disableOfflineQueue: true,
-    // Covers the wait to be written only; withDeadline below covers the answer.
-    commandOptions: { timeout: config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs },
+    // Covers the wait to be written only, and only as a backstop that drops a command from the
+    // queue: withDeadline below is the deadline a decision waits for, and it does not count the
+    // gateway's own event-loop lag, which this plain timer would.
+    commandOptions: { timeout: (config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs) * MAX_DEADLINES },
     socket: {
       connectTimeout: config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs,
       // 50 ms, 100 ms, 200 ms, ... capped: never gives up, never hammers a Redis that is restarting.
@@ -113,21 +115,62 @@ export class RedisDeadlineError extends Error {
 }
 
 /**
+ * A timer that fires later than asked by more than this was held up by this process's own event
+ * loop (a flood of requests parsed in one go, a long synchronous task), not by Redis.
+ */
+const LAG_TOLERANCE_MS = 10;
+/** However busy the loop, a command fails after about this many deadlines of wall time at most. */
+const MAX_DEADLINES = 8;
+
+/**
  * node-redis' command `timeout` only covers the wait to be written: once a command is on the wire
  * its timer is dropped, so a Redis that accepts bytes but never answers (frozen, overloaded, a
  * half-open connection) would hang the request. This deadline covers the whole round trip. A late
  * answer is ignored (the take may still have been counted: erring towards the limit).
+ *
+ * Only time the gateway could have read an answer counts against Redis. While the event loop is
+ * busy, the command may not even be written yet, and an answer that did arrive sits unread in the
+ * socket; the timer then fires late. The lateness is the gateway's, so Redis gets a whole deadline
+ * again from the moment the loop is free (while less than `MAX_DEADLINES` x `ms` have passed in
+ * all, so a frozen Redis still fails in bounded time under load), and the final check runs after
+ * pending I/O (setImmediate runs after the poll phase), so an answer that came during the lag is
+ * read before the command is declared failed. Without this, a flood's own lag made every take
+ * fail and the limit switched itself off.
  */
 function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new RedisDeadlineError(ms)), ms);
+    const start = performance.now();
+    let due = start + ms;
+    let settled = false;
+    let timer: NodeJS.Timeout | undefined;
+    const fail = () => {
+      if (settled) return;
+      settled = true;
+      reject(new RedisDeadlineError(ms));
+    };
+    const check = () => {
+      const t = performance.now();
+      const late = t - due;
+      if (late > LAG_TOLERANCE_MS && t - start < ms * MAX_DEADLINES) {
+        // The loop is free again: the command may only now be written; Redis gets a whole deadline.
+        due = t + ms;
+        timer = setTimeout(check, ms);
+        return;
+      }
+      setImmediate(fail);
+    };
+    timer = setTimeout(check, ms);
     p.then(
       (v) => {
         clearTimeout(timer);
+        if (settled) return;
+        settled = true;
         resolve(v);
       },
       (err: unknown) => {
         clearTimeout(timer);
+        if (settled) return;
+        settled = true;
         reject(err);
       },
     );

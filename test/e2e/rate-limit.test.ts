@@ -247,7 +247,7 @@ t.test('check lists each key with its expiry and operations, never a hash or a k
 // Redis: in process, killed and brought back, on every engine
 
 forEachEngine(t, async (t, engine) => {
-  t.test('Redis killed: open serves, closed answers 503, both fast; the limit holds again once Redis is back', async (t) => {
+  t.test('Redis killed: open limits locally, closed answers 503, both fast; the limit holds again once Redis is back', async (t) => {
     const redis = await startRedis();
     t.teardown(() => redis.stop());
     // The process-wide stores this test opened: closed whether Redis is still up or already gone.
@@ -271,7 +271,8 @@ forEachEngine(t, async (t, engine) => {
       try {
         const o = await get(open);
         t.equal(o.value.status, 200, 'open: served');
-        t.equal(o.value.headers.ratelimit, undefined, 'open: no RateLimit field (the count is unknown)');
+        // The store's count is unknown; this process's own counters decide meanwhile (issue 25, item 1).
+        t.equal(rateLimitField(o.value)?.r, 2, "open: counted by this process's own counters (limit 3)");
         t.equal(o.value.headers['ratelimit-policy'], '"default";q=3;w=3600', 'open: the policy is still known');
         t.ok(o.ms < BOUND_MS, `open in ${Math.round(o.ms)} ms`);
         const c = await get(closed);
@@ -284,14 +285,17 @@ forEachEngine(t, async (t, engine) => {
 
     const errorsBefore = openStores().reduce((n, s) => n + s.errors, 0);
     await redis.kill();
+    const whileDown: number[] = [];
     for (let i = 0; i < 3; i++) {
       const o = await get(open);
-      t.equal(o.value.status, 200, `open #${i + 1}: 200 while Redis is down`);
+      whileDown.push(o.value.status);
       t.ok(o.ms < BOUND_MS, `in ${Math.round(o.ms)} ms`);
       const c = await get(closed);
       assertError(t, c.value, 503, 'service_unavailable', { message: 'any' });
       t.ok(c.ms < BOUND_MS, `closed #${i + 1} in ${Math.round(c.ms)} ms`);
     }
+    // Limit 3 on this process's own counters, one of them taken while Redis was frozen: never unlimited.
+    t.strictSame(whileDown, [200, 200, 429], 'open while Redis is down: 200, 200, then 429 from the local counters');
     t.ok(openStores().reduce((n, s) => n + s.errors, 0) > errorsBefore, 'the failures are counted (the metric reads this)');
 
     await redis.restart();
@@ -393,7 +397,7 @@ ENGINES.forEach((engine, i) => {
     for (const g of [a, b]) {
       const res = await request(`${g.url}/v1/pets`, { headers: bearer(key), timeoutMs: 10_000 });
       t.equal(res.status, 200, 'onStoreError open (the default): served');
-      t.equal(res.headers.ratelimit, undefined, 'without a count');
+      t.equal(rateLimitField(res)?.r, 49, "counted by this process's own counters (limit 50), never unlimited");
     }
     const answered = await Promise.all([a, b].map((g) => request(`${g.url}/v1/pets`, { headers: bearer(testKey()), timeoutMs: 10_000 })));
     t.strictSame(answered.map((r) => r.status), [401, 401], 'still answering');

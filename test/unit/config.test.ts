@@ -37,6 +37,8 @@ const DEFAULTS = {
     requestTimeoutMs: 30000,
     keepAliveTimeoutMs: 5000,
     maxConnections: 10000,
+    maxConnectionsPerAddress: 1000,
+    maxInFlightPerConnection: 8,
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
     admin: { host: '127.0.0.1', port: 9464 },

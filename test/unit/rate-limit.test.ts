@@ -1,7 +1,7 @@
 /**
  * The rate-limit policy: decisions and headers through the chain after auth (memory store, fake
- * clock), the schema's option names, and what a failing store does (open: serve and warn,
- * throttled; closed: 503).
+ * clock), the schema's option names, and what a failing store does (open: this process's own
+ * counters decide, with a throttled warning; closed: 503).
  */
 import t from 'tap';
 import { Chain } from '../../src/core/chain.js';
@@ -140,7 +140,7 @@ function failingStore(how: 'reject' | 'throw'): RateLimitStore {
   };
 }
 
-t.test('onStoreError: open serves, warns once per 10 s (not per request), keeps the policy header', async (t) => {
+t.test('onStoreError: open keeps limiting with local counters, warns once per 10 s with a count', async (t) => {
   for (const how of ['reject', 'throw'] as const) {
     const { call, log, advance } = setup(config({ onStoreError: 'open' }), failingStore(how));
     const policy = rateLimit.create(config(), { env: {}, log, now: () => T0, openStore: () => failingStore(how) });
@@ -149,19 +149,22 @@ t.test('onStoreError: open serves, warns once per 10 s (not per request), keeps 
     t.equal(how === 'reject' ? d instanceof Promise : d === undefined, true, `${how}: a promise only for the async store`);
     t.equal(await d, undefined, `${how}: served`);
     t.equal(ex.responseHeaders['ratelimit-policy'], '"default";q=3;w=60');
-    t.equal(ex.responseHeaders.ratelimit, undefined, 'the remaining count is unknown: not invented');
+    t.equal(ex.responseHeaders.ratelimit, '"default";r=2;t=20', "the local counters' remaining count");
     log.lines.length = 0;
+    const codes: Array<string | undefined> = [];
     for (let i = 0; i < 100; i++) {
       const r = call(KEYS.app);
       // A promise while the store fails asynchronously: await it.
-      t.equal(await (r.error as unknown as Promise<unknown> | undefined), undefined);
+      codes.push(((await (r.error as unknown as Promise<GatewayError | undefined> | undefined)) ?? undefined)?.code);
     }
+    t.equal(codes.filter((c) => c === undefined).length, 3, `${how}: the limit (3) still holds while the store fails`);
+    t.equal(codes.filter((c) => c === 'rate_limited').length, 97, `${how}: the rest are 429 rate_limited, never unlimited`);
     t.equal(log.lines.length, 1, `${how}: one warning for 100 failures`);
     t.match(log.lines[0]!.fields, { policy: 'rate-limit', store: 'redis' });
     advance(10_000);
     await call(KEYS.app).error;
     t.equal(log.lines.length, 2, 'the next one after 10 s');
-    t.match(log.lines[1]!.fields, { suppressed: 99 });
+    t.match(log.lines[1]!.fields, { suppressed: 99, decidedLocally: 101 });
   }
 });
 

@@ -110,7 +110,49 @@ t.test('a frozen Redis (no answer at all): the command timeout rejects, never a 
   t.equal(stores[0]!.healthy, true);
 });
 
-t.test('the policy on Redis: fail open serves (one warning), fail closed answers 503; both at once, and limits resume', async (t) => {
+/** Holds this process's event loop for `ms`, as a flood of pipelined requests parsed in one go does. */
+function blockLoop(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy: nothing else runs
+  }
+}
+
+t.test("the gateway's own event-loop lag is not a Redis failure: answers read after the lag count", async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const store = new RedisStore({ url: redis.url, prefix: 'lag:', commandTimeoutMs: 50 });
+  t.teardown(() => store.close());
+  await store.ready;
+  // 20 takes started, then the loop is held for 6 deadlines: Redis answered long ago, unread.
+  const takes = Array.from({ length: 20 }, () => store.take('app', RULE).then((d) => d.allowed, () => 'failed' as const));
+  blockLoop(300);
+  const outcomes = await Promise.all(takes);
+  t.strictSame(outcomes, Array.from({ length: 20 }, () => true), 'every take decided by Redis, none failed');
+  t.equal(store.errors, 0, 'no failure counted');
+  // Lag before the command is written (a busy loop right after the take): the same.
+  const late = store.take('app', RULE);
+  blockLoop(200);
+  t.equal((await late).allowed, true, 'written after the lag, answered, decided');
+});
+
+t.test('a frozen Redis under lag still fails, within a bounded number of deadlines', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const store = new RedisStore({ url: redis.url, prefix: 'lagf:', commandTimeoutMs: 50 });
+  t.teardown(() => store.close());
+  await store.ready;
+  redis.pause();
+  t.teardown(() => redis.resume());
+  const start = performance.now();
+  const take = store.take('app', RULE).then(() => 'answered', () => 'failed');
+  blockLoop(120);
+  t.equal(await take, 'failed', 'no answer: failed');
+  const ms = performance.now() - start;
+  t.ok(ms >= 50 && ms < 9 * 50 + FAST_MS, `after at most 9 deadlines of wall time plus slack (${ms.toFixed(0)} ms)`);
+});
+
+t.test('the policy on Redis: fail open limits locally (one warning), fail closed answers 503; both at once, and limits resume', async (t) => {
   const { redis, stores } = await redisAndStores(t, 1);
   const store = stores[0]!;
   const log = fakeLog();
@@ -129,12 +171,14 @@ t.test('the policy on Redis: fail open serves (one warning), fail closed answers
   t.equal(limited.ex.responseHeaders.ratelimit?.startsWith('"default";r=0;t='), true);
 
   await redis.kill();
+  const whileAway: Array<string | undefined> = [];
   for (let i = 0; i < 5; i++) {
     const start = performance.now();
-    t.equal((await ask(open)).d, undefined, 'open: served');
+    whileAway.push((await ask(open)).d?.code);
     t.match((await ask(closed)).d, { code: 'service_unavailable', status: 503 }, 'closed: 503');
     t.ok(performance.now() - start < 2 * FAST_MS, 'without a hang');
   }
+  t.strictSame(whileAway, [undefined, undefined, 'rate_limited', 'rate_limited', 'rate_limited'], "open: this process's own counters keep the limit (2)");
   t.ok(log.lines.filter((l) => l.fields.policy === 'rate-limit').length <= 2, 'warnings throttled, not one per request');
 
   await redis.restart();

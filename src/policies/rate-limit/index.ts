@@ -12,12 +12,17 @@
  */
 import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
-import { openStore } from '../../stores/index.js';
+import { MemoryRateLimitStore, openStore } from '../../stores/index.js';
 import { ThrottledWarning } from '../../stores/redis.js';
 import type { RateDecision, RateLimitRule, RateLimitStore } from '../../stores/types.js';
 import { schema, type RateLimitConfig } from './schema.js';
 
 export type { RateLimitConfig } from './schema.js';
+
+/** Keys the local fallback counts at most: the consumers are configured keys, so far fewer in practice. */
+const LOCAL_MAX_KEYS = 100_000;
+/** A failing store is reported at most this often, with the number of decisions since. */
+export const STORE_WARNING_EVERY_MS = 10_000;
 
 /** The one quota policy a consumer has; its name in the headers (an sf-string, RFC 9651). */
 const POLICY_NAME = '"default"';
@@ -71,7 +76,13 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
   const perKey = new Map<string, Rule>();
   for (const [id, r] of Object.entries(config.perKey)) perKey.set(id, rule(r.limit, r.windowSeconds ?? config.windowSeconds));
   const failOpen = config.onStoreError === 'open';
-  const warning = new ThrottledWarning(env.log, 10_000, env.now);
+  // A store that fails (Redis away, or too slow for the command deadline) must not switch the limit
+  // off: with onStoreError open, this process counts on its own meanwhile, with the same rule. The
+  // limit itself, not limit / instances: the number of instances is not known here, and a share
+  // would refuse a consumer whose traffic reaches one instance. Across a failover a consumer may
+  // so get its limit from the store plus its limit from each process's own counters.
+  const local = new MemoryRateLimitStore({ max: LOCAL_MAX_KEYS, ...(env.now === undefined ? {} : { now: env.now }) });
+  const warning = new ThrottledWarning(env.log, STORE_WARNING_EVERY_MS, env.now);
   const unavailable = new GatewayError('service_unavailable', { message: 'The rate limit store is unavailable: retry later.', headers: { 'retry-after': '1' } });
   let failedOpen = 0;
 
@@ -87,21 +98,23 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
     return new GatewayError('rate_limited', { headers: { 'retry-after': String(retry) } });
   }
 
-  function storeFailed(ex: Exchange, r: Rule, err: unknown): Decision {
-    // The limit is known, the count is not: only the policy header is true.
-    ex.responseHeaders['ratelimit-policy'] = r.policyHeader;
-    if (!failOpen) return unavailable;
+  function storeFailed(ex: Exchange, id: string, r: Rule, err: unknown): Decision {
+    if (!failOpen) {
+      // The limit is known, the count is not: only the policy header is true.
+      ex.responseHeaders['ratelimit-policy'] = r.policyHeader;
+      return unavailable;
+    }
     failedOpen++;
     warning.warn(
-      { policy: 'rate-limit', store: store.kind, err: err instanceof Error ? err.message : String(err), servedUnlimited: failedOpen },
-      'rate limit store failed: serving without a limit (onStoreError: open)',
+      { policy: 'rate-limit', store: store.kind, err: err instanceof Error ? err.message : String(err), decidedLocally: failedOpen },
+      "rate limit store failed: limiting with this process's own counters (onStoreError: open)",
     );
-    return undefined;
+    return decide(ex, r, local.take(id, r));
   }
 
   return {
     name: 'rate-limit',
-    /** Requests served without a decision because the store failed (onStoreError: open). */
+    /** Requests decided by this process's own counters because the store failed (onStoreError: open). */
     get failedOpen(): number {
       return failedOpen;
     },
@@ -115,10 +128,10 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
       try {
         d = store.take(id, r);
       } catch (err) {
-        return storeFailed(ex, r, err);
+        return storeFailed(ex, id, r, err);
       }
       // The memory store answers synchronously: no promise on its path (issue 14).
-      if (d instanceof Promise) return d.then((v) => decide(ex, r, v), (err: unknown) => storeFailed(ex, r, err));
+      if (d instanceof Promise) return d.then((v) => decide(ex, r, v), (err: unknown) => storeFailed(ex, id, r, err));
       return decide(ex, r, d);
     },
   };

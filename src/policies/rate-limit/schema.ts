@@ -60,7 +60,7 @@ export const schema = {
               properties: {
                 url: { type: 'string', pattern: '^rediss?://[^\\s]+$', description: 'redis[s]://[[user][:password]@]host[:port][/db]' },
                 prefix: { type: 'string', minLength: 1, maxLength: 64, description: `Prefix of every key the gateway writes; default "${REDIS_DEFAULTS.prefix}".` },
-                commandTimeoutMs: { type: 'integer', minimum: 10, maximum: 10000, description: `A command without an answer after this many ms fails (onStoreError decides); default ${REDIS_DEFAULTS.commandTimeoutMs}.` },
+                commandTimeoutMs: { type: 'integer', minimum: 10, maximum: 10000, description: `A command without an answer after this many ms fails (onStoreError decides); default ${REDIS_DEFAULTS.commandTimeoutMs}. Time this process's event loop was busy is not counted (up to 8 times this in all).` },
                 connectTimeoutMs: { type: 'integer', minimum: 10, maximum: 60000, description: `Longest wait for a connection, ms; default ${REDIS_DEFAULTS.connectTimeoutMs}.` },
                 maxReconnectDelayMs: { type: 'integer', minimum: 10, maximum: 60000, description: `Reconnection backs off exponentially up to this many ms; default ${REDIS_DEFAULTS.maxReconnectDelayMs}.` },
               },
@@ -73,7 +73,8 @@ export const schema = {
       type: 'string',
       enum: ['open', 'closed'],
       default: 'open',
-      description: 'When the store fails (Redis away or slow): "open" serves the request (a throttled warn log, counted), "closed" answers 503.',
+      description:
+        'When the store fails (Redis away or slow): "open" decides with this process\'s own counters, with the same limit (so a consumer may get its limit from the store plus its limit from each process during an outage, never unlimited; a warn log at most every 10 s with a count), "closed" answers 503.',
     },
   },
 } as const;

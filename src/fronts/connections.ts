@@ -1,0 +1,110 @@
+/**
+ * Connection accounting of the standalone server (issue 25, items 2 and 5), the same for every
+ * engine (Fastify's serverFactory uses createNodeServer too):
+ * - at most `maxInFlightPerConnection` requests of one connection are served at once. node's parser
+ *   hands every pipelined request of a read to the handler at once, and queues their answers in
+ *   memory; a client pipelining megabytes of heads made the gateway hold thousands of exchanges
+ *   per connection. Past the bound, the requests already parsed wait (no exchange, no policy, no
+ *   upstream call) and the connection is not read any further: TCP back-pressure reaches the
+ *   client, whose bytes stay unparsed in its own buffers.
+ * - at most `maxConnectionsPerAddress` connections from one peer address, so one client (holding
+ *   connections idle, or half-sent heads) cannot take all of `maxConnections` from the others.
+ *   Trusted proxies (`trustedProxies`) are exempt: their connections carry many clients.
+ */
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import proxyAddr from 'proxy-addr';
+
+export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** What one connection has going: requests being served, and those parsed that wait their turn. */
+interface Lane {
+  inFlight: number;
+  readonly waiting: Array<[IncomingMessage, ServerResponse]>;
+  /** True while this lane keeps the socket paused (requests wait). */
+  paused: boolean;
+}
+
+const LANE = Symbol('petstore-gateway connection lane');
+type LaneSocket = Socket & { [LANE]?: Lane };
+
+/**
+ * Wraps `handler` so that at most `limit` requests per connection are served at once; the rest of
+ * a pipelined burst waits, and the socket is not read meanwhile. Answers still leave in order
+ * (node keeps them in request order), so a waiting request never answers before an earlier one.
+ */
+export function boundInFlight(limit: number, handler: RequestHandler): RequestHandler {
+  const run = (lane: Lane, socket: Socket, req: IncomingMessage, res: ServerResponse) => {
+    lane.inFlight++;
+    const finished = () => {
+      lane.inFlight--;
+      // The common case, one request at a time: nothing waits, nothing to resume.
+      if (!lane.paused) return;
+      // On the next turn of the event loop, not now: an answer that finishes at once (a fast
+      // upstream, a denial) would otherwise start the next waiting request in the same chain of
+      // callbacks, and one connection's pipeline would hold the loop until it is empty, while
+      // other clients' requests sit unread. So each connection starts at most `limit` requests per
+      // turn, and other connections and the admin listener get theirs.
+      setImmediate(next);
+    };
+    const next = () => {
+      if (lane.inFlight >= limit) return;
+      const waiting = lane.waiting.shift();
+      if (lane.waiting.length === 0 && lane.paused) {
+        // Nothing more waits: read the connection again, before the last one starts, as it may
+        // have a body still to read (node keeps the socket paused itself while it must).
+        lane.paused = false;
+        if (!socket.destroyed) socket.resume();
+      }
+      if (waiting !== undefined) run(lane, socket, waiting[0], waiting[1]);
+    };
+    // 'close' comes after 'finish' for an answer sent whole, and alone for one that never
+    // finishes (the client left): either way the place is freed, with one listener per request.
+    res.once('close', finished);
+    handler(req, res);
+  };
+  return (req, res) => {
+    const socket = req.socket as LaneSocket;
+    let lane = socket[LANE];
+    if (lane === undefined) {
+      const created: Lane = { inFlight: 0, waiting: [], paused: false };
+      lane = socket[LANE] = created;
+      // A read started by someone else (a body being read, node's own resume on drain) must not
+      // parse more of this connection while requests wait: pause again at once. node does the
+      // same for its own write back-pressure (onSocketResume in node's _http_server).
+      socket.on('resume', () => {
+        if (created.paused) socket.pause();
+      });
+    }
+    if (lane.inFlight < limit) return run(lane, socket, req, res);
+    lane.waiting.push([req, res]);
+    lane.paused = true;
+    socket.pause();
+  };
+}
+
+/**
+ * Refuses, at the socket, a connection from an address that already holds `perAddress` of them
+ * (the way node refuses one past `maxConnections`: closed without an answer, since nothing of the
+ * request has been read).
+ */
+export function shareConnections(server: Server, perAddress: number, trustedProxies: readonly string[]): void {
+  const trusted = trustedProxies.length === 0 ? () => false : proxyAddr.compile([...trustedProxies]);
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress;
+    if (address === undefined) return;
+    if (trusted(address, 0)) return;
+    const n = open.get(address) ?? 0;
+    if (n >= perAddress) {
+      socket.destroy();
+      return;
+    }
+    open.set(address, n + 1);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
+  });
+}
