@@ -1,8 +1,9 @@
 /**
  * `serve --workers N`: the primary forks N workers (node:cluster; they share the listening socket),
- * hands each the same environment (an ephemeral key included), reports once when all listen,
- * forwards SIGHUP (every worker reloads the same file) and SIGTERM/SIGINT (each stops gracefully),
- * and exits 0 once all have.
+ * hands each the environment of the moment (an ephemeral key, the policy in force), reports once
+ * when all listen, passes messages on to every worker (a reload: commands.ts), forwards
+ * SIGTERM/SIGINT (each stops gracefully), and exits 0 once all have. SIGHUP is the caller's: the
+ * primary validates a reload before any worker sees it.
  *
  * Failures (issue 11, item 3): a worker of the first set that exits before listening (a bad policy,
  * the port in use) stops the whole gateway with that worker's exit code: nothing would serve, and
@@ -38,10 +39,16 @@ export const DEFAULT_LIMITS: SupervisorLimits = {
 
 export interface SuperviseOptions {
   readonly workers: number;
-  readonly env: Record<string, string | undefined>;
+  /** The environment of a worker, asked at each fork: a replacement gets what is in force then. */
+  readonly env: () => Record<string, string | undefined>;
   readonly log: Logger;
   /** Called once, when every worker of the first set listens, with a worker's banner. */
   readonly onListening: (banner: string) => void;
+  /**
+   * Called each time a worker listens, with the environment it was forked with: what was in force
+   * then may have changed while it started (a message sent meanwhile found no listener).
+   */
+  readonly onWorkerListening?: (worker: Worker, forkedWith: Readonly<Record<string, string>>) => void;
   readonly limits?: SupervisorLimits;
 }
 
@@ -55,11 +62,15 @@ export function restartDelay(streak: number, limits: SupervisorLimits = DEFAULT_
   return Math.min(limits.maxDelayMs, limits.initialDelayMs * 2 ** Math.max(0, streak - 1));
 }
 
-/** Starts the workers and supervises them; returns -1 (the process keeps running). */
-export function superviseWorkers(o: SuperviseOptions): number {
+export interface WorkerGroup {
+  /** Sends `message` to every running worker (one that is starting gets the state through `env`). */
+  send(message: object): void;
+}
+
+/** Starts the workers and supervises them until a signal stops them. */
+export function superviseWorkers(o: SuperviseOptions): WorkerGroup {
   const limits = o.limits ?? DEFAULT_LIMITS;
   const { log } = o;
-  const env = Object.fromEntries(Object.entries(o.env).filter((e): e is [string, string] => e[1] !== undefined));
   const states = new Map<Worker, WorkerState>();
   let started = false;
   let stopping = false;
@@ -68,12 +79,14 @@ export function superviseWorkers(o: SuperviseOptions): number {
   const pending = new Set<NodeJS.Timeout>();
 
   const fork = (initial: boolean) => {
+    const env = Object.fromEntries(Object.entries(o.env()).filter((e): e is [string, string] => e[1] !== undefined));
     const worker = cluster.fork(env);
     states.set(worker, { listeningAt: undefined, initial });
     worker.on('message', (msg: { type?: string; banner?: string }) => {
       if (msg.type !== 'listening') return;
       const state = states.get(worker);
       if (state !== undefined) state.listeningAt = Date.now();
+      o.onWorkerListening?.(worker, env);
       if (started) return;
       const all = [...states.values()].filter((s) => s.initial);
       if (all.length === o.workers && all.every((s) => s.listeningAt !== undefined)) {
@@ -139,11 +152,12 @@ export function superviseWorkers(o: SuperviseOptions): number {
   });
 
   for (let i = 0; i < o.workers; i++) fork(true);
-  const each = (signal: NodeJS.Signals) => {
-    for (const w of alive()) w.process.kill(signal);
-  };
-  process.on('SIGHUP', () => each('SIGHUP'));
   process.on('SIGTERM', () => stopAll('SIGTERM', 0));
   process.on('SIGINT', () => stopAll('SIGINT', 0));
-  return -1;
+  return {
+    send(message) {
+      // A worker whose channel is closing is replaced, and the replacement reads `env`.
+      for (const w of alive()) if (w.isConnected()) w.send(message, undefined, () => {});
+    },
+  };
 }

@@ -4,13 +4,30 @@
  * would (SIGKILL); `restart()` brings it back, empty, on the same port ("Redis returns");
  * `pause()` freezes it (SIGSTOP) so commands get no answer at all.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, connect } from 'node:net';
 import { sleep } from './wait.js';
 
 /** On PATH (Debian installs /usr/bin/redis-server); REDIS_SERVER names another binary. */
 export const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
+
+const HOW_TO_GET_IT = `install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) or set REDIS_SERVER to its path`;
+
+/** Whether REDIS_SERVER runs (`--version`, bounded). */
+function redisRuns(): boolean {
+  const r = spawnSync(REDIS_SERVER, ['--version'], { stdio: 'ignore', timeout: 5000 });
+  return r.error === undefined && r.status === 0;
+}
+
+/**
+ * For a test that needs redis-server, as its `skip` option: on a machine without it, the reason
+ * (one line: what is missing and how to get it), so the rest of the suite still runs; false when
+ * it is there. With CI=true a missing redis-server is never skipped: those tests fail (CI must
+ * run them), with the same line from `startRedis`.
+ */
+export const REDIS_SKIP: string | false =
+  redisRuns() || process.env.CI === 'true' ? false : `needs redis-server, not found as '${REDIS_SERVER}': ${HOW_TO_GET_IT}`;
 
 export interface TestRedis {
   readonly url: string;
@@ -51,17 +68,28 @@ function ping(port: number): Promise<boolean> {
   });
 }
 
-function spawnServer(port: number): ChildProcess {
+/** A spawned server and the error of spawning it, if any (ENOENT: not installed). */
+interface Spawned {
+  readonly child: ChildProcess;
+  error: Error | undefined;
+}
+
+function spawnServer(port: number): Spawned {
   const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  const spawned: Spawned = { child, error: undefined };
+  // Without a listener a failed spawn is an uncaught exception that fails the whole file.
+  child.on('error', (err) => (spawned.error = err));
   child.stderr?.resume();
-  return child;
+  return spawned;
 }
 
-async function waitForPing(port: number, child: ChildProcess): Promise<void> {
-  // Bounded: 100 tries of at most ~550 ms; fails early if the server exited.
+async function waitForPing(port: number, spawned: Spawned): Promise<void> {
+  const { child } = spawned;
+  // Bounded: 100 tries of at most ~550 ms; fails early if the server exited or never started.
   for (let i = 0; i < 100; i++) {
+    if (spawned.error !== undefined) throw new Error(`cannot start '${REDIS_SERVER}' (${(spawned.error as NodeJS.ErrnoException).code ?? spawned.error.message}): ${HOW_TO_GET_IT}`);
     if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${port}`);
     if (await ping(port)) return;
     await sleep(50);
@@ -69,8 +97,8 @@ async function waitForPing(port: number, child: ChildProcess): Promise<void> {
   throw new Error(`redis-server on port ${port} did not answer PING`);
 }
 
-async function ended(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
+async function ended({ child, error }: Spawned, signal: NodeJS.Signals): Promise<void> {
+  if (error !== undefined || child.exitCode !== null || child.signalCode !== null) return;
   const exit = once(child, 'exit');
   child.kill('SIGCONT'); // a paused server would not act on SIGTERM
   child.kill(signal);
@@ -87,8 +115,8 @@ export async function startRedis(): Promise<TestRedis> {
     port,
     stop: () => ended(child, 'SIGTERM'),
     kill: () => ended(child, 'SIGKILL'),
-    pause: () => void child.kill('SIGSTOP'),
-    resume: () => void child.kill('SIGCONT'),
+    pause: () => void child.child.kill('SIGSTOP'),
+    resume: () => void child.child.kill('SIGCONT'),
     async restart() {
       await ended(child, 'SIGKILL');
       child = spawnServer(port);

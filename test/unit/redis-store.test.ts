@@ -12,7 +12,7 @@ import { closeStores, openDeprecationLedger, openStore, openStores, storesReady 
 import { RedisStore } from '../../src/stores/redis.js';
 import type { RateLimitRule } from '../../src/stores/types.js';
 import { fakeLog } from '../helpers/log.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 const RULE: RateLimitRule = { limit: 50, windowMs: 60_000 };
@@ -44,7 +44,7 @@ async function burst(stores: RedisStore[], key: string, n: number): Promise<numb
   return decisions.filter((d) => d.allowed).length;
 }
 
-t.test('one limit across two instances: limit 50, 200 takes spread over both, exactly 50 allowed', async (t) => {
+t.test('one limit across two instances: limit 50, 200 takes spread over both, exactly 50 allowed', { skip: REDIS_SKIP }, async (t) => {
   const { stores } = await redisAndStores(t, 2);
   t.ok(stores.every((s) => s.healthy));
   t.equal(await burst(stores, 'app', 200), 50);
@@ -63,7 +63,7 @@ t.test('one limit across two instances: limit 50, 200 takes spread over both, ex
   t.equal(stores[0]!.errors, 0);
 });
 
-t.test('remaining is never above limit - 1, even when the slack exceeds an interval (a huge limit)', async (t) => {
+t.test('remaining is never above limit - 1, even when the slack exceeds an interval (a huge limit)', { skip: REDIS_SKIP }, async (t) => {
   const { stores } = await redisAndStores(t, 1);
   const huge: RateLimitRule = { limit: 1_000_000_000, windowMs: 60_000 };
   const first = await stores[0]!.take('huge', huge);
@@ -71,7 +71,7 @@ t.test('remaining is never above limit - 1, even when the slack exceeds an inter
   t.equal(first.remaining, huge.limit - 1, 'the Lua script clamps as gcra.ts does');
 });
 
-t.test('Redis killed mid-run: takes reject fast and healthy turns false; after a restart the limit holds again', async (t) => {
+t.test('Redis killed mid-run: takes reject fast and healthy turns false; after a restart the limit holds again', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 2);
   t.equal(await burst(stores, 'app', 30), 30);
   await redis.kill();
@@ -89,7 +89,7 @@ t.test('Redis killed mid-run: takes reject fast and healthy turns false; after a
   t.equal(await burst(stores, 'app', 200), 50);
 });
 
-t.test('a frozen Redis (no answer at all): the command timeout rejects, never a hang', async (t) => {
+t.test('a frozen Redis (no answer at all): the command timeout rejects, never a hang', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 1);
   redis.pause();
   t.teardown(() => redis.resume());
@@ -110,7 +110,7 @@ t.test('a frozen Redis (no answer at all): the command timeout rejects, never a 
   t.equal(stores[0]!.healthy, true);
 });
 
-t.test('the policy on Redis: fail open serves (one warning), fail closed answers 503; both at once, and limits resume', async (t) => {
+t.test('the policy on Redis: fail open serves (one warning), fail closed answers 503; both at once, and limits resume', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 1);
   const store = stores[0]!;
   const log = fakeLog();
@@ -144,7 +144,7 @@ t.test('the policy on Redis: fail open serves (one warning), fail closed answers
   t.match((await ask(closed)).d, { code: 'rate_limited' }, 'the limit holds again');
 });
 
-t.test('the Redis deprecation ledger: two instances, one report', async (t) => {
+t.test('the Redis deprecation ledger: two instances, one report', { skip: REDIS_SKIP }, async (t) => {
   const { stores } = await redisAndStores(t, 2);
   const at = Date.parse('2027-03-01T12:00:00Z');
   stores[0]!.ledger.record('getPet', 'ops', at + 1000);
@@ -164,7 +164,7 @@ t.test('the Redis deprecation ledger: two instances, one report', async (t) => {
   t.strictSame(await stores[0]!.ledger.report(), report, 'the same report from either instance');
 });
 
-t.test('the ledger counts in the process and writes once per flush: 1,000 calls, one script call per consumer', async (t) => {
+t.test('the ledger counts in the process and writes once per flush: 1,000 calls, one script call per consumer', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 2);
   const admin = createClient({ url: redis.url });
   await admin.connect();
@@ -191,7 +191,7 @@ t.test('the ledger counts in the process and writes once per flush: 1,000 calls,
   t.strictSame(await stores[1]!.ledger.report(), own, 'the other instance reads the same report');
 });
 
-t.test('a failed ledger write never throws and is counted', async (t) => {
+t.test('a failed ledger write never throws and is counted', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 1);
   await redis.kill();
   const before = stores[0]!.errors;
@@ -200,7 +200,7 @@ t.test('a failed ledger write never throws and is counted', async (t) => {
   await t.rejects(stores[0]!.ledger.report());
 });
 
-t.test('the process registry: one connection per URL, shared by a reload; closeStores closes them', async (t) => {
+t.test('the process registry: one connection per URL, shared by a reload; closeStores closes them', { skip: REDIS_SKIP }, async (t) => {
   const redis: TestRedis = await startRedis();
   t.teardown(() => redis.stop());
   t.teardown(() => closeStores());
