@@ -607,7 +607,7 @@ function bodyTests(t: TapTest, engine: Engine): void {
       t.ok(value.listWritten >= 0 && value.listWritten < 20 * MiB, `the upstream could write only ${(value.listWritten / MiB).toFixed(1)} MiB of 50 before the gateway hung up`);
     });
     t.test('a 500 with a 50 MB page: the Error shape, and the rest is not read', async (t) => {
-      assertError(t, value.error, 500, 'internal_error');
+      assertError(t, value.error, 500, 'upstream_error');
       t.ok(value.errorWritten >= 0 && value.errorWritten < 20 * MiB, `the upstream could write only ${(value.errorWritten / MiB).toFixed(1)} MiB of 50`);
     });
     t.test('listPets with many small animals: the first `limit` within the buffer', async (t) => {
@@ -758,7 +758,7 @@ function breakerTests(t: TapTest, engine: Engine): void {
   t.test('circuit breaker: 5xx answers and timeouts count as failures; a success resets the count', async (t) => {
     t.test('three 500 answers', async (t) => {
       const { stub, gw } = await breakerRig(t, engine, {}, (_req, res) => sendJson(res, 500, { message: 'boom' }));
-      for (let i = 0; i < 3; i++) assertError(t, await call(gw, 'getPet'), 500, 'internal_error', { message: 'any' });
+      for (let i = 0; i < 3; i++) assertError(t, await call(gw, 'getPet'), 500, 'upstream_error', { message: 'any' });
       assertError(t, await call(gw, 'getPet'), 503, 'service_unavailable', { message: 'any', headers: { 'retry-after': '1' } });
       t.equal(stub.requests.length, 3, 'the fourth did not reach the upstream');
     });
