@@ -291,7 +291,8 @@ t.test('/readyz follows a reloaded rate-limit.onStoreError with Redis down', { s
   });
   const admin = match[1] ?? match[2] ?? '';
   const readyz = async () => ((await request(`${admin}/readyz`)).json as { reason?: string }).reason ?? 'ready';
-  t.equal(await readyz(), 'ready', 'ready with Redis up');
+  // The store connects once the gateway runs: ready when it has.
+  t.equal(await waitForValue('ready', readyz, (r) => r === 'ready'), 'ready', 'ready with Redis up');
   await redis.kill();
   t.equal(await waitForValue('store down', readyz, (r) => r === 'store down'), 'store down', 'closed: not ready while Redis is down');
   const reloads = () => linesWith(handle, 'policy reloaded').length;
