@@ -14,20 +14,23 @@ export const REDIS_SERVER = process.env.REDIS_SERVER ?? 'redis-server';
 
 const HOW_TO_GET_IT = `install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) or set REDIS_SERVER to its path`;
 
-/** Whether REDIS_SERVER runs (`--version`, bounded). */
-function redisRuns(): boolean {
-  const r = spawnSync(REDIS_SERVER, ['--version'], { stdio: 'ignore', timeout: 5000 });
+/** Whether `binary` runs (`--version`, bounded). */
+function redisRuns(binary: string): boolean {
+  const r = spawnSync(binary, ['--version'], { stdio: 'ignore', timeout: 5000 });
   return r.error === undefined && r.status === 0;
 }
 
 /**
- * For a test that needs redis-server, as its `skip` option: on a machine without it, the reason
- * (one line: what is missing and how to get it), so the rest of the suite still runs; false when
- * it is there. With CI=true a missing redis-server is never skipped: those tests fail (CI must
- * run them), with the same line from `startRedis`.
+ * Why a test that needs redis-server is skipped (one line: what is missing and how to get it), or
+ * false when it runs. With CI=true a missing redis-server is never skipped: those tests fail (CI
+ * must run them), with the same advice from `startRedis`.
  */
-export const REDIS_SKIP: string | false =
-  redisRuns() || process.env.CI === 'true' ? false : `needs redis-server, not found as '${REDIS_SERVER}': ${HOW_TO_GET_IT}`;
+export function redisSkipReason(binary: string, env: NodeJS.ProcessEnv): string | false {
+  return env.CI === 'true' || redisRuns(binary) ? false : `needs redis-server, not found as '${binary}': ${HOW_TO_GET_IT}`;
+}
+
+/** For a test that needs redis-server, as its `skip` option; the rest of the suite runs without it. */
+export const REDIS_SKIP: string | false = redisSkipReason(REDIS_SERVER, process.env);
 
 export interface TestRedis {
   readonly url: string;
@@ -74,8 +77,8 @@ interface Spawned {
   error: Error | undefined;
 }
 
-function spawnServer(port: number): Spawned {
-  const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+function spawnServer(port: number, binary: string): Spawned {
+  const child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const spawned: Spawned = { child, error: undefined };
@@ -85,11 +88,11 @@ function spawnServer(port: number): Spawned {
   return spawned;
 }
 
-async function waitForPing(port: number, spawned: Spawned): Promise<void> {
+async function waitForPing(port: number, spawned: Spawned, binary: string): Promise<void> {
   const { child } = spawned;
   // Bounded: 100 tries of at most ~550 ms; fails early if the server exited or never started.
   for (let i = 0; i < 100; i++) {
-    if (spawned.error !== undefined) throw new Error(`cannot start '${REDIS_SERVER}' (${(spawned.error as NodeJS.ErrnoException).code ?? spawned.error.message}): ${HOW_TO_GET_IT}`);
+    if (spawned.error !== undefined) throw new Error(`cannot start '${binary}' (${(spawned.error as NodeJS.ErrnoException).code ?? spawned.error.message}): ${HOW_TO_GET_IT}`);
     if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${port}`);
     if (await ping(port)) return;
     await sleep(50);
@@ -105,11 +108,11 @@ async function ended({ child, error }: Spawned, signal: NodeJS.Signals): Promise
   await exit;
 }
 
-/** Starts redis-server; register `stop` with t.teardown. */
-export async function startRedis(): Promise<TestRedis> {
+/** Starts redis-server (`binary`: REDIS_SERVER by default); register `stop` with t.teardown. */
+export async function startRedis(binary = REDIS_SERVER): Promise<TestRedis> {
   const port = await freePort();
-  let child = spawnServer(port);
-  await waitForPing(port, child);
+  let child = spawnServer(port, binary);
+  await waitForPing(port, child, binary);
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
@@ -119,8 +122,8 @@ export async function startRedis(): Promise<TestRedis> {
     resume: () => void child.child.kill('SIGCONT'),
     async restart() {
       await ended(child, 'SIGKILL');
-      child = spawnServer(port);
-      await waitForPing(port, child);
+      child = spawnServer(port, binary);
+      await waitForPing(port, child, binary);
     },
   };
 }
