@@ -692,6 +692,8 @@ async function backend(args: string[]): Promise<number> {
   const addr = server.address() as AddressInfo;
   process.stdout.write(`petstore-gateway backend listening on http://${addr.address}:${addr.port}/v1\n`);
   const stop = () => server.close(() => process.exit(EXIT.ok));
+  // The backend has no file to reload: a SIGHUP (a process manager's reload) leaves it running.
+  onReloadSignal(() => process.stderr.write('petstore-gateway backend: SIGHUP ignored: nothing to reload\n'));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   return -1;
