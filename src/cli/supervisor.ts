@@ -62,6 +62,41 @@ export function restartDelay(streak: number, limits: SupervisorLimits = DEFAULT_
   return Math.min(limits.maxDelayMs, limits.initialDelayMs * 2 ** Math.max(0, streak - 1));
 }
 
+/** What to do when a worker exits outside a stop: stop the group, or start another after a delay. */
+type ExitDecision =
+  | { readonly stop: 'could not start' | 'keeps crashing'; readonly code: number; readonly streak: number }
+  | { readonly stop?: undefined; readonly delayMs: number; readonly streak: number };
+
+/**
+ * The rule of the module comment: a worker of the first set that never listened stops the group
+ * (nothing would serve); otherwise it is replaced, after a back-off that grows with quick crashes
+ * in a row, until there are more of those than `maxQuickCrashes`.
+ */
+function decideOnExit(state: WorkerState | undefined, started: boolean, streak: number, code: number | null, limits: SupervisorLimits): ExitDecision {
+  if (state?.initial === true && state.listeningAt === undefined && !started) return { stop: 'could not start', code: code === 78 ? 78 : 1, streak };
+  const quick = state?.listeningAt === undefined || Date.now() - state.listeningAt < limits.quickCrashMs;
+  const next = quick ? streak + 1 : 0;
+  if (next > limits.maxQuickCrashes) return { stop: 'keeps crashing', code: 1, streak: next };
+  return { delayMs: quick ? restartDelay(next, limits) : limits.initialDelayMs, streak: next };
+}
+
+/** The log line and the stderr line of a group that stops because of its workers. */
+function reportStop(
+  log: Logger,
+  decision: Extract<ExitDecision, { stop: string }>,
+  exit: { workerPid: number | undefined; code: number | null; signal: string | null },
+  limits: SupervisorLimits,
+): void {
+  const { workerPid, code, signal } = exit;
+  if (decision.stop === 'could not start') {
+    log.error({ workerPid, code, signal }, 'a worker could not start; stopping');
+    process.stderr.write(`petstore-gateway: a worker (pid ${workerPid}) could not start (exit code ${code ?? signal}); see its message above. Stopping.\n`);
+  } else {
+    log.error({ workerPid, code, signal, quickCrashes: decision.streak }, 'workers keep crashing; giving up');
+    process.stderr.write(`petstore-gateway: workers crashed ${decision.streak} times in a row, each within ${limits.quickCrashMs} ms of starting; stopping.\n`);
+  }
+}
+
 export interface WorkerGroup {
   /** Sends `message` to every running worker (one that is starting gets the state through `env`). */
   send(message: object): void;
@@ -127,33 +162,19 @@ export function superviseWorkers(o: SuperviseOptions): WorkerGroup {
       if (alive().length === 0) finish();
       return;
     }
-    if (state?.initial === true && state.listeningAt === undefined && !started) {
-      const exit = code === 78 ? 78 : 1;
-      log.error({ workerPid, code, signal }, 'a worker could not start; stopping');
-      process.stderr.write(
-        `petstore-gateway: a worker (pid ${workerPid}) could not start (exit code ${code ?? signal}); see its message above. Stopping.\n`,
-      );
-      return stopAll('SIGTERM', exit);
+    const decision = decideOnExit(state, started, streak, code, limits);
+    streak = decision.streak;
+    if (decision.stop !== undefined) {
+      reportStop(log, decision, { workerPid, code, signal }, limits);
+      return stopAll('SIGTERM', decision.code);
     }
-    const quick = state?.listeningAt === undefined || Date.now() - state.listeningAt < limits.quickCrashMs;
-    streak = quick ? streak + 1 : 0;
-    if (streak > limits.maxQuickCrashes) {
-      log.error({ workerPid, code, signal, quickCrashes: streak }, 'workers keep crashing; giving up');
-      process.stderr.write(`petstore-gateway: workers crashed ${streak} times in a row, each within ${limits.quickCrashMs} ms of starting; stopping.\n`);
-      return stopAll('SIGTERM', 1);
-    }
-    const delayMs = quick ? restartDelay(streak, limits) : limits.initialDelayMs;
-    log.error({ workerPid, code, signal, restartInMs: delayMs }, 'worker exited; starting another');
-    const timer = setTimeout(() => {
-      pending.delete(timer);
-      if (!stopping) fork(false);
-    }, delayMs);
+    log.error({ workerPid, code, signal, restartInMs: decision.delayMs }, 'worker exited; starting another');
+    const timer = setTimeout(() => void (pending.delete(timer), stopping || fork(false)), decision.delayMs);
     pending.add(timer);
   });
 
   for (let i = 0; i < o.workers; i++) fork(true);
-  process.on('SIGTERM', () => stopAll('SIGTERM', 0));
-  process.on('SIGINT', () => stopAll('SIGINT', 0));
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stopAll(signal, 0));
   return {
     send(message) {
       // A worker whose channel is closing is replaced, and the replacement reads `env`.
