@@ -70,6 +70,20 @@ export function forwardSettings(gw: Gateway): ForwardSettings {
  * changes them is refused, and the old gateway stays. The circuit breaker belongs to the upstream
  * and outlives reloads.
  */
+/**
+ * What a reload cannot change: the sections read once at start (the listening socket, the upstream
+ * pool). The `--workers` primary checks a reload with this too, before handing it to its workers.
+ */
+export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): Problem[] {
+  const problems: Problem[] = [];
+  for (const section of ['upstream', 'server'] as const) {
+    if (JSON.stringify(next[section]) !== JSON.stringify(current[section])) {
+      problems.push({ path: `$.${section}`, message: 'changed: this section takes effect only on a restart' });
+    }
+  }
+  return problems;
+}
+
 export class GatewayHolder {
   private gw: Gateway;
   readonly breaker: CircuitBreaker | undefined;
@@ -86,12 +100,7 @@ export class GatewayHolder {
 
   /** Swaps in `next`; returns the problems that prevent it (then nothing changes). */
   replace(next: Gateway): Problem[] {
-    const problems: Problem[] = [];
-    for (const section of ['upstream', 'server'] as const) {
-      if (JSON.stringify(next.config[section]) !== JSON.stringify(this.gw.config[section])) {
-        problems.push({ path: `$.${section}`, message: 'changed: this section takes effect only on a restart' });
-      }
-    }
+    const problems = restartOnlyChanges(this.gw.config, next.config);
     if (problems.length === 0) this.gw = next;
     return problems;
   }

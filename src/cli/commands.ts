@@ -17,17 +17,18 @@ import type { ExchangeObserver } from '../core/record.js';
 import { type AdminHandle, type AdminOptions, READY, startAdmin } from '../ops/admin.js';
 import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, logDestination } from '../ops/access-log.js';
-import { createOps, type Phase } from '../ops/index.js';
+import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
-import { formatProblems, loadPolicyFile, type LoadOptions, type Overrides } from '../config/load.js';
+import { formatOf, formatProblems, parsePolicy, readPolicyText, type LoadOptions, type Overrides } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
-import { createGateway, GatewayHolder } from '../gateway.js';
+import { createGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
-import { superviseWorkers } from './supervisor.js';
+import { onReloadSignal } from './signals.js';
+import { DEFAULT_LIMITS, superviseWorkers } from './supervisor.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -236,17 +237,54 @@ function loadForServe(
   env: Record<string, string | undefined>,
   overrides: Overrides,
   ephemeralKey: boolean,
-): { ok: true; config: PolicyConfig; ephemeral: string | undefined } | { ok: false; problems: string } {
-  const keys: LoadOptions['keys'] = ephemeralKey ? 'ephemeral-allowed' : 'required';
-  let loaded = loadPolicyFile(file, { env }, overrides, { keys });
+  handed?: string,
+): { ok: true; config: PolicyConfig; text: string; ephemeral: string | undefined } | { ok: false; problems: string } {
+  const read = handed === undefined ? readPolicyText(file) : { ok: true as const, text: handed };
+  if (!read.ok) return { ok: false, problems: formatProblems(file, read.problems) };
+  const load = (keys: LoadOptions['keys']) => parsePolicy(read.text, { env }, overrides, { keys, format: formatOf(file) });
+  let loaded = load(ephemeralKey ? 'ephemeral-allowed' : 'required');
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
   const auth = loaded.config.policies.auth;
-  if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, ephemeral: undefined };
+  if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, text: read.text, ephemeral: undefined };
   const ephemeral = newKey();
   env[auth.keysFromEnv] = ephemeral;
-  loaded = loadPolicyFile(file, { env }, overrides, { keys: 'required' });
+  loaded = load('required');
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
-  return { ok: true, config: loaded.config, ephemeral };
+  return { ok: true, config: loaded.config, text: read.text, ephemeral };
+}
+
+/**
+ * The variable through which the `--workers` primary hands each worker, replacements included, the
+ * policy text in force: a worker never reads the file, which may have been edited since, or left
+ * invalid by a refused reload. Internal: taken out of the worker's environment before use.
+ */
+const WORKER_POLICY_ENV = 'PETSTORE_GATEWAY_WORKER_POLICY';
+/** primary -> worker: `{ type, text, reason }`, a reload the primary has validated. */
+const POLICY_MESSAGE = 'petstore-gateway:policy';
+
+interface PolicyMessage {
+  readonly type: typeof POLICY_MESSAGE;
+  readonly text: string;
+  readonly reason: string;
+}
+
+function isPolicyMessage(m: unknown): m is PolicyMessage {
+  return typeof m === 'object' && m !== null && (m as { type?: unknown }).type === POLICY_MESSAGE && typeof (m as { text?: unknown }).text === 'string';
+}
+
+/** What `serve` has settled before it starts anything. */
+interface ServeSetup {
+  readonly file: string;
+  /** The policy text in force at start (validated into `config`). */
+  readonly text: string;
+  readonly config: PolicyConfig;
+  readonly env: Record<string, string | undefined>;
+  readonly overrides: Overrides;
+  readonly engine: string;
+  readonly workers: number;
+  readonly watch: boolean;
+  readonly ephemeral: string | undefined;
+  readonly log: Logger;
 }
 
 async function serve(args: string[]): Promise<number> {
@@ -267,81 +305,221 @@ async function serve(args: string[]): Promise<number> {
   const overrides = overridesOf('serve', values);
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const env: Record<string, string | undefined> = { ...process.env };
-  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true);
+  const handed = cluster.isWorker ? env[WORKER_POLICY_ENV] : undefined;
+  delete env[WORKER_POLICY_ENV];
+  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true, handed);
   if (!loaded.ok) {
     process.stderr.write(loaded.problems + '\n');
     return EXIT.config;
   }
-  const { ephemeral } = loaded;
-  const config = loaded.config;
   // Stdout is NDJSON (operator messages and access lines, one writer); written asynchronously so a
   // slow reader of stdout does not hold the event loop, flushed at exit.
-  const log = pino(loggerOptions(config.log.level), logDestination());
+  const log = pino(loggerOptions(loaded.config.log.level), logDestination());
   setStoreLog(log);
-  const adminConfig = config.server.admin;
-  // Where the process is in its life, for /readyz: starting until it listens, draining from SIGTERM.
-  let phase: Phase = 'starting';
-  if (workers > 1 && cluster.isPrimary) {
-    // The primary probes once for all workers; a worker does not.
-    void probeUpstream(config, log);
-    const notice = perWorkerNotice(config.policies['rate-limit'], workers);
-    if (notice !== undefined) log.warn({ workers }, notice);
-    if (adminConfig !== null) {
-      const group = primaryOps({
-        workers,
-        readiness: () => (phase === 'draining' ? { ready: false, reason: 'draining' } : READY),
-        deprecated: [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }],
-        sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
-      });
-      const admin = await listenAdmin(adminConfig, group.callbacks, log);
-      if (admin === undefined) return EXIT.runtime;
-      const drain = () => {
-        phase = 'draining';
-      };
-      process.once('SIGTERM', drain);
-      process.once('SIGINT', drain);
-    }
-    return superviseWorkers({ workers, env, log, onListening: (banner) => printBanner(`${banner} with ${workers} workers`, ephemeral, undefined) });
+  const setup: ServeSetup = { file, text: loaded.text, config: loaded.config, env, overrides, engine, workers, watch: values.watch === true, ephemeral: loaded.ephemeral, log };
+  return workers > 1 && cluster.isPrimary ? servePrimary(setup) : serveProcess(setup);
+}
+
+/**
+ * Validates a policy text for a reload: as `serve` would, plus what a reload cannot change.
+ * Returns the new config, or the problems (then the policy in force stays).
+ */
+function checkReload(s: ServeSetup, current: PolicyConfig, text: string): { ok: true; config: PolicyConfig } | { ok: false; problems: string[] } {
+  const next = parsePolicy(text, { env: s.env }, s.overrides, { keys: 'required', format: formatOf(s.file) });
+  const problems = !next.ok ? next.problems : restartOnlyChanges(current, next.config);
+  if (next.ok && problems.length === 0) return { ok: true, config: next.config };
+  return { ok: false, problems: problems.map((p) => `${p.path}: ${p.message}`) };
+}
+
+/**
+ * Reads the policy file for a reload; undefined (after its log line) when it cannot be read, or
+ * when a file change left the text as it was (an editor's save fires several events: one reload
+ * line per change, not per event).
+ */
+function readForReload(s: ServeSetup, reason: string, last: { text: string }): string | undefined {
+  const read = readPolicyText(s.file);
+  if (!read.ok) {
+    s.log.error({ file: s.file, reason, problems: read.problems.map((p) => p.message) }, 'policy reload refused; the previous policy stays');
+    return undefined;
   }
-  const holder = new GatewayHolder(createGateway(config, { env, log }));
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true });
-  const running = await startEngine(engine, holder, log, ops.observer);
-  const { host, port, shutdownGraceMs } = config.server;
-  let admin: AdminHandle | undefined;
-  if (cluster.isWorker) {
-    if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(phase), ledger: ops.ledger });
-  } else if (adminConfig !== null) {
-    admin = await listenAdmin(
-      adminConfig,
-      {
-        readiness: () => ops.readiness(phase),
-        metrics: async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType }),
-        deprecations: () => ops.deprecations(),
-      },
-      log,
-    );
+  if (reason === 'file changed' && read.text === last.text) return undefined;
+  last.text = read.text;
+  return read.text;
+}
+
+/**
+ * `--workers N`: the primary. It alone reads the policy file, on SIGHUP or --watch, validates it
+ * and hands the workers the text in force, so every worker (a replacement too) runs the same
+ * policy, and a refused reload leaves nothing behind for a worker to trip over.
+ */
+async function servePrimary(s: ServeSetup): Promise<number> {
+  const { log, config, workers } = s;
+  // The primary probes once for all workers; a worker does not.
+  void probeUpstream(config, log);
+  const notice = perWorkerNotice(config.policies['rate-limit'], workers);
+  if (notice !== undefined) log.warn({ workers }, notice);
+  if (config.upstream.url === 'builtin') {
+    const line = `the built-in backend keeps its pets per process: with --workers ${workers} each worker has its own (ids repeat, a pet created through one worker is unknown to the others); run \`petstore-gateway backend\` and point --upstream at it, or use one worker`;
+    log.warn({ workers }, line);
+    process.stderr.write(`petstore-gateway: warning: ${line}\n`);
+  }
+  let draining = false;
+  const adminConfig = config.server.admin;
+  if (adminConfig !== null) {
+    const group = primaryOps({
+      workers,
+      readiness: () => (draining ? { ready: false, reason: 'draining' } : READY),
+      deprecated: [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }],
+      sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
+    });
+    const admin = await listenAdmin(adminConfig, group.callbacks, log);
     if (admin === undefined) {
-      await running.close().catch(() => undefined);
+      group.close();
+      await closeStores();
+      return EXIT.runtime;
+    }
+    const drain = () => {
+      draining = true;
+    };
+    process.once('SIGTERM', drain);
+    process.once('SIGINT', drain);
+  }
+  let inForce = { text: s.text, config };
+  const last = { text: s.text };
+  const { server } = config;
+  const group = superviseWorkers({
+    workers,
+    env: () => ({ ...s.env, [WORKER_POLICY_ENV]: inForce.text }),
+    log,
+    limits: { ...DEFAULT_LIMITS, stopTimeoutMs: server.drainDelayMs + server.shutdownGraceMs + 5000 },
+    onListening: (banner) => printBanner(`${banner} with ${workers} workers`, s.ephemeral, undefined),
+    onWorkerListening: (worker, forkedWith) => {
+      if (forkedWith[WORKER_POLICY_ENV] === inForce.text) return;
+      worker.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'reloaded while the worker started' } satisfies PolicyMessage, undefined, () => {});
+    },
+  });
+  const reload = (reason: string) => {
+    const text = readForReload(s, reason, last);
+    if (text === undefined) return;
+    const next = checkReload(s, inForce.config, text);
+    if (!next.ok) return void log.error({ file: s.file, reason, problems: next.problems }, 'policy reload refused; the previous policy stays');
+    inForce = { text, config: next.config };
+    // Each worker applies it and logs its own "policy reloaded" line.
+    group.send({ type: POLICY_MESSAGE, text, reason } satisfies PolicyMessage);
+  };
+  onReloadSignal(reload);
+  if (s.watch) watchFile(s.file, () => reload('file changed'));
+  return -1;
+}
+
+/** Where a serving process is in its life, shared by its readiness, its reload and its stop. */
+interface ProcessState {
+  phase: Phase;
+  admin: AdminHandle | undefined;
+}
+
+/** A gateway process: the only one, or one worker of `--workers`. */
+async function serveProcess(s: ServeSetup): Promise<number> {
+  const { log, config } = s;
+  const state: ProcessState = { phase: 'starting', admin: undefined };
+  const holder = new GatewayHolder(createGateway(config, { env: s.env, log }));
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config });
+  const running = await startEngine(s.engine, holder, log, ops.observer);
+  // A start that fails leaves nothing open behind it: the process must end (main.ts), not idle.
+  const release = async () => {
+    await state.admin?.close();
+    await running.close().catch(() => undefined);
+    await ops.close();
+    await closeStores();
+  };
+  const adminConfig = config.server.admin;
+  if (cluster.isWorker) {
+    if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(state.phase), ledger: ops.ledger });
+  } else if (adminConfig !== null) {
+    const metrics = async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType });
+    state.admin = await listenAdmin(adminConfig, { readiness: () => ops.readiness(state.phase), metrics, deprecations: () => ops.deprecations() }, log);
+    if (state.admin === undefined) {
+      await release();
       return EXIT.runtime;
     }
   }
-  // Signal handlers come before listening: a SIGHUP that arrives while starting (a cluster primary
-  // forwards it as soon as one worker is up) must reload, not kill the process.
-  // Hot reload: re-read the file; an invalid file is refused with its problems logged and the old
-  // policy stays; requests in flight finish under the policy they started with.
-  const reload = (reason: string) => {
-    const next = loadPolicyFile(file, { env }, overrides, { keys: 'required' });
-    const problems = !next.ok ? next.problems : holder.replace(createGateway(next.config, { env, log }, holder.current.backend));
-    ops.metrics.reloaded(problems.length === 0);
-    if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
-    else log.info({ file, reason }, 'policy reloaded');
-  };
-  process.on('SIGHUP', () => reload('SIGHUP'));
-  if (values.watch === true) watchFile(file, () => reload('file changed'));
+  const reload = reloader(s, holder, ops);
+  if (cluster.isWorker) {
+    process.on('message', (m: unknown) => {
+      if (isPolicyMessage(m)) reload(m.reason, m.text);
+    });
+    onReloadSignal(() => log.warn({ primaryPid: process.ppid }, 'SIGHUP sent to a worker is ignored: send it to the primary, which reloads every worker'));
+  } else {
+    onReloadSignal((reason) => reload(reason));
+    if (s.watch) watchFile(s.file, () => reload('file changed'));
+  }
+  installStop(config.server, running, ops, state, log);
+  const { host, port } = config.server;
+  try {
+    await running.listen(host, port);
+  } catch (err) {
+    // A worker that cannot listen must exit (main.ts lets its IPC channel go), never stay up silently.
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    process.stderr.write(`petstore-gateway: cannot listen on ${host}:${port}: ${code}${listenHint(code)}\n`);
+    await release();
+    return EXIT.runtime;
+  }
+  state.phase = 'serving';
+  const addr = running.server.address() as AddressInfo;
+  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  log.info({ url, engine: s.engine, upstream: config.upstream.url }, 'petstore-gateway listening');
+  const banner = `petstore-gateway listening on ${url} (upstream: ${config.upstream.url}, engine: ${s.engine})`;
+  // A cluster worker tells the primary, which prints one banner for all.
+  if (cluster.isWorker) process.send?.({ type: 'listening', banner });
+  else {
+    printBanner(banner, s.ephemeral, url);
+    void probeUpstream(config, log);
+  }
+  return -1; // keep running
+}
 
-  // Graceful shutdown: stop accepting, let in-flight requests finish within shutdownGraceMs, exit 0.
-  // Answers from then on say `Connection: close`, so a keep-alive client does not hold the process
-  // open for the keep-alive timeout, nor send more requests on its connection.
+/** What to change when the listen failed, by its error code. */
+function listenHint(code: string): string {
+  switch (code) {
+    case 'EADDRINUSE':
+      return ' (another process listens there: choose another port with --port or server.port, or stop that process)';
+    case 'EACCES':
+      return ' (not permitted: ports below 1024 need privileges; choose --port 1024 or above, or server.port)';
+    case 'EADDRNOTAVAIL':
+      return ' (no such address on this machine: set --host or server.host, e.g. 127.0.0.1 or 0.0.0.0)';
+    default:
+      return ' (check --host/--port or server.host/server.port)';
+  }
+}
+
+/**
+ * The reload of a serving process: the one path SIGHUP, --watch and the `--workers` primary's
+ * hand-over go through. `text` is the policy the primary has in force; without it, the file is
+ * read. An invalid policy is refused with its problems logged and the old one stays; requests in
+ * flight finish under the policy they started with. One log line per reload.
+ */
+function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops): (reason: string, text?: string) => void {
+  const last = { text: s.text };
+  return (reason, handed) => {
+    const text = handed ?? readForReload(s, reason, last);
+    if (text === undefined) return;
+    const next = checkReload(s, holder.current.config, text);
+    const problems = next.ok ? holder.replace(createGateway(next.config, { env: s.env, log: s.log }, holder.current.backend)).map((p) => `${p.path}: ${p.message}`) : next.problems;
+    ops.metrics.reloaded(problems.length === 0);
+    if (problems.length > 0) s.log.error({ file: s.file, reason, problems }, 'policy reload refused; the previous policy stays');
+    else s.log.info({ file: s.file, reason }, 'policy reloaded');
+  };
+}
+
+/**
+ * SIGTERM/SIGINT: /readyz turns 503 `draining` at once; the API listener keeps accepting for
+ * `server.drainDelayMs` (a load balancer removes an endpoint some time after it starts stopping:
+ * a connection refused meanwhile would be a client's error); then it stops accepting and in-flight
+ * requests have `shutdownGraceMs` to finish; exit 0. From the signal on, answers say
+ * `Connection: close`, so keep-alive clients move to another instance.
+ */
+function installStop(server: PolicyConfig['server'], running: RunningEngine, ops: Ops, state: ProcessState, log: Logger): void {
+  const { drainDelayMs, shutdownGraceMs } = server;
   let stopping = false;
   const active = new Set<ServerResponse>();
   running.server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
@@ -349,12 +527,7 @@ async function serve(args: string[]): Promise<number> {
     active.add(res);
     res.once('close', () => active.delete(res));
   });
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    // /readyz turns 503 at once, so a load balancer stops sending before the drain ends.
-    phase = 'draining';
-    const since = performance.now();
+  const close = (signal: string, since: number) => {
     for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
     log.info({ signal, graceMs: shutdownGraceMs, inFlight: active.size }, 'shutting down');
     const force = setTimeout(() => {
@@ -375,39 +548,28 @@ async function serve(args: string[]): Promise<number> {
         await new Promise((r) => setImmediate(r));
         await ops.close();
         await closeStores();
-        await admin?.close();
+        await state.admin?.close();
       })
       .then(
-      () => exit(EXIT.ok),
-      (err: unknown) => {
-        log.error({ err }, 'error while stopping');
-        exit(EXIT.runtime);
-      },
-    );
+        () => exit(EXIT.ok),
+        (err: unknown) => {
+          log.error({ err }, 'error while stopping');
+          exit(EXIT.runtime);
+        },
+      );
+  };
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    state.phase = 'draining';
+    const since = performance.now();
+    for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
+    if (drainDelayMs === 0) return close(signal, since);
+    log.info({ signal, drainDelayMs }, 'draining: /readyz answers 503 while the listener still accepts');
+    setTimeout(() => close(signal, since), drainDelayMs);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  try {
-    await running.listen(host, port);
-  } catch (err) {
-    // A worker that cannot listen must exit (main.ts lets its IPC channel go), never stay up silently.
-    const e = err as NodeJS.ErrnoException;
-    process.stderr.write(`petstore-gateway: cannot listen on ${host}:${port}: ${e.code ?? e.message}\n`);
-    await running.close().catch(() => undefined);
-    return EXIT.runtime;
-  }
-  phase = 'serving';
-  const addr = running.server.address() as AddressInfo;
-  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
-  log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
-  const banner = `petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})`;
-  // A cluster worker tells the primary, which prints one banner for all.
-  if (cluster.isWorker) process.send?.({ type: 'listening', banner });
-  else {
-    printBanner(banner, ephemeral, url);
-    void probeUpstream(loaded.config, log);
-  }
-  return -1; // keep running
 }
 
 /** The human text of a start, on stderr: stdout stays NDJSON (issue 13, item 4). */
@@ -530,6 +692,8 @@ async function backend(args: string[]): Promise<number> {
   const addr = server.address() as AddressInfo;
   process.stdout.write(`petstore-gateway backend listening on http://${addr.address}:${addr.port}/v1\n`);
   const stop = () => server.close(() => process.exit(EXIT.ok));
+  // The backend has no file to reload: a SIGHUP (a process manager's reload) leaves it running.
+  onReloadSignal(() => process.stderr.write('petstore-gateway backend: SIGHUP ignored: nothing to reload\n'));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   return -1;

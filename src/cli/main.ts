@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 /** The `petstore-gateway` executable: see commands.ts. */
 import cluster from 'node:cluster';
-import { main } from './commands.js';
+import { holdSighup } from './signals.js';
 
+// Before the command's modules load: a SIGHUP while starting must not end the process (signals.ts).
+holdSighup();
+const { main } = await import('./commands.js');
 const code = await main(process.argv.slice(2));
 // A server command returns -1 and keeps the process alive until a signal stops it.
 if (code >= 0) {
@@ -11,4 +14,9 @@ if (code >= 0) {
   // and with its code (letting the channel go would make node's cluster exit it with 0). Its stderr
   // (a pipe or a terminal) is written synchronously, so its message is out.
   if (cluster.isWorker) process.exit(code);
+  // A command that has finished must end even if a handle it opened is still referenced (a store's
+  // reconnecting client, a listener a failed start could not close): a process that idles after
+  // failing to start is never restarted by a process manager. Unreferenced, this timer does not
+  // delay an ordinary exit.
+  setTimeout(() => process.exit(code), 1000).unref();
 }

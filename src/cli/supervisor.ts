@@ -1,8 +1,9 @@
 /**
  * `serve --workers N`: the primary forks N workers (node:cluster; they share the listening socket),
- * hands each the same environment (an ephemeral key included), reports once when all listen,
- * forwards SIGHUP (every worker reloads the same file) and SIGTERM/SIGINT (each stops gracefully),
- * and exits 0 once all have.
+ * hands each the environment of the moment (an ephemeral key, the policy in force), reports once
+ * when all listen, passes messages on to every worker (a reload: commands.ts), forwards
+ * SIGTERM/SIGINT (each stops gracefully), and exits 0 once all have. SIGHUP is the caller's: the
+ * primary validates a reload before any worker sees it.
  *
  * Failures (issue 11, item 3): a worker of the first set that exits before listening (a bad policy,
  * the port in use) stops the whole gateway with that worker's exit code: nothing would serve, and
@@ -38,10 +39,16 @@ export const DEFAULT_LIMITS: SupervisorLimits = {
 
 export interface SuperviseOptions {
   readonly workers: number;
-  readonly env: Record<string, string | undefined>;
+  /** The environment of a worker, asked at each fork: a replacement gets what is in force then. */
+  readonly env: () => Record<string, string | undefined>;
   readonly log: Logger;
   /** Called once, when every worker of the first set listens, with a worker's banner. */
   readonly onListening: (banner: string) => void;
+  /**
+   * Called each time a worker listens, with the environment it was forked with: what was in force
+   * then may have changed while it started (a message sent meanwhile found no listener).
+   */
+  readonly onWorkerListening?: (worker: Worker, forkedWith: Readonly<Record<string, string>>) => void;
   readonly limits?: SupervisorLimits;
 }
 
@@ -55,11 +62,50 @@ export function restartDelay(streak: number, limits: SupervisorLimits = DEFAULT_
   return Math.min(limits.maxDelayMs, limits.initialDelayMs * 2 ** Math.max(0, streak - 1));
 }
 
-/** Starts the workers and supervises them; returns -1 (the process keeps running). */
-export function superviseWorkers(o: SuperviseOptions): number {
+/** What to do when a worker exits outside a stop: stop the group, or start another after a delay. */
+type ExitDecision =
+  | { readonly stop: 'could not start' | 'keeps crashing'; readonly code: number; readonly streak: number }
+  | { readonly stop?: undefined; readonly delayMs: number; readonly streak: number };
+
+/**
+ * The rule of the module comment: a worker of the first set that never listened stops the group
+ * (nothing would serve); otherwise it is replaced, after a back-off that grows with quick crashes
+ * in a row, until there are more of those than `maxQuickCrashes`.
+ */
+function decideOnExit(state: WorkerState | undefined, started: boolean, streak: number, code: number | null, limits: SupervisorLimits): ExitDecision {
+  if (state?.initial === true && state.listeningAt === undefined && !started) return { stop: 'could not start', code: code === 78 ? 78 : 1, streak };
+  const quick = state?.listeningAt === undefined || Date.now() - state.listeningAt < limits.quickCrashMs;
+  const next = quick ? streak + 1 : 0;
+  if (next > limits.maxQuickCrashes) return { stop: 'keeps crashing', code: 1, streak: next };
+  return { delayMs: quick ? restartDelay(next, limits) : limits.initialDelayMs, streak: next };
+}
+
+/** The log line and the stderr line of a group that stops because of its workers. */
+function reportStop(
+  log: Logger,
+  decision: Extract<ExitDecision, { stop: string }>,
+  exit: { workerPid: number | undefined; code: number | null; signal: string | null },
+  limits: SupervisorLimits,
+): void {
+  const { workerPid, code, signal } = exit;
+  if (decision.stop === 'could not start') {
+    log.error({ workerPid, code, signal }, 'a worker could not start; stopping');
+    process.stderr.write(`petstore-gateway: a worker (pid ${workerPid}) could not start (exit code ${code ?? signal}); see its message above. Stopping.\n`);
+  } else {
+    log.error({ workerPid, code, signal, quickCrashes: decision.streak }, 'workers keep crashing; giving up');
+    process.stderr.write(`petstore-gateway: workers crashed ${decision.streak} times in a row, each within ${limits.quickCrashMs} ms of starting; stopping.\n`);
+  }
+}
+
+export interface WorkerGroup {
+  /** Sends `message` to every running worker (one that is starting gets the state through `env`). */
+  send(message: object): void;
+}
+
+/** Starts the workers and supervises them until a signal stops them. */
+export function superviseWorkers(o: SuperviseOptions): WorkerGroup {
   const limits = o.limits ?? DEFAULT_LIMITS;
   const { log } = o;
-  const env = Object.fromEntries(Object.entries(o.env).filter((e): e is [string, string] => e[1] !== undefined));
   const states = new Map<Worker, WorkerState>();
   let started = false;
   let stopping = false;
@@ -68,12 +114,14 @@ export function superviseWorkers(o: SuperviseOptions): number {
   const pending = new Set<NodeJS.Timeout>();
 
   const fork = (initial: boolean) => {
+    const env = Object.fromEntries(Object.entries(o.env()).filter((e): e is [string, string] => e[1] !== undefined));
     const worker = cluster.fork(env);
     states.set(worker, { listeningAt: undefined, initial });
     worker.on('message', (msg: { type?: string; banner?: string }) => {
       if (msg.type !== 'listening') return;
       const state = states.get(worker);
       if (state !== undefined) state.listeningAt = Date.now();
+      o.onWorkerListening?.(worker, env);
       if (started) return;
       const all = [...states.values()].filter((s) => s.initial);
       if (all.length === o.workers && all.every((s) => s.listeningAt !== undefined)) {
@@ -114,36 +162,23 @@ export function superviseWorkers(o: SuperviseOptions): number {
       if (alive().length === 0) finish();
       return;
     }
-    if (state?.initial === true && state.listeningAt === undefined && !started) {
-      const exit = code === 78 ? 78 : 1;
-      log.error({ workerPid, code, signal }, 'a worker could not start; stopping');
-      process.stderr.write(
-        `petstore-gateway: a worker (pid ${workerPid}) could not start (exit code ${code ?? signal}); see its message above. Stopping.\n`,
-      );
-      return stopAll('SIGTERM', exit);
+    const decision = decideOnExit(state, started, streak, code, limits);
+    streak = decision.streak;
+    if (decision.stop !== undefined) {
+      reportStop(log, decision, { workerPid, code, signal }, limits);
+      return stopAll('SIGTERM', decision.code);
     }
-    const quick = state?.listeningAt === undefined || Date.now() - state.listeningAt < limits.quickCrashMs;
-    streak = quick ? streak + 1 : 0;
-    if (streak > limits.maxQuickCrashes) {
-      log.error({ workerPid, code, signal, quickCrashes: streak }, 'workers keep crashing; giving up');
-      process.stderr.write(`petstore-gateway: workers crashed ${streak} times in a row, each within ${limits.quickCrashMs} ms of starting; stopping.\n`);
-      return stopAll('SIGTERM', 1);
-    }
-    const delayMs = quick ? restartDelay(streak, limits) : limits.initialDelayMs;
-    log.error({ workerPid, code, signal, restartInMs: delayMs }, 'worker exited; starting another');
-    const timer = setTimeout(() => {
-      pending.delete(timer);
-      if (!stopping) fork(false);
-    }, delayMs);
+    log.error({ workerPid, code, signal, restartInMs: decision.delayMs }, 'worker exited; starting another');
+    const timer = setTimeout(() => void (pending.delete(timer), stopping || fork(false)), decision.delayMs);
     pending.add(timer);
   });
 
   for (let i = 0; i < o.workers; i++) fork(true);
-  const each = (signal: NodeJS.Signals) => {
-    for (const w of alive()) w.process.kill(signal);
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stopAll(signal, 0));
+  return {
+    send(message) {
+      // A worker whose channel is closing is replaced, and the replacement reads `env`.
+      for (const w of alive()) if (w.isConnected()) w.send(message, undefined, () => {});
+    },
   };
-  process.on('SIGHUP', () => each('SIGHUP'));
-  process.on('SIGTERM', () => stopAll('SIGTERM', 0));
-  process.on('SIGINT', () => stopAll('SIGINT', 0));
-  return -1;
 }

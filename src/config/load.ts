@@ -134,6 +134,17 @@ export interface Overrides {
  */
 export interface LoadOptions {
   readonly keys?: 'not-checked' | 'required' | 'ephemeral-allowed';
+  /**
+   * `json`: the text is parsed as strict JSON (RFC 8259), as a `.json` file's reader expects; a
+   * YAML parser would accept trailing commas and comments that every other JSON tool refuses.
+   * `yaml` (default): YAML 1.2, of which JSON is a subset.
+   */
+  readonly format?: 'json' | 'yaml';
+}
+
+/** The format a policy file is read in, from its name: `.json` is strict JSON, anything else YAML. */
+export function formatOf(file: string): 'json' | 'yaml' {
+  return /\.json$/i.test(file) ? 'json' : 'yaml';
 }
 
 function applyOverrides(value: Record<string, unknown>, o: Overrides): void {
@@ -193,19 +204,60 @@ function checkSection<K extends PolicyName>(
   return m.check(section as unknown as PolicyConfig['policies'][K], toJsonPath(`/policies/${m.name}`), env);
 }
 
-/** Validates the text of a policy file. Pure: reads nothing but its arguments. */
-export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
+/**
+ * The ids `rate-limit.perKey` may name: every `auth.keys` id, and `NAME#n` for the keys of
+ * `auth.keysFromEnv` NAME (n from 1, in the order the variable lists them). When the variable holds
+ * no key where the file is checked (a CI check without the secret, `--ephemeral-key`), any `NAME#n`
+ * is accepted: the count is known only where the gateway runs, which checks again with its keys.
+ */
+function perKeyProblems(policies: Record<string, unknown>, env: PolicyEnv): Problem[] {
+  const auth = policies.auth;
+  const limits = policies['rate-limit'];
+  if (!isMapping(auth) || !isMapping(limits) || !isMapping(limits.perKey) || !Array.isArray(auth.keys)) return [];
+  const ids = new Set(auth.keys.map((k: unknown) => (isMapping(k) ? k.id : undefined)).filter((id): id is string => typeof id === 'string'));
+  const name = typeof auth.keysFromEnv === 'string' ? auth.keysFromEnv : undefined;
+  const fromEnv = name === undefined ? [] : (env.env[name] ?? '').split(',').filter((k) => k.trim() !== '');
+  for (let i = 1; i <= fromEnv.length; i++) ids.add(`${name}#${i}`);
+  const problems: Problem[] = [];
+  for (const id of Object.keys(limits.perKey)) {
+    if (ids.has(id)) continue;
+    const envId = name !== undefined && id.startsWith(`${name}#`) && /^[1-9][0-9]*$/.test(id.slice(name.length + 1));
+    if (envId && fromEnv.length === 0) continue;
+    const known = [...ids].map((k) => JSON.stringify(k)).join(', ');
+    problems.push({
+      path: toJsonPath(`/policies/rate-limit/perKey/${id.replace(/~/g, '~0').replace(/\//g, '~1')}`),
+      message: `names no API key, so this limit would apply to no one: the ids are ${known === '' ? '(none)' : known}`,
+    });
+  }
+  return problems;
+}
+
+/** The document of a policy file's text, or its syntax problems: strict JSON for `.json`, else YAML. */
+function parseText(text: string, format: 'json' | 'yaml'): { value: unknown } | { problems: Problem[] } {
+  if (format === 'json') {
+    try {
+      return { value: JSON.parse(text) as unknown };
+    } catch (err) {
+      return { problems: [{ path: '$', message: `not valid JSON (a .json file is read as strict JSON: no comments or trailing commas): ${(err as Error).message}` }] };
+    }
+  }
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   if (doc.errors.length > 0) {
     return {
-      ok: false,
       problems: doc.errors.map((e) => ({
         path: '$',
         message: `not valid YAML or JSON${e.linePos ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : ''}: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`,
       })),
     };
   }
-  const value: unknown = doc.toJS() ?? {};
+  return { value: doc.toJS() ?? {} };
+}
+
+/** Validates the text of a policy file. Pure: reads nothing but its arguments. */
+export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
+  const parsed = parseText(text, options.format ?? 'yaml');
+  if ('problems' in parsed) return { ok: false, problems: parsed.problems };
+  const value = parsed.value;
   if (!isMapping(value)) {
     return { ok: false, problems: [{ path: '$', message: 'a policy file must be a mapping (an object)' }] };
   }
@@ -232,6 +284,7 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
       }
       problems.push(...found.filter((f) => !schemaPaths.some((s) => related(f.path, s))));
     }
+    problems.push(...perKeyProblems(policies, env).filter((f) => !schemaPaths.some((s) => related(f.path, s))));
     const auth = policies.auth;
     if (isMapping(auth) && !schemaPaths.some((s) => related(s, '$.policies.auth'))) {
       const missing = keyProblem(auth as unknown as AuthConfig, env, options.keys);
@@ -247,16 +300,21 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   return { ok: true, config: deepFreeze(config) };
 }
 
-/** Reads and validates a policy file: the one path `serve`, `check` and a reload go through. */
-export function loadPolicyFile(file: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
-  let text: string;
+/** The text of a policy file, or the one problem of reading it. */
+export function readPolicyText(file: string): { ok: true; text: string } | { ok: false; problems: readonly Problem[] } {
   try {
-    text = readFileSync(file, 'utf8');
+    return { ok: true, text: readFileSync(file, 'utf8') };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
     return { ok: false, problems: [{ path: '$', message: `cannot read the file (${code})` }] };
   }
-  return parsePolicy(text, env, overrides, options);
+}
+
+/** Reads and validates a policy file: the one path `serve`, `check` and a reload go through. */
+export function loadPolicyFile(file: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
+  const read = readPolicyText(file);
+  if (!read.ok) return read;
+  return parsePolicy(read.text, env, overrides, { format: formatOf(file), ...options });
 }
 
 /** One line per problem, as the CLI prints them: `FILE: PATH: MESSAGE`. */

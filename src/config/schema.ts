@@ -95,6 +95,14 @@ export const SERVER_SCHEMA = {
     },
     maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 65536, default: 16384, description: 'Largest request head (request line and headers): 431 past it.' },
     shutdownGraceMs: { type: 'integer', minimum: 0, maximum: 600000, default: 10000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.' },
+    drainDelayMs: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 600000,
+      default: 0,
+      description:
+        'On SIGTERM, /readyz answers 503 draining at once and the API listener keeps accepting for this long (load balancers remove an endpoint some time after it starts stopping), then stops accepting and shutdownGraceMs begins. 0 (default): stop accepting at once.',
+    },
     admin: ADMIN_SCHEMA,
     trustedProxies: {
       type: 'array',

@@ -34,6 +34,8 @@ export interface ServerConfig {
   readonly maxInFlightPerConnection: number;
   readonly maxHeaderBytes: number;
   readonly shutdownGraceMs: number;
+  /** From SIGTERM, how long the API listener keeps accepting while /readyz says draining. */
+  readonly drainDelayMs: number;
   /** CIDR ranges / addresses of trusted proxies (proxy-addr syntax); empty: trust no one. */
   readonly trustedProxies: readonly string[];
 }

@@ -131,28 +131,50 @@ export interface OpsOptions {
   readonly breakerOpen: () => boolean;
   /** Prometheus default process metrics; off in tests that start many gateways. */
   readonly defaultMetrics?: boolean;
+  /**
+   * The policy in force now (after reloads); absent, the one given to `createOps`. Readiness (the
+   * rate limit's `onStoreError`), the access line's consumer details and the deprecation report's
+   * sunset read it at each use, so a reload changes them as it changes the chain.
+   */
+  readonly current?: () => PolicyConfig;
+}
+
+/** Each consumer's expiry and scopes as a policy gives them, for the access line (issue 14). */
+function consumersOf(config: PolicyConfig): Map<string, ConsumerInfo> {
+  const consumers = new Map<string, ConsumerInfo>();
+  for (const k of config.policies.auth.keys) {
+    if (k.expires !== undefined || k.operations !== undefined) consumers.set(k.id, { ...(k.expires === undefined ? {} : { expires: k.expires }), ...(k.operations === undefined ? {} : { scopes: [...k.operations] }) });
+  }
+  return consumers;
 }
 
 export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
   const storeConfig = config.policies['rate-limit'].store;
   const ledger = openDeprecationLedger(storeConfig);
-  const deprecated: DeprecatedOperation[] = [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }];
+  const current = options.current ?? (() => config);
+  // Computed once per policy object (a reload makes a new one), not once per request.
+  let consumersFor: PolicyConfig | undefined;
+  let consumers = new Map<string, ConsumerInfo>();
+  const consumerInfo = (id: string): ConsumerInfo | undefined => {
+    const now = current();
+    if (now !== consumersFor) {
+      consumers = consumersOf(now);
+      consumersFor = now;
+    }
+    return consumers.get(id);
+  };
+  const deprecatedNow = (): DeprecatedOperation[] => [{ operation: 'getPet', sunset: current().policies.deprecation.sunset }];
+  const deprecated = deprecatedNow();
   const metrics = new GatewayMetrics({
     breakerOpen: options.breakerOpen,
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,
   });
-  // The access line names each consumer's expiry and scopes as the policy file gives them (issue 14).
-  const consumers = new Map<string, ConsumerInfo>();
-  for (const k of config.policies.auth.keys) {
-    if (k.expires !== undefined || k.operations !== undefined) consumers.set(k.id, { ...(k.expires === undefined ? {} : { expires: k.expires }), ...(k.operations === undefined ? {} : { scopes: [...k.operations] }) });
-  }
-  const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo: (id) => consumers.get(id) }) : undefined;
+  const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
   const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
   if (accessLog !== undefined) list.push(accessLog);
-  const failClosed = config.policies['rate-limit'].onStoreError === 'closed';
   return {
     observer: new Observers(list),
     metrics,
@@ -164,11 +186,13 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
       if (phase !== 'serving') return { ready: false, reason: phase };
       if (options.breakerOpen()) return { ready: false, reason: 'circuit breaker open' };
       if (!(await health.recheck())) return { ready: false, reason: 'upstream unreachable' };
-      // A store that is away matters to readiness only when requests fail without it.
+      // A store that is away matters to readiness only when requests fail without it: the mode of
+      // the policy in force, not the one the process started with.
+      const failClosed = current().policies['rate-limit'].onStoreError === 'closed';
       if (failClosed && openStores().some((s) => !s.healthy)) return { ready: false, reason: 'store down' };
       return READY;
     },
-    deprecations: async () => deprecationReport(await ledger.report(), deprecated),
+    deprecations: async () => deprecationReport(await ledger.report(), deprecatedNow()),
     close: async () => {
       await accessLog?.close();
     },

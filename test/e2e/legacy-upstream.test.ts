@@ -97,7 +97,7 @@ forEachEngine(t, async (t, engine) => {
 
     await t.test('upstream errors reach the client in the Error shape, with nothing internal', async (t) => {
       const html = await request(`${gw.url}/v1/pets/500`, { headers: auth });
-      assertError(t, html, 500, 'internal_error');
+      assertError(t, html, 500, 'upstream_error');
       t.notMatch(html.body, /hunter2|NullPointer|html|PetDao/i, 'no page, stack trace or password');
       t.equal(html.headers.sunset, 'Thu, 05 Dec 2030 00:00:00 GMT', 'getPet errors carry the deprecation headers');
 

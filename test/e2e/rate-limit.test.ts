@@ -18,7 +18,7 @@ import { stringify as yamlStringify } from 'yaml';
 import { hashKey } from '../../src/policies/auth/index.js';
 import { closeStores, openStores, storesReady } from '../../src/stores/index.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import {
   bearer,
   ENGINES,
@@ -247,7 +247,7 @@ t.test('check lists each key with its expiry and operations, never a hash or a k
 // Redis: in process, killed and brought back, on every engine
 
 forEachEngine(t, async (t, engine) => {
-  t.test('Redis killed: open limits locally, closed answers 503, both fast; the limit holds again once Redis is back', async (t) => {
+  t.test('Redis killed: open limits locally, closed answers 503, both fast; the limit holds again once Redis is back', { skip: REDIS_SKIP }, async (t) => {
     const redis = await startRedis();
     t.teardown(() => redis.stop());
     // The process-wide stores this test opened: closed whether Redis is still up or already gone.
@@ -322,7 +322,7 @@ forEachEngine(t, async (t, engine) => {
 });
 
 forEachEngine(t, async (t, engine) => {
-  t.test('the first requests after a start wait for the first connection to Redis instead of going unlimited', async (t) => {
+  t.test('the first requests after a start wait for the first connection to Redis instead of going unlimited', { skip: REDIS_SKIP }, async (t) => {
     const redis = await startRedis();
     t.teardown(() => redis.stop());
     t.teardown(() => closeStores());
@@ -370,7 +370,7 @@ function redisPolicy(t: TapTest, redis: TestRedis, limit: number): string {
 
 ENGINES.forEach((engine, i) => {
   const other = ENGINES[(i + 1) % ENGINES.length]!;
-  t.test(`two gateway processes (${engine} and ${other}) on one Redis: limit 50, 200 requests, exactly 50 served`, async (t) => {
+  t.test(`two gateway processes (${engine} and ${other}) on one Redis: limit 50, 200 requests, exactly 50 served`, { skip: REDIS_SKIP }, async (t) => {
     const redis = await startRedis();
     t.teardown(() => redis.stop());
     const file = redisPolicy(t, redis, 50);
@@ -412,7 +412,7 @@ ENGINES.forEach((engine, i) => {
 });
 
 ENGINES.forEach((engine) => {
-  t.test(`serve --workers 2 --engine ${engine} on Redis: one limit for both workers`, async (t) => {
+  t.test(`serve --workers 2 --engine ${engine} on Redis: one limit for both workers`, { skip: REDIS_SKIP }, async (t) => {
     const redis = await startRedis();
     t.teardown(() => redis.stop());
     const file = redisPolicy(t, redis, 10);

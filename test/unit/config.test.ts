@@ -2,7 +2,7 @@
  * The policy file loader: what it accepts (with every default filled in, deep-frozen) and what it
  * rejects, each problem as an exact `{path, message}`.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,6 +41,7 @@ const DEFAULTS = {
     maxInFlightPerConnection: 8,
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
+    drainDelayMs: 0,
     admin: { host: '127.0.0.1', port: 9464 },
     trustedProxies: [],
   },
@@ -594,6 +595,20 @@ t.test('loadPolicyFile applies overrides and env like parsePolicy', async (t) =>
     ok: false,
     problems: [{ path: '$.policies.auth.keysFromEnv', message: 'key #1 of PETSTORE_API_KEYS is not a valid bearer token (RFC 6750 b64token)' }],
   });
+});
+
+t.test('a .json policy file is strict JSON: trailing commas and comments refused; the same text as .yaml is YAML', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-gateway-json-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const lax = '{ "version": 1, "server": { "port": 8080, }, }\n';
+  writeFileSync(join(dir, 'p.json'), lax);
+  writeFileSync(join(dir, 'p.yaml'), lax);
+  const json = loadPolicyFile(join(dir, 'p.json'), { env: {} });
+  t.notOk(json.ok, 'refused as JSON');
+  if (!json.ok) t.match(json.problems, [{ path: '$', message: /^not valid JSON \(a \.json file is read as strict JSON: no comments or trailing commas\): / }]);
+  t.ok(loadPolicyFile(join(dir, 'p.yaml'), { env: {} }).ok, 'YAML (a superset of JSON) reads it');
+  writeFileSync(join(dir, 'strict.JSON'), '{ "version": 1, "server": { "port": 8080 } }');
+  t.ok(loadPolicyFile(join(dir, 'strict.JSON'), { env: {} }).ok, 'strict JSON passes, whatever the case of the extension');
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -335,7 +335,7 @@ t.test('in the chain after upstream-errors: an upstream error is not a list', as
   const { ex } = chain.begin({ method: 'GET', target: '/v1/pets?limit=1', headers: {} });
   const err = chain.finishResponse(ex, response('<html>Internal</html>', 500));
   t.equal(err.status, 500);
-  t.equal(JSON.parse(err.body.toString()).code, 'internal_error');
+  t.equal(JSON.parse(err.body.toString()).code, 'upstream_error');
   const ok = chain.finishResponse(ex, response(`[${pet(1)},${pet(2)}]`));
   t.equal(ok.body.toString(), `[${pet(1)}]`);
 });

@@ -179,8 +179,10 @@ t.test('onStoreError: closed answers 503 service_unavailable, at once', async (t
 });
 
 t.test('schema: the option names of issue 14, defaults, and rejections with paths', async (t) => {
+  // perKey names a key of auth.keys: an id that names none is refused (the test below).
+  const ops = `  auth:\n    keys:\n      - { id: ops, hash: "sha256:${'0'.repeat(64)}" }\n`;
   const ok = parsePolicy(
-    'policies:\n  rate-limit:\n    limit: 100\n    windowSeconds: 60\n    perKey:\n      ops: { limit: 1000, windowSeconds: 60 }\n    store: { redis: { url: "redis://127.0.0.1:6379" } }\n    onStoreError: closed\n',
+    'policies:\n' + ops + '  rate-limit:\n    limit: 100\n    windowSeconds: 60\n    perKey:\n      ops: { limit: 1000, windowSeconds: 60 }\n    store: { redis: { url: "redis://127.0.0.1:6379" } }\n    onStoreError: closed\n',
     { env: {} },
   );
   t.ok(ok.ok);
@@ -201,6 +203,24 @@ t.test('schema: the option names of issue 14, defaults, and rejections with path
       ['$.policies["rate-limit"].burst', '$.policies["rate-limit"].limit', '$.policies["rate-limit"].onStoreError', '$.policies["rate-limit"].store'],
     );
   }
+});
+
+t.test('perKey: an id that names no API key is refused, with the ids there are; keysFromEnv ids are NAME#n', async (t) => {
+  const hash = `sha256:${'0'.repeat(64)}`;
+  const policy = (perKey: string, keysFromEnv = 'null') =>
+    `policies:\n  auth:\n    keys:\n      - { id: ops, hash: "${hash}" }\n    keysFromEnv: ${keysFromEnv}\n  rate-limit:\n    perKey:\n${perKey}`;
+  const typo = parsePolicy(policy('      opz: { limit: 5 }\n'), { env: {} });
+  t.notOk(typo.ok, 'a typo is refused');
+  if (!typo.ok) t.match(typo.problems, [{ path: '$.policies["rate-limit"].perKey.opz', message: /names no API key.*"ops"/ }]);
+  t.ok(parsePolicy(policy('      ops: { limit: 5 }\n'), { env: {} }).ok, 'an id of auth.keys');
+  // Keys from the environment are PETSTORE_API_KEYS#1, #2, ... in the order the variable lists them.
+  const env = { PETSTORE_API_KEYS: 'psg_aaaaaaaaaaaaaaaa, psg_bbbbbbbbbbbbbbbb' };
+  t.ok(parsePolicy(policy('      "PETSTORE_API_KEYS#2": { limit: 5 }\n', 'PETSTORE_API_KEYS'), { env }).ok, 'the second key of the variable');
+  const third = parsePolicy(policy('      "PETSTORE_API_KEYS#3": { limit: 5 }\n', 'PETSTORE_API_KEYS'), { env });
+  t.notOk(third.ok, 'the variable holds two keys: #3 names none');
+  // Where the variable holds no key (a check without the secret), its count is not known: accepted.
+  t.ok(parsePolicy(policy('      "PETSTORE_API_KEYS#3": { limit: 5 }\n', 'PETSTORE_API_KEYS'), { env: {} }).ok, '#n without the variable');
+  t.notOk(parsePolicy(policy('      "OTHER#1": { limit: 5 }\n', 'PETSTORE_API_KEYS'), { env: {} }).ok, 'another variable name is a typo');
 });
 
 t.test('--workers N with the memory store: a notice that limits are per worker; none with Redis or one worker', async (t) => {

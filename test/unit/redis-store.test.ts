@@ -12,7 +12,7 @@ import { closeStores, openDeprecationLedger, openStore, openStores, storesReady 
 import { RedisStore } from '../../src/stores/redis.js';
 import type { RateLimitRule } from '../../src/stores/types.js';
 import { fakeLog } from '../helpers/log.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 const RULE: RateLimitRule = { limit: 50, windowMs: 60_000 };
@@ -44,7 +44,7 @@ async function burst(stores: RedisStore[], key: string, n: number): Promise<numb
   return decisions.filter((d) => d.allowed).length;
 }
 
-t.test('one limit across two instances: limit 50, 200 takes spread over both, exactly 50 allowed', async (t) => {
+t.test('one limit across two instances: limit 50, 200 takes spread over both, exactly 50 allowed', { skip: REDIS_SKIP }, async (t) => {
   const { stores } = await redisAndStores(t, 2);
   t.ok(stores.every((s) => s.healthy));
   t.equal(await burst(stores, 'app', 200), 50);
@@ -63,7 +63,7 @@ t.test('one limit across two instances: limit 50, 200 takes spread over both, ex
   t.equal(stores[0]!.errors, 0);
 });
 
-t.test('remaining is never above limit - 1, even when the slack exceeds an interval (a huge limit)', async (t) => {
+t.test('remaining is never above limit - 1, even when the slack exceeds an interval (a huge limit)', { skip: REDIS_SKIP }, async (t) => {
   const { stores } = await redisAndStores(t, 1);
   const huge: RateLimitRule = { limit: 1_000_000_000, windowMs: 60_000 };
   const first = await stores[0]!.take('huge', huge);
@@ -71,7 +71,7 @@ t.test('remaining is never above limit - 1, even when the slack exceeds an inter
   t.equal(first.remaining, huge.limit - 1, 'the Lua script clamps as gcra.ts does');
 });
 
-t.test('Redis killed mid-run: takes reject fast and healthy turns false; after a restart the limit holds again', async (t) => {
+t.test('Redis killed mid-run: takes reject fast and healthy turns false; after a restart the limit holds again', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 2);
   t.equal(await burst(stores, 'app', 30), 30);
   await redis.kill();
@@ -89,7 +89,7 @@ t.test('Redis killed mid-run: takes reject fast and healthy turns false; after a
   t.equal(await burst(stores, 'app', 200), 50);
 });
 
-t.test('a frozen Redis (no answer at all): the command timeout rejects, never a hang', async (t) => {
+t.test('a frozen Redis (no answer at all): the command timeout rejects, never a hang', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 1);
   redis.pause();
   t.teardown(() => redis.resume());
@@ -118,7 +118,7 @@ function blockLoop(ms: number): void {
   }
 }
 
-t.test("the gateway's own event-loop lag is not a Redis failure: answers read after the lag count", async (t) => {
+t.test("the gateway's own event-loop lag is not a Redis failure: answers read after the lag count", { skip: REDIS_SKIP }, async (t) => {
   const redis = await startRedis();
   t.teardown(() => redis.stop());
   const store = new RedisStore({ url: redis.url, prefix: 'lag:', commandTimeoutMs: 50 });
@@ -136,7 +136,7 @@ t.test("the gateway's own event-loop lag is not a Redis failure: answers read af
   t.equal((await late).allowed, true, 'written after the lag, answered, decided');
 });
 
-t.test('a frozen Redis under lag still fails, within a bounded number of deadlines', async (t) => {
+t.test('a frozen Redis under lag still fails, within a bounded number of deadlines', { skip: REDIS_SKIP }, async (t) => {
   const redis = await startRedis();
   t.teardown(() => redis.stop());
   const store = new RedisStore({ url: redis.url, prefix: 'lagf:', commandTimeoutMs: 50 });
@@ -152,7 +152,7 @@ t.test('a frozen Redis under lag still fails, within a bounded number of deadlin
   t.ok(ms >= 50 && ms < 9 * 50 + FAST_MS, `after at most 9 deadlines of wall time plus slack (${ms.toFixed(0)} ms)`);
 });
 
-t.test('the policy on Redis: fail open limits locally (one warning), fail closed answers 503; both at once, and limits resume', async (t) => {
+t.test('the policy on Redis: fail open limits locally (one warning), fail closed answers 503; both at once, and limits resume', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 1);
   const store = stores[0]!;
   const log = fakeLog();
@@ -188,7 +188,7 @@ t.test('the policy on Redis: fail open limits locally (one warning), fail closed
   t.match((await ask(closed)).d, { code: 'rate_limited' }, 'the limit holds again');
 });
 
-t.test('the Redis deprecation ledger: two instances, one report', async (t) => {
+t.test('the Redis deprecation ledger: two instances, one report', { skip: REDIS_SKIP }, async (t) => {
   const { stores } = await redisAndStores(t, 2);
   const at = Date.parse('2027-03-01T12:00:00Z');
   stores[0]!.ledger.record('getPet', 'ops', at + 1000);
@@ -208,7 +208,7 @@ t.test('the Redis deprecation ledger: two instances, one report', async (t) => {
   t.strictSame(await stores[0]!.ledger.report(), report, 'the same report from either instance');
 });
 
-t.test('the ledger counts in the process and writes once per flush: 1,000 calls, one script call per consumer', async (t) => {
+t.test('the ledger counts in the process and writes once per flush: 1,000 calls, one script call per consumer', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 2);
   const admin = createClient({ url: redis.url });
   await admin.connect();
@@ -235,7 +235,7 @@ t.test('the ledger counts in the process and writes once per flush: 1,000 calls,
   t.strictSame(await stores[1]!.ledger.report(), own, 'the other instance reads the same report');
 });
 
-t.test('a failed ledger write never throws and is counted', async (t) => {
+t.test('a failed ledger write never throws and is counted', { skip: REDIS_SKIP }, async (t) => {
   const { redis, stores } = await redisAndStores(t, 1);
   await redis.kill();
   const before = stores[0]!.errors;
@@ -244,7 +244,7 @@ t.test('a failed ledger write never throws and is counted', async (t) => {
   await t.rejects(stores[0]!.ledger.report());
 });
 
-t.test('the process registry: one connection per URL, shared by a reload; closeStores closes them', async (t) => {
+t.test('the process registry: one connection per URL, shared by a reload; closeStores closes them', { skip: REDIS_SKIP }, async (t) => {
   const redis: TestRedis = await startRedis();
   t.teardown(() => redis.stop());
   t.teardown(() => closeStores());

@@ -248,7 +248,7 @@ t.test('Chain: the real policies in their order (upstream-errors, list-pets, res
   // An upstream error becomes the Error shape first; response-contract leaves non-2xx alone.
   const err = chain.finishResponse(list, response(500, '<html>boom</html>', 'text/html'));
   t.equal(err.status, 500);
-  t.equal(err.body.toString(), '{"code":"internal_error","message":"The service failed to handle the request.","status":500}');
+  t.equal(err.body.toString(), '{"code":"upstream_error","message":"The upstream service answered with an error.","status":500}');
   // A 2xx that violates the contract.
   const get = chain.begin({ method: 'GET', target: '/v1/pets/1', headers: {} }).ex;
   assertViolation(t, chain.finishResponse(get, response(200, '{"id":9223372036854775808,"name":"x","categoryId":1}')), 'getPet id above int64');

@@ -98,7 +98,7 @@ t.test('every non-2xx becomes the Error shape with status equal to the HTTP stat
     ['createPet', 413, 'payload_too_large'],
     ['createPet', 415, 'unsupported_media_type'],
     ['listPets', 429, 'too_many_requests'],
-    ['listPets', 500, 'internal_error'],
+    ['listPets', 500, 'upstream_error'],
     ['listPets', 502, 'bad_gateway'],
     ['getPet', 503, 'service_unavailable'],
     ['listPets', 504, 'upstream_timeout'],
@@ -198,7 +198,7 @@ t.test('what never reaches the client: generic catalogue text instead', async (t
   }
   for (const body of secrets) {
     const res = run({ op: 'listPets', status: 500, body });
-    assertError(t, res, 500, 'internal_error');
+    assertError(t, res, 500, 'upstream_error');
   }
 });
 
@@ -273,7 +273,7 @@ t.test('Retry-After survives on 503 and 429 only; no other upstream header does'
   }
   // A 503 mapped to another status loses it.
   const to500 = load('policies:\n  upstream-errors:\n    statusMap:\n      listPets:\n        "503": 500\n');
-  assertError(t, run({ op: 'listPets', status: 503, headers: { 'retry-after': '5' }, config: to500 }), 500, 'internal_error');
+  assertError(t, run({ op: 'listPets', status: 503, headers: { 'retry-after': '5' }, config: to500 }), 500, 'upstream_error');
   // Values that are not a plain Retry-After are dropped.
   for (const value of ['1\r\nX-Injected: yes', '<script>', 'x'.repeat(65), '']) {
     t.strictSame(run({ op: 'listPets', status: 503, headers: { 'retry-after': value } }).headers, { 'content-type': ERROR_CONTENT_TYPE }, `drops ${JSON.stringify(value)}`);
@@ -291,7 +291,7 @@ t.test('operator log: a redacted excerpt of a 5xx page, never the secret', async
     `  cert ${'QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODkwYWJj'}\n` +
     '    at Pool.connect (/app/node_modules/pg/lib/pool.js:45:11)</pre></body></html>';
   const res = run({ op: 'listPets', status: 500, body: page, headers: { 'content-type': 'text/html' }, env });
-  assertError(t, res, 500, 'internal_error');
+  assertError(t, res, 500, 'upstream_error');
   t.equal(log.lines.length, 1, 'logged once');
   const line = log.lines[0]!;
   t.match(line.fields, { policy: 'upstream-errors', operation: 'listPets', upstreamStatus: 500 });
@@ -330,7 +330,7 @@ t.test('operator log: a token after a long inline image is not logged in part', 
   const page = `<html><img src="data:image/png;base64,${'iVBORw0KGgo'.repeat(85)}"> key ${token}</html>`;
   t.equal(page.indexOf(token), 980);
   const res = run({ op: 'listPets', status: 500, body: page, headers: { 'content-type': 'text/html' }, env: { env: {}, log } });
-  assertError(t, res, 500, 'internal_error');
+  assertError(t, res, 500, 'upstream_error');
   const excerpt = String(log.lines[0]?.fields.excerpt);
   t.notMatch(excerpt, /sk_live/, `no part of the token in ${JSON.stringify(excerpt)}`);
 });

@@ -25,7 +25,12 @@ import { schema, type UpstreamErrorsConfig } from './schema.js';
 
 export type { UpstreamErrorsConfig } from './schema.js';
 
-/** The code a client gets for an upstream status, per operation where the interface gives one. */
+/**
+ * The code a client gets for an upstream status, per operation where the interface gives one. An
+ * upstream 500 (and any status without a code of its own) is `upstream_error` with that status:
+ * `internal_error` is the gateway's own failure, and an operator reading a client's report must
+ * tell the two apart.
+ */
 function codeFor(op: OperationId | undefined, status: number): ErrorCode {
   if (status === 400) return op === 'createPet' ? 'invalid_body' : 'invalid_request';
   if (status === 404) return op === 'getPet' ? 'pet_not_found' : 'not_found';
@@ -37,7 +42,6 @@ function codeFor(op: OperationId | undefined, status: number): ErrorCode {
     413: 'payload_too_large',
     415: 'unsupported_media_type',
     429: 'too_many_requests',
-    500: 'internal_error',
     502: 'bad_gateway',
     503: 'service_unavailable',
     504: 'upstream_timeout',
