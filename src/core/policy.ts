@@ -22,6 +22,8 @@ export interface RequestHead {
   readonly headers: IncomingHeaders;
   /** The peer address of the connection (not a forwarded one), when known. */
   readonly remoteAddress?: string | undefined;
+  /** True when the client's connection is TLS (X-Forwarded-Proto: https towards the upstream). */
+  readonly tls?: boolean | undefined;
 }
 
 /**

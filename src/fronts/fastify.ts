@@ -32,7 +32,9 @@ import type { ExchangeObserver } from '../core/record.js';
 import { forwardSettings, GatewayHolder, type Gateway } from '../gateway.js';
 import { builtinUpstream } from '../upstreams/builtin.js';
 import { replyFromUpstream } from '../upstreams/reply-from.js';
+import { tlsConnect } from '../upstreams/undici.js';
 import { readBody } from './body.js';
+import { isTls } from './node-http.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -80,7 +82,7 @@ function isUnderV1(url: string): boolean {
 
 /** What the exchange needs of a Fastify request (also used by the standalone server's own handlers). */
 export function headOf(request: FastifyRequest): RequestHead {
-  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress };
+  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress, tls: isTls(request.raw) };
 }
 
 const hooks: FrontHooks = {
@@ -189,7 +191,7 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       proxyPayloads: false,
       // reply-from logs every forwarded request at info level; the access log is the gateway's.
       disableRequestLogging: true,
-      undici: { connections, connectTimeout: timeouts.connectMs, headersTimeout: timeouts.headersMs, bodyTimeout: timeouts.bodyMs },
+      undici: { connections, connectTimeout: timeouts.connectMs, headersTimeout: timeouts.headersMs, bodyTimeout: timeouts.bodyMs, ...tlsConnect(gw.upstream) },
       // The exchange forwards from the routes' preHandler and never calls `done`: http-proxy's own
       // route handler rewrites the URL, parses and re-serialises the query and resolves a
       // destination URL per request, for a path the exchange builds itself (from the operation and

@@ -1,0 +1,137 @@
+/**
+ * TLS on the API listener, on every engine: HTTP/1.1 (node:https) and HTTP/2 (node:http2, curl
+ * --http2) on one port through ALPN, the same answers as over plain HTTP, HSTS, mutual TLS, and a
+ * plain-HTTP client answered with nothing that looks like HTTP. Certificates are made at run time.
+ */
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { connect as h2connect, constants as h2c } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { makeTestPki, h2Request, httpsRequest, type TestPki } from '../helpers/certs.js';
+import { bearer, forEachEngine, JSON_TYPE, rawExchange, sendJson, startGateway, startStubUpstream, waitFor, type TeardownHost } from '../helpers/servers.js';
+
+const pki: TestPki = makeTestPki(t);
+const ca = pki.read(pki.ca);
+
+function tlsPolicy(extra: Record<string, unknown> = {}, server: Record<string, unknown> = {}): Record<string, unknown> {
+  return { server: { tls: { certFile: pki.server.cert, keyFile: pki.server.key }, hsts: { maxAgeSeconds: 31536000 }, ...server }, ...extra };
+}
+
+async function startTls(t: TeardownHost, engine: Parameters<typeof startGateway>[2] extends infer O ? (O extends { engine?: infer E } ? E : never) : never, policy: Record<string, unknown>) {
+  const gw = await startGateway(t, policy, { engine });
+  const { port } = gw.server.address() as AddressInfo;
+  return { ...gw, port, origin: `https://127.0.0.1:${port}` };
+}
+
+/** curl's status, HTTP version and body (curl --http2 negotiates h2 through ALPN). */
+function curl(args: string[]): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('curl', ['-sS', '--max-time', '5', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    child.on('close', (code) => resolve({ code, out }));
+  });
+}
+
+const UNAUTHORIZED = '{"code":"missing_api_key","message":"An API key is required: send Authorization: Bearer <key>.","status":401}';
+
+forEachEngine(t, async (t, engine) => {
+  t.test('HTTP/1.1 and HTTP/2 on one TLS port: the same answers, HSTS on each', async (t) => {
+    const gw = await startTls(t, engine, tlsPolicy());
+    for (const [name, send] of [
+      ['https', (path: string, o: Parameters<typeof httpsRequest>[1]) => httpsRequest(gw.origin + path, o)],
+      ['h2', (path: string, o: Parameters<typeof httpsRequest>[1]) => h2Request(gw.origin, path, o)],
+    ] as const) {
+      const denied = await send('/v1/pets', { ca });
+      t.equal(denied.alpn, name === 'h2' ? 'h2' : false, `${name}: ALPN chose h2, or a client without ALPN got HTTP/1.1`);
+      t.equal(denied.status, 401, `${name}: no key, 401`);
+      t.equal(denied.body, UNAUTHORIZED, `${name}: the exact Error body`);
+      t.equal(denied.headers['content-type'], JSON_TYPE);
+      t.equal(denied.headers['strict-transport-security'], 'max-age=31536000', `${name}: HSTS on an error`);
+      t.match(denied.headers['x-request-id'], /^\S+$/, `${name}: a request id`);
+      const created = await send('/v1/pets', { ca, method: 'POST', headers: bearer(gw.key, { 'content-type': 'application/json' }) as Record<string, string>, body: '{"name":"Rex","categoryId":1,"status":"available"}' });
+      t.equal(created.status, 201, `${name}: createPet`);
+      t.match(JSON.parse(created.body), { name: 'Rex', categoryId: 1, status: 'available' });
+      t.equal(created.headers['strict-transport-security'], 'max-age=31536000', `${name}: HSTS on a success`);
+      const bad = await send('/v1/pets?limit=0', { ca, headers: bearer(gw.key) as Record<string, string> });
+      t.equal(bad.status, 400, `${name}: a policy denial`);
+      t.match(JSON.parse(bad.body), { code: 'invalid_query', status: 400 });
+      if (name === 'h2') {
+        for (const field of ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection']) t.equal(denied.headers[field], undefined, `h2: no ${field}`);
+      }
+    }
+  });
+
+  t.test('curl --http2 speaks HTTP/2 to it and verifies the certificate', async (t) => {
+    const gw = await startTls(t, engine, tlsPolicy());
+    const ok = await curl(['--http2', '--cacert', pki.ca, '-H', `Authorization: Bearer ${gw.key}`, '-w', '\n%{http_version} %{http_code}', `${gw.origin}/v1/pets`]);
+    t.equal(ok.code, 0, ok.out);
+    t.match(ok.out, /^\[\]\n2 200$/, 'HTTP/2, 200, the empty list');
+    const local = await curl(['--http2', '--cacert', pki.ca, '-w', '\n%{http_version} %{http_code}', `https://localhost:${gw.port}/v1/pets`]);
+    t.match(local.out, /"code":"missing_api_key"[^\n]*\n2 401$/, 'by name too (SAN localhost)');
+    const untrusted = await curl(['--http2', `${gw.origin}/v1/pets`]);
+    t.not(untrusted.code, 0, 'without the CA, curl refuses the certificate');
+  });
+
+  t.test('a plain-HTTP client gets nothing that looks like HTTP', async (t) => {
+    const gw = await startTls(t, engine, tlsPolicy());
+    const text = await rawExchange(gw.port, `GET /v1/pets HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${gw.key}\r\n\r\n`, 3000);
+    t.notMatch(text, /HTTP\/|pets|code/, 'no HTTP status line, no body');
+    t.ok(text.length < 16, `at most a TLS alert (${text.length} bytes)`);
+  });
+
+  t.test('upstream sees X-Forwarded-Proto https and :authority as the host', async (t) => {
+    const stub = await startStubUpstream(t, (_req, res) => sendJson(res, 200, []));
+    const gw = await startTls(t, engine, tlsPolicy({ upstream: { url: `${stub.origin}/v1` } }));
+    const one = await h2Request(gw.origin, '/v1/pets', { ca, headers: bearer(gw.key) as Record<string, string> });
+    t.equal(one.status, 200);
+    const two = await httpsRequest(`${gw.origin}/v1/pets`, { ca, headers: bearer(gw.key) as Record<string, string> });
+    t.equal(two.status, 200);
+    t.equal(stub.requests.length, 2);
+    for (const r of stub.requests) {
+      t.equal(r.headers['x-forwarded-proto'], 'https');
+      t.equal(r.headers['x-forwarded-host'], `127.0.0.1:${gw.port}`);
+      for (const name of Object.keys(r.headers)) t.notMatch(name, /^:/, 'no pseudo-header upstream');
+    }
+  });
+
+  t.test("a client's stream reset aborts the upstream call", async (t) => {
+    let upstreamClosed = false;
+    const stub = await startStubUpstream(t, (_req, res) => {
+      res.on('close', () => (upstreamClosed = !res.writableFinished));
+    });
+    const gw = await startTls(t, engine, tlsPolicy({ upstream: { url: `${stub.origin}/v1` } }));
+    const session = h2connect(gw.origin, { ca });
+    t.teardown(() => session.destroy());
+    session.on('error', () => {});
+    const stream = session.request({ ':path': '/v1/pets', ...bearer(gw.key) });
+    stream.on('error', () => {});
+    await waitFor('the upstream call', () => stub.requests.length === 1, 3000);
+    stream.close(h2c.NGHTTP2_CANCEL);
+    await waitFor('the upstream call to close', () => upstreamClosed, 3000);
+    t.ok(upstreamClosed, 'the upstream request was closed before it was answered');
+  });
+});
+
+t.test('mutual TLS: clientCaFile asks every client for a certificate', async (t) => {
+  const gw = await startTls(t, 'undici', tlsPolicy({}, { tls: { certFile: pki.server.cert, keyFile: pki.server.key, clientCaFile: pki.ca } }));
+  const client = { ca, cert: pki.read(pki.client.cert), key: pki.read(pki.client.key) };
+  const ok = await h2Request(gw.origin, '/v1/pets', { ...client, headers: bearer(gw.key) as Record<string, string> });
+  t.equal(ok.status, 200, 'with a certificate of the CA (h2)');
+  const ok1 = await httpsRequest(`${gw.origin}/v1/pets`, { ...client, headers: bearer(gw.key) as Record<string, string> });
+  t.equal(ok1.status, 200, 'with a certificate of the CA (HTTP/1.1)');
+  await t.rejects(httpsRequest(`${gw.origin}/v1/pets`, { ca, headers: bearer(gw.key) as Record<string, string> }), 'without a certificate: no answer');
+  await t.rejects(
+    httpsRequest(`${gw.origin}/v1/pets`, { ca, cert: pki.read(pki.foreignClient.cert), key: pki.read(pki.foreignClient.key), headers: bearer(gw.key) as Record<string, string> }),
+    'with a certificate of another CA: no answer',
+  );
+});
+
+t.test('http2: false serves HTTP/1.1 only over TLS', async (t) => {
+  const gw = await startTls(t, 'undici', tlsPolicy({}, { http2: false }));
+  const r = await httpsRequest(`${gw.origin}/v1/pets`, { ca });
+  t.equal(r.status, 401);
+  t.equal(r.alpn, false, 'no ALPN protocol offered by the server');
+  await t.rejects(h2Request(gw.origin, '/v1/pets', { ca, timeoutMs: 2000 }), 'an h2-only client is refused');
+});
