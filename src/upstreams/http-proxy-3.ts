@@ -129,7 +129,9 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
       // req.url as the request line (toProxy).
       const headers = request.headers;
       headers.host = target.host;
-      req.headers = headers;
+      // An HTTP/2 request's `headers` is a getter only: the field is shadowed on the object.
+      if (req.httpVersionMajor === 2) Object.defineProperty(req, 'headers', { value: headers, writable: true, configurable: true });
+      else req.headers = headers;
       req.url = request.path;
       const call = new ProxyCall(handler);
       req[CALL] = call;

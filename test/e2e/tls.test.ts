@@ -96,7 +96,9 @@ forEachEngine(t, async (t, engine) => {
     }
   });
 
-  t.test("a client's stream reset aborts the upstream call", async (t) => {
+  // reply-from (the fastify engine's transport) gives undici no abort signal: a call it started
+  // runs until the upstream answers, then it is dropped. So this holds for the other two.
+  t.test("a client's stream reset aborts the upstream call", { skip: engine === 'fastify' ? 'reply-from cannot abort a call before its response' : false }, async (t) => {
     let upstreamClosed = false;
     const stub = await startStubUpstream(t, (_req, res) => {
       res.on('close', () => (upstreamClosed = !res.writableFinished));
