@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { TLSSocket } from 'node:tls';
 import { tempDir, type TeardownHost } from './servers.js';
 
 export interface CertFiles {
@@ -129,7 +130,7 @@ export async function httpsRequest(url: string, o: TlsRequestOptions): Promise<T
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), alpn: (res.socket as import('node:tls').TLSSocket).alpnProtocol ?? false }));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), alpn: (res.socket as TLSSocket).alpnProtocol ?? false }));
         res.on('error', reject);
       },
     );
