@@ -28,6 +28,7 @@ import { createGateway, GatewayHolder } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { superviseWorkers } from './supervisor.js';
+import { describeListenerTls, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -240,6 +241,8 @@ function loadForServe(
   const keys: LoadOptions['keys'] = ephemeralKey ? 'ephemeral-allowed' : 'required';
   let loaded = loadPolicyFile(file, { env }, overrides, { keys });
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
+  const tls = tlsProblems(loaded.config);
+  if (tls.length > 0) return { ok: false, problems: formatProblems(file, tls) };
   const auth = loaded.config.policies.auth;
   if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, ephemeral: undefined };
   const ephemeral = newKey();
@@ -306,6 +309,7 @@ async function serve(args: string[]): Promise<number> {
   const holder = new GatewayHolder(createGateway(config, { env, log }));
   const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true });
   const running = await startEngine(engine, holder, log, ops.observer);
+  registerCertificateGauge(ops.metrics.registry, running.server);
   const { host, port, shutdownGraceMs } = config.server;
   let admin: AdminHandle | undefined;
   if (cluster.isWorker) {
@@ -335,6 +339,7 @@ async function serve(args: string[]): Promise<number> {
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
     else log.info({ file, reason }, 'policy reloaded');
+    reloadListenerTls(running.server, log, reason);
   };
   process.on('SIGHUP', () => reload('SIGHUP'));
   if (values.watch === true) watchFile(file, () => reload('file changed'));
@@ -398,13 +403,14 @@ async function serve(args: string[]): Promise<number> {
   }
   phase = 'serving';
   const addr = running.server.address() as AddressInfo;
-  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  const url = `${config.server.tls === null ? 'http' : 'https'}://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
   log.info({ url, engine, upstream: loaded.config.upstream.url }, 'petstore-gateway listening');
   const banner = `petstore-gateway listening on ${url} (upstream: ${loaded.config.upstream.url}, engine: ${engine})`;
   // A cluster worker tells the primary, which prints one banner for all.
   if (cluster.isWorker) process.send?.({ type: 'listening', banner });
   else {
     printBanner(banner, ephemeral, url);
+    warnIfExpiring(running.server, log);
     void probeUpstream(loaded.config, log);
   }
   return -1; // keep running
@@ -505,7 +511,8 @@ function check(args: string[]): number {
   const described = describeKeys(loaded.config.policies.auth, { env: loaded.ephemeral === undefined ? env : process.env });
   if (loaded.ephemeral !== undefined) described.push('(ephemeral): made at each start, all operations');
   const keys = described.map((line) => `  key ${line}\n`);
-  process.stdout.write(`${file}: ok\n${keys.join('')}`);
+  const tls = describeListenerTls(loaded.config).map((line) => `  ${line}\n`);
+  process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}`);
   return EXIT.ok;
 }
 

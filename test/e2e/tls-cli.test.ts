@@ -1,0 +1,149 @@
+/**
+ * The built CLI with TLS: `check` validates the certificate files (pair, expiry, days left),
+ * `serve` refuses unusable files, warns near expiry, exports the expiry gauge, and SIGHUP rotates
+ * the certificate: new connections get the new one, an established HTTP/2 session keeps working,
+ * and an unusable pair is refused with the old certificate kept.
+ */
+import t from 'tap';
+import { copyFileSync, writeFileSync } from 'node:fs';
+import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import { join } from 'node:path';
+import { makeTestPki, type CertFiles } from '../helpers/certs.js';
+import { ensureBuilt, request, runCli, spawnCliUntil, testKey, waitFor, type ProcessHandle } from '../helpers/servers.js';
+
+ensureBuilt();
+const pki = makeTestPki(t);
+const KEY = testKey();
+const env = { PETSTORE_API_KEYS: KEY, LOG_LEVEL: 'info' };
+
+function policyFile(name: string, pair: CertFiles, server: Record<string, unknown> = {}): string {
+  const file = join(pki.dir, `${name}.yaml`);
+  const text = { version: 1, upstream: { url: 'builtin' }, server: { tls: { certFile: pair.cert, keyFile: pair.key }, ...server }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } };
+  writeFileSync(file, JSON.stringify(text));
+  return file;
+}
+
+function fingerprint(file: string): string {
+  return new X509Certificate(pki.read(file)).fingerprint256;
+}
+
+/** The fingerprint of the certificate a new TLS connection to `port` is given. */
+function servedFingerprint(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket: TLSSocket = tlsConnect({ host: '127.0.0.1', port, ca: pki.read(pki.ca), ALPNProtocols: ['http/1.1'] }, () => {
+      resolve(socket.getPeerX509Certificate()?.fingerprint256 ?? '');
+      socket.destroy();
+    });
+    socket.setTimeout(5000, () => socket.destroy(new Error('timed out')));
+    socket.on('error', reject);
+  });
+}
+
+type LogEntry = Record<string, unknown> & { msg?: string };
+function logEntries(handle: ProcessHandle, since = 0): LogEntry[] {
+  return handle
+    .output()
+    .stdout.slice(since)
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .flatMap((l) => {
+      try {
+        return [JSON.parse(l) as LogEntry];
+      } catch {
+        return [];
+      }
+    });
+}
+
+const READY = /petstore-gateway listening on https:\/\/127\.0\.0\.1:(\d+) /;
+
+t.test('check: a valid pair with its expiry; a mismatched, expired or missing one refused', async (t) => {
+  const ok = await runCli(t, ['check', policyFile('check-ok', pki.server)], { env });
+  t.equal(ok.code, 0, ok.stdout + ok.stderr);
+  t.match(ok.stdout, /tls .*server\.pem: CN=server \(IP Address:127\.0\.0\.1, DNS:localhost\), expires \d{4}-\d\d-\d\dT[\d:.]+Z, (29|30) days left/);
+
+  const mismatched = await runCli(t, ['check', policyFile('check-mismatch', { cert: pki.server.cert, key: pki.server2.key })], { env });
+  t.equal(mismatched.code, 78);
+  t.match(mismatched.stdout, /\$\.server\.tls: keyFile .* is not the key of the certificate in .*server\.pem \(the pair does not match\)/);
+
+  const expired = await runCli(t, ['check', policyFile('check-expired', pki.expired)], { env });
+  t.equal(expired.code, 78);
+  t.match(expired.stdout, /\$\.server\.tls: certFile .*expired\.pem expired on 2020-02-01/);
+
+  const missing = await runCli(t, ['check', policyFile('check-missing', { cert: join(pki.dir, 'nope.pem'), key: pki.server.key })], { env });
+  t.equal(missing.code, 78);
+  t.match(missing.stdout, /cannot be read \(ENOENT\)/);
+
+  const upstream = join(pki.dir, 'check-upstream.yaml');
+  writeFileSync(upstream, JSON.stringify({ version: 1, upstream: { url: 'https://127.0.0.1:1/v1', tls: { caFile: join(pki.dir, 'nope.pem') } }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } }));
+  const up = await runCli(t, ['check', upstream], { env });
+  t.equal(up.code, 78);
+  t.match(up.stdout, /\$\.upstream\.tls: upstream\.tls\.caFile .*nope\.pem cannot be read/);
+});
+
+t.test('serve: refuses an unusable pair before listening', async (t) => {
+  const r = await runCli(t, ['serve', '--policy', policyFile('serve-expired', pki.expired), '--port', '0'], { env });
+  t.equal(r.code, 78);
+  t.match(r.stderr, /expired on 2020-02-01/);
+});
+
+t.test('serve: warns when the certificate expires within 14 days', async (t) => {
+  const { handle } = await spawnCliUntil(t, ['serve', '--policy', policyFile('serve-soon', pki.soon), '--port', '0'], READY, { env, timeoutMs: 30_000 });
+  const warning = await waitFor('the expiry warning', () => logEntries(handle).find((e) => e.msg === 'the TLS certificate expires in less than 14 days'), 5000);
+  t.match(warning, { level: 40, daysLeft: 4 });
+});
+
+t.test('SIGHUP rotates the certificate; a bad pair is refused and the old one kept', async (t) => {
+  const live: CertFiles = { cert: join(pki.dir, 'live.pem'), key: join(pki.dir, 'live.key') };
+  copyFileSync(pki.server.cert, live.cert);
+  copyFileSync(pki.server.key, live.key);
+  const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile('rotate', live), '--port', '0'], READY, { env, timeoutMs: 30_000 });
+  const port = Number(match[1]);
+  const origin = `https://127.0.0.1:${port}`;
+  t.equal(await servedFingerprint(port), fingerprint(pki.server.cert), 'the first certificate');
+
+  // The expiry gauge, on the admin listener.
+  const admin = await waitFor('the admin URL', () => logEntries(handle).find((e) => typeof e.url === 'string' && String(e.msg).startsWith('admin listening'))?.url as string | undefined);
+  const metrics = await request(`${admin}/metrics`);
+  const notAfter = Math.floor(Date.parse(new X509Certificate(pki.read(pki.server.cert)).validTo) / 1000);
+  t.match(metrics.body, new RegExp(`^petstore_gateway_tls_certificate_expiry_seconds ${notAfter}$`, 'm'), 'the gauge carries notAfter in Unix seconds');
+
+  // An HTTP/2 session opened before the rotation.
+  const session: ClientHttp2Session = h2connect(origin, { ca: pki.read(pki.ca) });
+  t.teardown(() => session.destroy());
+  session.on('error', () => {});
+  const get = (s: ClientHttp2Session) =>
+    new Promise<number>((resolve, reject) => {
+      const st = s.request({ ':path': '/v1/pets', authorization: `Bearer ${KEY}` });
+      st.on('response', (h) => resolve(Number(h[':status'])));
+      st.on('error', reject);
+      st.resume();
+    });
+  t.equal(await get(session), 200);
+
+  const reload = async (): Promise<LogEntry> => {
+    const since = handle.output().stdout.length;
+    handle.child.kill('SIGHUP');
+    return waitFor('a certificate reload outcome', () => logEntries(handle, since).find((e) => String(e.msg).startsWith('TLS certificate reload')), 5000);
+  };
+  copyFileSync(pki.server2.cert, live.cert);
+  copyFileSync(pki.server2.key, live.key);
+  t.match(await reload(), { msg: 'TLS certificate reloaded', reason: 'SIGHUP' });
+  t.equal(await servedFingerprint(port), fingerprint(pki.server2.cert), 'a new connection gets the new certificate');
+  t.equal(await get(session), 200, 'the established session keeps working');
+  const rotated = await request(`${admin}/metrics`);
+  const notAfter2 = Math.floor(Date.parse(new X509Certificate(pki.read(pki.server2.cert)).validTo) / 1000);
+  t.match(rotated.body, new RegExp(`^petstore_gateway_tls_certificate_expiry_seconds ${notAfter2}$`, 'm'), 'the gauge follows the rotation');
+
+  // A key that is not the certificate's: refused, the second certificate stays.
+  copyFileSync(pki.server.key, live.key);
+  const refused = await reload();
+  t.match(refused, { msg: 'TLS certificate reload refused; the previous certificate stays', problem: /does not match/ });
+  t.equal(await servedFingerprint(port), fingerprint(pki.server2.cert), 'still the second certificate');
+  const fresh = h2connect(origin, { ca: pki.read(pki.ca) });
+  t.teardown(() => fresh.destroy());
+  t.equal(await get(fresh), 200, 'new connections are served');
+  t.notMatch(handle.output().stdout, /BEGIN|PRIVATE KEY/, 'no key material in the log');
+});
