@@ -59,6 +59,7 @@ function logEntries(handle: ProcessHandle, since = 0): LogEntry[] {
 
 const READY = /petstore-gateway listening on https:\/\/127\.0\.0\.1:(\d+) /;
 
+// parity: the CLI's file checks and reload act on the listening server that createNodeServer makes for every engine (tls.test.ts runs each engine)
 t.test('check: a valid pair with its expiry; a mismatched, expired or missing one refused', async (t) => {
   const ok = await runCli(t, ['check', policyFile('check-ok', pki.server)], { env });
   t.equal(ok.code, 0, ok.stdout + ok.stderr);
@@ -83,18 +84,21 @@ t.test('check: a valid pair with its expiry; a mismatched, expired or missing on
   t.match(up.stdout, /\$\.upstream\.tls: upstream\.tls\.caFile .*nope\.pem cannot be read/);
 });
 
+// parity: the CLI's file checks and reload act on the listening server that createNodeServer makes for every engine (tls.test.ts runs each engine)
 t.test('serve: refuses an unusable pair before listening', async (t) => {
   const r = await runCli(t, ['serve', '--policy', policyFile('serve-expired', pki.expired), '--port', '0'], { env });
   t.equal(r.code, 78);
   t.match(r.stderr, /expired on 2020-02-01/);
 });
 
+// parity: the CLI's file checks and reload act on the listening server that createNodeServer makes for every engine (tls.test.ts runs each engine)
 t.test('serve: warns when the certificate expires within 14 days', async (t) => {
   const { handle } = await spawnCliUntil(t, ['serve', '--policy', policyFile('serve-soon', pki.soon), '--port', '0'], READY, { env, timeoutMs: 30_000 });
   const warning = await waitFor('the expiry warning', () => logEntries(handle).find((e) => e.msg === 'the TLS certificate expires in less than 14 days'), 5000);
   t.match(warning, { level: 40, daysLeft: 4 });
 });
 
+// parity: the CLI's file checks and reload act on the listening server that createNodeServer makes for every engine (tls.test.ts runs each engine)
 t.test('SIGHUP rotates the certificate; a bad pair is refused and the old one kept', async (t) => {
   const live: CertFiles = { cert: join(pki.dir, 'live.pem'), key: join(pki.dir, 'live.key') };
   copyFileSync(pki.server.cert, live.cert);

@@ -114,26 +114,26 @@ forEachEngine(t, async (t, engine) => {
     await waitFor('the upstream call to close', () => upstreamClosed, 3000);
     t.ok(upstreamClosed, 'the upstream request was closed before it was answered');
   });
-});
 
-t.test('mutual TLS: clientCaFile asks every client for a certificate', async (t) => {
-  const gw = await startTls(t, 'undici', tlsPolicy({}, { tls: { certFile: pki.server.cert, keyFile: pki.server.key, clientCaFile: pki.ca } }));
-  const client = { ca, cert: pki.read(pki.client.cert), key: pki.read(pki.client.key) };
-  const ok = await h2Request(gw.origin, '/v1/pets', { ...client, headers: bearer(gw.key) as Record<string, string> });
-  t.equal(ok.status, 200, 'with a certificate of the CA (h2)');
-  const ok1 = await httpsRequest(`${gw.origin}/v1/pets`, { ...client, headers: bearer(gw.key) as Record<string, string> });
-  t.equal(ok1.status, 200, 'with a certificate of the CA (HTTP/1.1)');
-  await t.rejects(httpsRequest(`${gw.origin}/v1/pets`, { ca, headers: bearer(gw.key) as Record<string, string> }), 'without a certificate: no answer');
-  await t.rejects(
-    httpsRequest(`${gw.origin}/v1/pets`, { ca, cert: pki.read(pki.foreignClient.cert), key: pki.read(pki.foreignClient.key), headers: bearer(gw.key) as Record<string, string> }),
-    'with a certificate of another CA: no answer',
-  );
-});
+  t.test('mutual TLS: clientCaFile asks every client for a certificate', async (t) => {
+    const gw = await startTls(t, engine, tlsPolicy({}, { tls: { certFile: pki.server.cert, keyFile: pki.server.key, clientCaFile: pki.ca } }));
+    const client = { ca, cert: pki.read(pki.client.cert), key: pki.read(pki.client.key) };
+    const ok = await h2Request(gw.origin, '/v1/pets', { ...client, headers: bearer(gw.key) as Record<string, string> });
+    t.equal(ok.status, 200, 'with a certificate of the CA (h2)');
+    const ok1 = await httpsRequest(`${gw.origin}/v1/pets`, { ...client, headers: bearer(gw.key) as Record<string, string> });
+    t.equal(ok1.status, 200, 'with a certificate of the CA (HTTP/1.1)');
+    await t.rejects(httpsRequest(`${gw.origin}/v1/pets`, { ca, headers: bearer(gw.key) as Record<string, string> }), 'without a certificate: no answer');
+    await t.rejects(
+      httpsRequest(`${gw.origin}/v1/pets`, { ca, cert: pki.read(pki.foreignClient.cert), key: pki.read(pki.foreignClient.key), headers: bearer(gw.key) as Record<string, string> }),
+      'with a certificate of another CA: no answer',
+    );
+  });
 
-t.test('http2: false serves HTTP/1.1 only over TLS', async (t) => {
-  const gw = await startTls(t, 'undici', tlsPolicy({}, { http2: false }));
-  const r = await httpsRequest(`${gw.origin}/v1/pets`, { ca });
-  t.equal(r.status, 401);
-  t.equal(r.alpn, false, 'no ALPN protocol offered by the server');
-  await t.rejects(h2Request(gw.origin, '/v1/pets', { ca, timeoutMs: 2000 }), 'an h2-only client is refused');
+  t.test('http2: false serves HTTP/1.1 only over TLS', async (t) => {
+    const gw = await startTls(t, engine, tlsPolicy({}, { http2: false }));
+    const r = await httpsRequest(`${gw.origin}/v1/pets`, { ca });
+    t.equal(r.status, 401);
+    t.equal(r.alpn, false, 'no ALPN protocol offered by the server');
+    await t.rejects(h2Request(gw.origin, '/v1/pets', { ca, timeoutMs: 2000 }), 'an h2-only client is refused');
+  });
 });
