@@ -28,7 +28,7 @@ import { createGateway, GatewayHolder } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { superviseWorkers } from './supervisor.js';
-import { describeListenerTls, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
+import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -50,7 +50,8 @@ Run the gateway.
                       where the admin listener binds
   --ephemeral-key     when no API key is configured, make one for this run and print it on stderr
                       (the quickstart; nothing is saved)
-  --watch             reload the policy when the file changes (SIGHUP always reloads)
+  --watch             reload the policy when the file changes, and the TLS certificate when its
+                      files change (SIGHUP always reloads both)
   --engine E          undici (default, fastest), fastify or http-proxy-3: same policies on each
   --workers N         N processes share the port (node:cluster); SIGHUP reloads every one
 
@@ -343,6 +344,7 @@ async function serve(args: string[]): Promise<number> {
   };
   process.on('SIGHUP', () => reload('SIGHUP'));
   if (values.watch === true) watchFile(file, () => reload('file changed'));
+  if (values.watch === true) for (const f of listenerTlsFiles(config)) watchFile(f, () => reload('certificate file changed'));
 
   // Graceful shutdown: stop accepting, let in-flight requests finish within shutdownGraceMs, exit 0.
   // Answers from then on say `Connection: close`, so a keep-alive client does not hold the process

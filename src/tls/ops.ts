@@ -41,6 +41,12 @@ export function describeListenerTls(config: PolicyConfig, now = Date.now()): str
   return [`tls ${tls.certFile}: ${d.subject} (${d.altNames}), expires ${d.notAfter}, ${d.daysLeft} days left${mtls}`];
 }
 
+/** The listener's certificate and key files, which `serve --watch` watches besides the policy. */
+export function listenerTlsFiles(config: PolicyConfig): string[] {
+  const tls = config.server.tls;
+  return tls === null ? [] : [tls.certFile, tls.keyFile];
+}
+
 /** At start: a warning when the certificate expires within EXPIRY_WARNING_DAYS. */
 export function warnIfExpiring(server: NetServer, log: Log, now = Date.now()): void {
   const tls = listenerTlsOf(server);

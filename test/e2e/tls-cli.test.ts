@@ -5,7 +5,7 @@
  * and an unusable pair is refused with the old certificate kept.
  */
 import t from 'tap';
-import { copyFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, renameSync, writeFileSync } from 'node:fs';
 import { connect as h2connect, type ClientHttp2Session } from 'node:http2';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
@@ -150,4 +150,23 @@ t.test('SIGHUP rotates the certificate; a bad pair is refused and the old one ke
   t.teardown(() => fresh.destroy());
   t.equal(await get(fresh), 200, 'new connections are served');
   t.notMatch(handle.output().stdout, /BEGIN|PRIVATE KEY/, 'no key material in the log');
+});
+
+// parity: the CLI's file watch and reload act on the listening server that createNodeServer makes for every engine (tls.test.ts runs each engine)
+t.test('--watch: a certificate file replaced is reloaded without a signal', async (t) => {
+  const live: CertFiles = { cert: join(pki.dir, 'watched.pem'), key: join(pki.dir, 'watched.key') };
+  copyFileSync(pki.server.cert, live.cert);
+  copyFileSync(pki.server.key, live.key);
+  const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile('watched', live), '--port', '0', '--watch'], READY, { env, timeoutMs: 30_000 });
+  const port = Number(match[1]);
+  const since = handle.output().stdout.length;
+  // Key first, then certificate (renamed into place): a reload in between is refused, the last one takes.
+  copyFileSync(pki.server2.key, live.key);
+  copyFileSync(pki.server2.cert, `${live.cert}.tmp`);
+  renameSync(`${live.cert}.tmp`, live.cert);
+  await waitFor('a reload logged after both files changed', () => logEntries(handle, since).find((e) => e.msg === 'TLS certificate reloaded' && e.notAfter === new Date(Date.parse(new X509Certificate(pki.read(pki.server2.cert)).validTo)).toISOString()), 5000);
+  const reloaded = logEntries(handle, since).filter((e) => e.msg === 'TLS certificate reloaded');
+  t.ok(reloaded.length >= 1, 'a reload after the files changed');
+  t.match(reloaded.at(-1), { reason: 'certificate file changed' });
+  t.equal(await servedFingerprint(port), fingerprint(pki.server2.cert), 'new connections get the new certificate');
 });

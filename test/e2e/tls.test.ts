@@ -98,6 +98,21 @@ forEachEngine(t, async (t, engine) => {
 
   // reply-from (the fastify engine's transport) gives undici no abort signal: a call it started
   // runs until the upstream answers, then it is dropped. So this holds for the other two.
+  t.test('HTTP/2 CONNECT: 501 not_implemented in the Error shape', async (t) => {
+    const gw = await startTls(t, engine, tlsPolicy());
+    const session = h2connect(gw.origin, { ca });
+    t.teardown(() => session.destroy());
+    session.on('error', () => {});
+    const stream = session.request({ ':method': 'CONNECT', ':authority': 'example.com:443', ...bearer(gw.key) });
+    stream.on('error', () => {});
+    const chunks: Buffer[] = [];
+    const status = await new Promise<number>((resolve) => stream.on('response', (h) => resolve(Number(h[':status']))));
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    await new Promise((r) => stream.on('close', r));
+    t.equal(status, 501);
+    t.match(JSON.parse(Buffer.concat(chunks).toString('utf8')), { code: 'not_implemented', status: 501 });
+  });
+
   t.test("a client's stream reset aborts the upstream call", { skip: engine === 'fastify' ? 'reply-from cannot abort a call before its response' : false }, async (t) => {
     let upstreamClosed = false;
     const stub = await startStubUpstream(t, (_req, res) => {
