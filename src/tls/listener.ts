@@ -71,6 +71,9 @@ export class ListenerTls {
       ca: this.clientCa,
       minVersion: this.config.minVersion,
       ciphers: CIPHERS,
+      // Mozilla's intermediate groups; OpenSSL's default list adds X448, P-521 and, for TLS 1.3,
+      // finite-field groups, slower and offered by no client that lacks these three.
+      ecdhCurve: 'X25519:prime256v1:secp384r1',
       honorCipherOrder: true,
       ticketKeys: TICKET_KEYS,
     };

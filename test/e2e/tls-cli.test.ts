@@ -132,9 +132,27 @@ t.test('SIGHUP rotates the certificate; a bad pair is refused and the old one ke
     handle.child.kill('SIGHUP');
     return waitFor('a certificate reload outcome', () => logEntries(handle, since).find((e) => String(e.msg).startsWith('TLS certificate reload')), 5000);
   };
+  // A TLS 1.2 session from before the rotation: its ticket still resumes after it.
+  const ticket = await new Promise<Buffer>((resolve, reject) => {
+    const socket = tlsConnect({ host: '127.0.0.1', port, ca: pki.read(pki.ca), maxVersion: 'TLSv1.2' }, () => {
+      const s = socket.getSession();
+      socket.destroy();
+      if (s === undefined) reject(new Error('no session'));
+      else resolve(s);
+    });
+    socket.on('error', reject);
+  });
   copyFileSync(pki.server2.cert, live.cert);
   copyFileSync(pki.server2.key, live.key);
   t.match(await reload(), { msg: 'TLS certificate reloaded', reason: 'SIGHUP' });
+  const resumed = await new Promise<boolean>((resolve, reject) => {
+    const socket = tlsConnect({ host: '127.0.0.1', port, ca: pki.read(pki.ca), maxVersion: 'TLSv1.2', session: ticket }, () => {
+      resolve(socket.isSessionReused());
+      socket.destroy();
+    });
+    socket.on('error', reject);
+  });
+  t.ok(resumed, 'a session ticket issued before the reload resumes after it');
   t.equal(await servedFingerprint(port), fingerprint(pki.server2.cert), 'a new connection gets the new certificate');
   t.equal(await get(session), 200, 'the established session keeps working');
   const rotated = await request(`${admin}/metrics`);

@@ -7,6 +7,7 @@ import t from 'tap';
 import { spawn } from 'node:child_process';
 import { connect as h2connect, constants as h2c } from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { makeTestPki, h2Request, httpsRequest, type TestPki } from '../helpers/certs.js';
 import { bearer, forEachEngine, JSON_TYPE, rawExchange, sendJson, startGateway, startStubUpstream, waitFor, type TeardownHost } from '../helpers/servers.js';
 
@@ -149,4 +150,21 @@ forEachEngine(t, async (t, engine) => {
     t.equal(r.alpn, false, 'no ALPN protocol offered by the server');
     await t.rejects(h2Request(gw.origin, '/v1/pets', { ca, timeoutMs: 2000 }), 'an h2-only client is refused');
   });
+});
+
+// parity: the TLS parameters belong to the listening server that createNodeServer makes for every engine; the engine plays no part in a handshake
+t.test('the cipher and version policy: AEAD suites only, TLS 1.2 minimum', async (t) => {
+  const gw = await startTls(t, 'undici', tlsPolicy());
+  const handshake = (options: ConnectionOptions) =>
+    new Promise<{ version: string | null; cipher: string }>((resolve, reject) => {
+      const socket = tlsConnect({ host: '127.0.0.1', port: gw.port, ca, ...options }, () => {
+        resolve({ version: socket.getProtocol(), cipher: socket.getCipher().name });
+        socket.destroy();
+      });
+      socket.on('error', reject);
+    });
+  t.match(await handshake({}), { version: 'TLSv1.3' }, 'TLS 1.3 when the client has it');
+  t.match(await handshake({ maxVersion: 'TLSv1.2' }), { version: 'TLSv1.2', cipher: 'ECDHE-ECDSA-AES128-GCM-SHA256' }, 'TLS 1.2 with the first AEAD suite');
+  await t.rejects(handshake({ maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA' }), 'CBC suites are refused');
+  await t.rejects(handshake({ minVersion: 'TLSv1.1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT:@SECLEVEL=0' }), 'TLS 1.1 is refused');
 });
