@@ -50,3 +50,15 @@ export function upstreamTlsOrThrow(config: UpstreamConfig): UpstreamTlsOptions |
 }
 
 export type { ConnectionOptions };
+
+/**
+ * For the start-up probe (node's fetch): an undici Agent with `upstream.tls`, so the probe trusts
+ * what the transports trust; nothing for a plain upstream (undici is then not loaded).
+ */
+export async function probeDispatcher(config: UpstreamConfig): Promise<{ dispatcher?: unknown; close(): Promise<void> }> {
+  const read = readUpstreamTls(config);
+  if (!read.ok || read.value === undefined) return { close: async () => {} };
+  const { Agent } = await import('undici');
+  const agent = new Agent({ connect: { ...read.value } });
+  return { dispatcher: agent, close: () => agent.close() };
+}

@@ -11,7 +11,9 @@ import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { join } from 'node:path';
 import { makeTestPki, type CertFiles } from '../helpers/certs.js';
-import { ensureBuilt, request, runCli, spawnCliUntil, testKey, waitFor, type ProcessHandle } from '../helpers/servers.js';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { ENGINES, ensureBuilt, request, runCli, spawnCliUntil, testKey, waitFor, type ProcessHandle } from '../helpers/servers.js';
 
 ensureBuilt();
 const pki = makeTestPki(t);
@@ -188,3 +190,42 @@ t.test('--watch: a certificate file replaced is reloaded without a signal', asyn
   t.match(reloaded.at(-1), { reason: 'certificate file changed' });
   t.equal(await servedFingerprint(port), fingerprint(pki.server2.cert), 'new connections get the new certificate');
 });
+
+// parity: the start-up probe is the CLI's, run once whatever the engine
+t.test('the start-up probe trusts upstream.tls.caFile as the transports do', async (t) => {
+  const upstream = createHttpsServer({ cert: pki.read(pki.server.cert), key: pki.read(pki.server.key) }, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('[]');
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => upstream.close(() => r())));
+  const url = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`;
+  const file = join(pki.dir, 'probe.json');
+  writeFileSync(file, JSON.stringify({ version: 1, upstream: { url, tls: { caFile: pki.ca } }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } }));
+  const { handle } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0'], /petstore-gateway listening on (http:\/\/\S+) /, { env, timeoutMs: 30_000 });
+  const probe = await waitFor('the probe line', () => logEntries(handle).find((e) => String(e.msg).startsWith('upstream probe')), 10_000);
+  t.match(probe, { verdict: 'ok', status: 200 }, String(probe.msg));
+});
+
+for (const engine of ENGINES) {
+  t.test(`SIGTERM with an idle HTTP/2 session open: the session is told to go away and the process exits (${engine})`, async (t) => {
+    const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile(`stop-${engine}`, pki.server, { shutdownGraceMs: 20_000 }), '--port', '0', '--engine', engine], READY, { env, timeoutMs: 30_000 });
+    const session = h2connect(`https://127.0.0.1:${match[1]}`, { ca: pki.read(pki.ca) });
+    t.teardown(() => session.destroy());
+    session.on('error', () => {});
+    await new Promise<void>((resolve, reject) => {
+      const st = session.request({ ':path': '/v1/pets', authorization: `Bearer ${KEY}` });
+      st.on('response', () => resolve());
+      st.on('error', reject);
+      st.resume();
+    });
+    let goaway = false;
+    session.on('goaway', () => (goaway = true));
+    const since = Date.now();
+    handle.child.kill('SIGTERM');
+    const exit = await Promise.race([handle.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000))]);
+    t.match(exit, { code: 0 }, 'exited 0');
+    t.ok(Date.now() - since < 15_000, `well before the 20 s grace (${Date.now() - since} ms)`);
+    t.ok(goaway || session.closed || session.destroyed, 'the session was closed by the server');
+  });
+}
