@@ -168,3 +168,29 @@ t.test('the cipher and version policy: AEAD suites only, TLS 1.2 minimum', async
   await t.rejects(handshake({ maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA' }), 'CBC suites are refused');
   await t.rejects(handshake({ minVersion: 'TLSv1.1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT:@SECLEVEL=0' }), 'TLS 1.1 is refused');
 });
+
+// parity: HTTP/2 settings and flood limits belong to the listening server that createNodeServer makes for every engine; nghttp2 enforces them before any engine sees a request
+t.test('HTTP/2 limits: advertised settings, and a rapid-reset flood ends the session while others are served', async (t) => {
+  const gw = await startTls(t, 'undici', tlsPolicy());
+  const session = h2connect(gw.origin, { ca });
+  t.teardown(() => session.destroy());
+  session.on('error', () => {});
+  const settings = await new Promise<Record<string, unknown>>((resolve) => session.once('remoteSettings', (s) => resolve(s as Record<string, unknown>)));
+  t.match(settings, { maxConcurrentStreams: 100, maxHeaderListSize: 16384, initialWindowSize: 65535, enablePush: false });
+
+  // Rapid reset (CVE-2023-44487): streams opened and cancelled at once, far past any legitimate use.
+  let goaway: number | undefined;
+  session.on('goaway', (code) => (goaway = code));
+  let sent = 0;
+  for (let i = 0; i < 5000 && !session.closed && !session.destroyed && goaway === undefined; i++) {
+    const st = session.request({ ':path': '/v1/pets', authorization: `Bearer ${gw.key}` });
+    st.on('error', () => {});
+    st.close(h2c.NGHTTP2_CANCEL);
+    sent++;
+    if (i % 100 === 99) await new Promise((r) => setImmediate(r));
+  }
+  await waitFor('the session to end', () => goaway !== undefined || session.destroyed || session.closed, 5000).catch(() => undefined);
+  t.ok(goaway !== undefined || session.destroyed, `the server ended the session (GOAWAY ${String(goaway)}) after ${sent} resets`);
+  const other = await h2Request(gw.origin, '/v1/pets', { ca, headers: bearer(gw.key) as Record<string, string> });
+  t.equal(other.status, 200, 'another client is served');
+});
