@@ -107,7 +107,8 @@ export function replyFromPool(origin: string, config: UpstreamConfig): Pool {
     ...tlsConnect(config),
   });
   const request = pool.request.bind(pool) as (opts: Dispatcher.RequestOptions, cb: unknown) => void;
-  // reply-from calls request(opts, callback): the call's signal joins the options here.
+  // reply-from calls request(opts, callback): the call's signal joins the options here. The casts:
+  // undici types `request` as a set of overloads, which one wrapper function cannot be assigned to.
   (pool as unknown as { request: typeof request }).request = (opts, cb) => {
     const call = (opts.headers as { [SIGNAL]?: ReplyFromCall } | undefined)?.[SIGNAL];
     request(call === undefined ? opts : { ...opts, signal: call }, cb);
