@@ -81,7 +81,7 @@ function isUnderV1(url: string): boolean {
 
 /** What the exchange needs of a Fastify request (also used by the standalone server's own handlers). */
 export function headOf(request: FastifyRequest): RequestHead {
-  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress, tls: isTls(request.raw) };
+  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress, tls: isTls(request.raw), httpVersion: request.raw.httpVersion };
 }
 
 const hooks: FrontHooks = {

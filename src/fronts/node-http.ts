@@ -37,7 +37,7 @@ export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void;
 export function createNodeHandler(options: Omit<PipelineOptions, 'front'>): { handler: NodeHandler; pipeline: Pipeline } {
   const pipeline = new Pipeline({ ...options, front: hooks });
   const handler: NodeHandler = (req, res) => {
-    const head = { method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers, remoteAddress: req.socket.remoteAddress, tls: isTls(req) };
+    const head = { method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers, remoteAddress: req.socket.remoteAddress, tls: isTls(req), httpVersion: req.httpVersion };
     try {
       pipeline.handle(head, res, res);
     } catch (err) {
