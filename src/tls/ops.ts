@@ -83,6 +83,9 @@ export function registerCertificateGauge(registry: Registry, server: NetServer):
     name: 'petstore_gateway_tls_certificate_expiry_seconds',
     help: "The listener's TLS certificate's notAfter, in Unix seconds (the one in force after reloads).",
     registers: [registry],
+    // With --workers, the primary aggregates: the soonest expiry among workers (one that missed a
+    // reload still serves the old certificate), never prom-client's default sum.
+    aggregator: 'min',
     collect() {
       this.set(Math.floor(tls.pair.notAfterMs / 1000));
     },

@@ -229,3 +229,18 @@ for (const engine of ENGINES) {
     t.ok(goaway || session.closed || session.destroyed, 'the session was closed by the server');
   });
 }
+
+// parity: the cluster supervisor and its metrics aggregation are the CLI's, the same for every engine
+t.test('--workers 2: the expiry gauge is aggregated as the soonest expiry, not a sum', async (t) => {
+  const { handle } = await spawnCliUntil(t, ['serve', '--policy', policyFile('workers', pki.server), '--port', '0', '--workers', '2'], READY, { env, timeoutMs: 60_000 });
+  const admin = await waitFor('the admin URL', () => logEntries(handle).find((e) => typeof e.url === 'string' && String(e.msg).startsWith('admin listening'))?.url as string | undefined, 10_000);
+  const notAfter = Math.floor(Date.parse(new X509Certificate(pki.read(pki.server.cert)).validTo) / 1000);
+  const line = new RegExp(`^petstore_gateway_tls_certificate_expiry_seconds ${notAfter}$`, 'm');
+  // Both workers report once they are up; the aggregate is the same value whatever their number.
+  let text = '';
+  for (let i = 0; i < 50 && !line.test(text); i++) {
+    text = (await request(`${admin}/metrics`)).body;
+    if (!line.test(text)) await new Promise((r) => setTimeout(r, 100));
+  }
+  t.match(text, line);
+});
