@@ -29,6 +29,7 @@ import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/in
 import { probeUpstream } from './probe.js';
 import { onReloadSignal } from './signals.js';
 import { DEFAULT_LIMITS, superviseWorkers } from './supervisor.js';
+import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -50,7 +51,8 @@ Run the gateway.
                       where the admin listener binds
   --ephemeral-key     when no API key is configured, make one for this run and print it on stderr
                       (the quickstart; nothing is saved)
-  --watch             reload the policy when the file changes (SIGHUP always reloads)
+  --watch             reload the policy when the file changes, and the TLS certificate when its
+                      files change (SIGHUP always reloads both)
   --engine E          undici (default, fastest), fastify or http-proxy-3: same policies on each
   --workers N         N processes share the port (node:cluster); SIGHUP reloads every one
 
@@ -244,6 +246,8 @@ function loadForServe(
   const load = (keys: LoadOptions['keys']) => parsePolicy(read.text, { env }, overrides, { keys, format: formatOf(file) });
   let loaded = load(ephemeralKey ? 'ephemeral-allowed' : 'required');
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
+  const tls = tlsProblems(loaded.config);
+  if (tls.length > 0) return { ok: false, problems: formatProblems(file, tls) };
   const auth = loaded.config.policies.auth;
   if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, text: read.text, ephemeral: undefined };
   const ephemeral = newKey();
@@ -409,6 +413,8 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   };
   onReloadSignal(reload);
   if (s.watch) watchFile(s.file, () => reload('file changed'));
+  // Workers hold the certificate: a renewed file reaches them as a reload of the policy in force.
+  if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage));
   return -1;
 }
 
@@ -425,6 +431,7 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   const holder = new GatewayHolder(createGateway(config, { env: s.env, log }));
   const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config });
   const running = await startEngine(s.engine, holder, log, ops.observer);
+  registerCertificateGauge(ops.metrics.registry, running.server);
   // A start that fails leaves nothing open behind it: the process must end (main.ts), not idle.
   const release = async () => {
     await state.admin?.close();
@@ -443,7 +450,7 @@ async function serveProcess(s: ServeSetup): Promise<number> {
       return EXIT.runtime;
     }
   }
-  const reload = reloader(s, holder, ops);
+  const reload = reloader(s, holder, ops, running.server);
   if (cluster.isWorker) {
     process.on('message', (m: unknown) => {
       if (isPolicyMessage(m)) reload(m.reason, m.text);
@@ -452,6 +459,8 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   } else {
     onReloadSignal((reason) => reload(reason));
     if (s.watch) watchFile(s.file, () => reload('file changed'));
+    // The listener's certificate files are watched too: a renewal needs no policy change.
+    if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => reloadListenerTls(running.server, log, 'certificate file changed'));
   }
   installStop(config.server, running, ops, state, log);
   const { host, port } = config.server;
@@ -466,13 +475,14 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   }
   state.phase = 'serving';
   const addr = running.server.address() as AddressInfo;
-  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  const url = `${config.server.tls === null ? 'http' : 'https'}://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
   log.info({ url, engine: s.engine, upstream: config.upstream.url }, 'petstore-gateway listening');
   const banner = `petstore-gateway listening on ${url} (upstream: ${config.upstream.url}, engine: ${s.engine})`;
   // A cluster worker tells the primary, which prints one banner for all.
   if (cluster.isWorker) process.send?.({ type: 'listening', banner });
   else {
     printBanner(banner, s.ephemeral, url);
+    warnIfExpiring(running.server, log);
     void probeUpstream(config, log);
   }
   return -1; // keep running
@@ -498,7 +508,7 @@ function listenHint(code: string): string {
  * read. An invalid policy is refused with its problems logged and the old one stays; requests in
  * flight finish under the policy they started with. One log line per reload.
  */
-function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops): (reason: string, text?: string) => void {
+function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: RunningEngine['server']): (reason: string, text?: string) => void {
   const last = { text: s.text };
   return (reason, handed) => {
     const text = handed ?? readForReload(s, reason, last);
@@ -508,6 +518,8 @@ function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops): (reason: stri
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) s.log.error({ file: s.file, reason, problems }, 'policy reload refused; the previous policy stays');
     else s.log.info({ file: s.file, reason }, 'policy reloaded');
+    // The certificate and key are re-read on every reload (a renewal keeps the same paths).
+    reloadListenerTls(server, s.log, reason);
   };
 }
 
@@ -667,7 +679,8 @@ function check(args: string[]): number {
   const described = describeKeys(loaded.config.policies.auth, { env: loaded.ephemeral === undefined ? env : process.env });
   if (loaded.ephemeral !== undefined) described.push('(ephemeral): made at each start, all operations');
   const keys = described.map((line) => `  key ${line}\n`);
-  process.stdout.write(`${file}: ok\n${keys.join('')}`);
+  const tls = describeListenerTls(loaded.config).map((line) => `  ${line}\n`);
+  process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}`);
   return EXIT.ok;
 }
 

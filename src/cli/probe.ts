@@ -16,6 +16,7 @@
  */
 import type { Logger } from 'pino';
 import type { PolicyConfig } from '../config/types.js';
+import { probeDispatcher } from '../tls/upstream.js';
 
 export const PROBE_TIMEOUT_MS = 2000;
 
@@ -61,10 +62,13 @@ export async function probeUpstream(config: PolicyConfig, log: Logger, timeoutMs
   if (base === 'builtin') return undefined;
   let status: number | undefined;
   let error: string | undefined;
+  // An https upstream is verified as the transports verify it (upstream.tls).
+  const tls = await probeDispatcher(config.upstream);
   try {
     // fetch (node's built-in client): no engine library is loaded for one request. No redirect is
     // followed: a redirect is itself a sign of a wrong base path.
     const res = await fetch(`${base.replace(/\/+$/, '')}/pets?limit=1`, {
+      ...(tls.dispatcher === undefined ? {} : ({ dispatcher: tls.dispatcher } as RequestInit)),
       redirect: 'manual',
       headers: { accept: 'application/json' },
       signal: AbortSignal.timeout(timeoutMs),
@@ -75,6 +79,7 @@ export async function probeUpstream(config: PolicyConfig, log: Logger, timeoutMs
     const e = err as Error & { cause?: { code?: string } };
     error = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (e.cause?.code ?? e.message);
   }
+  void tls.close().catch(() => undefined);
   const result = judgeProbe(base, config.policies.auth.upstreamAuthorization, status, error);
   log[result.level]({ upstream: base, status: result.status, verdict: result.verdict }, result.message);
   return result;

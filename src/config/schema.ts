@@ -55,6 +55,18 @@ export const UPSTREAM_SCHEMA = {
         coolDownMs: { type: 'integer', minimum: 100, maximum: 3600000 },
       },
     },
+    tls: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'TLS towards an https:// upstream (ignored for http://). The certificate is always verified.',
+      properties: {
+        caFile: { type: ['string', 'null'], minLength: 1, default: null, description: "PEM file of the CA(s) that sign the upstream's certificate; null (default): the system's trust store." },
+        certFile: { type: ['string', 'null'], minLength: 1, default: null, description: 'PEM certificate (chain) the gateway presents to the upstream (mutual TLS), with keyFile; null (default): none.' },
+        keyFile: { type: ['string', 'null'], minLength: 1, default: null, description: 'PEM private key of certFile; null (default): none.' },
+        servername: { type: ['string', 'null'], minLength: 1, maxLength: 253, default: null, description: "Name sent as SNI and checked against the upstream's certificate; null (default): the URL's host." },
+      },
+    },
     maxBufferedBytes: {
       type: 'integer',
       minimum: 1024,
@@ -102,6 +114,31 @@ export const SERVER_SCHEMA = {
       default: 0,
       description:
         'On SIGTERM, /readyz answers 503 draining at once and the API listener keeps accepting for this long (load balancers remove an endpoint some time after it starts stopping), then stops accepting and shutdownGraceMs begins. 0 (default): stop accepting at once.',
+    },
+    tls: {
+      type: ['object', 'null'],
+      default: null,
+      additionalProperties: false,
+      required: ['certFile', 'keyFile'],
+      description: 'TLS on the API listener; null (default): plain HTTP. Reloaded with the policy (SIGHUP, --watch).',
+      properties: {
+        certFile: { type: 'string', minLength: 1, description: 'PEM certificate chain, the server certificate first.' },
+        keyFile: { type: 'string', minLength: 1, description: 'PEM private key of the certificate.' },
+        minVersion: { enum: ['TLSv1.2', 'TLSv1.3'], default: 'TLSv1.2', description: 'Oldest TLS version accepted.' },
+        clientCaFile: { type: ['string', 'null'], minLength: 1, default: null, description: 'PEM CA(s): when set, every client must present a certificate they signed (mutual TLS); null (default): none asked.' },
+      },
+    },
+    http2: { type: 'boolean', default: true, description: 'With tls: HTTP/2 and HTTP/1.1 on the same port (ALPN); false: HTTP/1.1 only. No cleartext HTTP/2.' },
+    hsts: {
+      type: ['object', 'null'],
+      default: null,
+      additionalProperties: false,
+      required: ['maxAgeSeconds'],
+      description: 'With tls: Strict-Transport-Security on every answer (RFC 6797); null (default): none. Never sent without tls.',
+      properties: {
+        maxAgeSeconds: { type: 'integer', minimum: 0, maximum: 63072000, description: 'max-age, in seconds (one year: 31536000).' },
+        includeSubDomains: { type: 'boolean', default: false, description: 'Add includeSubDomains.' },
+      },
     },
     admin: ADMIN_SCHEMA,
     trustedProxies: {

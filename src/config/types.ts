@@ -17,6 +17,23 @@ export interface UpstreamConfig {
   readonly retryIdempotent: boolean;
   readonly circuitBreaker: { readonly failures: number; readonly coolDownMs: number } | null;
   readonly maxBufferedBytes: number;
+  /** TLS towards an https:// upstream (src/tls/upstream.ts). */
+  readonly tls: UpstreamTlsConfig;
+}
+
+export interface UpstreamTlsConfig {
+  readonly caFile: string | null;
+  readonly certFile: string | null;
+  readonly keyFile: string | null;
+  readonly servername: string | null;
+}
+
+/** TLS on the API listener (src/tls/listener.ts). */
+export interface ServerTlsConfig {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
+  readonly clientCaFile: string | null;
 }
 
 export interface ServerConfig {
@@ -38,6 +55,12 @@ export interface ServerConfig {
   readonly drainDelayMs: number;
   /** CIDR ranges / addresses of trusted proxies (proxy-addr syntax); empty: trust no one. */
   readonly trustedProxies: readonly string[];
+  /** null: plain HTTP. */
+  readonly tls: ServerTlsConfig | null;
+  /** With tls: HTTP/2 and HTTP/1.1 on one port (ALPN). */
+  readonly http2: boolean;
+  /** With tls: Strict-Transport-Security on every answer. */
+  readonly hsts: { readonly maxAgeSeconds: number; readonly includeSubDomains: boolean } | null;
 }
 
 export interface PolicyConfig {

@@ -51,6 +51,7 @@ export const CATALOGUE = {
   upstream_contract_violation: { status: 502, message: 'The upstream service answered outside the interface.' },
   upstream_error: { status: 502, message: 'The upstream service answered with an error.' },
   upstream_auth_failed: { status: 502, message: "The upstream service refused the gateway's credentials." },
+  upstream_tls_error: { status: 502, message: 'A secure connection to the upstream service could not be established.' },
   service_unavailable: { status: 503, message: 'The service is unavailable: retry later.' },
   upstream_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
   store_full: { status: 507, message: 'The store cannot hold more animals.' },

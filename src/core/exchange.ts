@@ -139,7 +139,7 @@ const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
 };
 
 function errorFor(kind: FailureKind, cause: unknown): GatewayError {
-  const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' || kind === 'total_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : 'upstream_unavailable';
+  const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' || kind === 'total_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : kind === 'tls' ? 'upstream_tls_error' : 'upstream_unavailable';
   return new GatewayError(code, { cause });
 }
 
@@ -420,7 +420,7 @@ export class ActiveRequest implements ForwardHandler {
       const closed = pipeline.breaker?.admit();
       if (closed !== undefined) return this.sendError(closed);
       const h = this.head.headers;
-      const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: false, host: h.host as string | undefined }) as Record<string, string | string[]>;
+      const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
       if (body !== undefined) headers['content-length'] = String(body.length);
       else delete headers['content-length'];
       const query = ex.upstreamQuery;

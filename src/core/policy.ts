@@ -22,6 +22,10 @@ export interface RequestHead {
   readonly headers: IncomingHeaders;
   /** The peer address of the connection (not a forwarded one), when known. */
   readonly remoteAddress?: string | undefined;
+  /** True when the client's connection is TLS (X-Forwarded-Proto: https towards the upstream). */
+  readonly tls?: boolean | undefined;
+  /** The HTTP version the client spoke: '1.1', '1.0' or '2.0' (node's `httpVersion`). */
+  readonly httpVersion?: string | undefined;
 }
 
 /**

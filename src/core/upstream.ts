@@ -16,11 +16,12 @@ import type { OperationId } from './operations.js';
  * - `total_timeout`: the whole answer took longer than `upstream.timeouts.totalMs` (the layers' own);
  * - `headers_timeout` / `body_timeout`: the transport's own deadline fired (the exchange's timers
  *   are the exact ones; a transport reports these only as a backstop);
- * - `invalid_response`: the upstream answered something that is not HTTP, or too big to be one.
+ * - `invalid_response`: the upstream answered something that is not HTTP, or too big to be one;
+ * - `tls`: the TLS handshake failed or the upstream's certificate was not verified.
  */
-export type FailureKind = 'refused' | 'reset' | 'connect_timeout' | 'headers_timeout' | 'body_timeout' | 'total_timeout' | 'invalid_response';
+export type FailureKind = 'refused' | 'reset' | 'connect_timeout' | 'headers_timeout' | 'body_timeout' | 'total_timeout' | 'invalid_response' | 'tls';
 
-export const FAILURE_KINDS: ReadonlyArray<FailureKind> = ['refused', 'reset', 'connect_timeout', 'headers_timeout', 'body_timeout', 'total_timeout', 'invalid_response'];
+export const FAILURE_KINDS: ReadonlyArray<FailureKind> = ['refused', 'reset', 'connect_timeout', 'headers_timeout', 'body_timeout', 'total_timeout', 'invalid_response', 'tls'];
 
 /** A transport failure, with the library's error kept as `cause` for the operator log. */
 export class UpstreamFailure extends Error {

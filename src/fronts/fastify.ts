@@ -31,8 +31,9 @@ import type { RequestHead } from '../core/policy.js';
 import type { ExchangeObserver } from '../core/record.js';
 import { forwardSettings, GatewayHolder, type Gateway } from '../gateway.js';
 import { builtinUpstream } from '../upstreams/builtin.js';
-import { replyFromUpstream } from '../upstreams/reply-from.js';
+import { replyFromPool, replyFromUpstream } from '../upstreams/reply-from.js';
 import { readBody, refuseBody, refuseRestOfBody, sendContinue } from './body.js';
+import { isTls } from './node-http.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -80,7 +81,7 @@ function isUnderV1(url: string): boolean {
 
 /** What the exchange needs of a Fastify request (also used by the standalone server's own handlers). */
 export function headOf(request: FastifyRequest): RequestHead {
-  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress };
+  return { method: request.raw.method ?? 'GET', target: request.raw.url ?? '/', headers: request.headers, remoteAddress: request.raw.socket.remoteAddress, tls: isTls(request.raw), httpVersion: request.raw.httpVersion };
 }
 
 const hooks: FrontHooks = {
@@ -189,7 +190,6 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       for (const url of ROUTES) scope.route({ method: METHODS, url, handler, config, exposeHeadRoute: false });
       return;
     }
-    const { timeouts, connections } = gw.upstream;
     await scope.register(httpProxy, {
       upstream: gw.upstreamOrigin!,
       routes: ROUTES,
@@ -199,7 +199,8 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       proxyPayloads: false,
       // reply-from logs every forwarded request at info level; the access log is the gateway's.
       disableRequestLogging: true,
-      undici: { connections, connectTimeout: timeouts.connectMs, headersTimeout: timeouts.headersMs, bodyTimeout: timeouts.bodyMs },
+      // Our own pool: the upstream's sizes, timeouts and TLS, and the abort of a call whose client left.
+      undici: replyFromPool(gw.upstreamOrigin!, gw.upstream),
       // The exchange forwards from the routes' preHandler and never calls `done`: http-proxy's own
       // route handler rewrites the URL, parses and re-serialises the query and resolves a
       // destination URL per request, for a path the exchange builds itself (from the operation and

@@ -33,13 +33,18 @@ const hooks: FrontHooks = {
   },
 };
 
+/** True on a TLS connection (node's TLSSocket says `encrypted`; HTTP/2's socket proxy passes it on). */
+export function isTls(req: IncomingMessage): boolean {
+  return (req.socket as { encrypted?: boolean } | null)?.encrypted === true;
+}
+
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** A node:http request handler running every request through the exchange. */
 export function createNodeHandler(options: Omit<PipelineOptions, 'front'>): { handler: NodeHandler; pipeline: Pipeline } {
   const pipeline = new Pipeline({ ...options, front: hooks });
   const handler: NodeHandler = (req, res) => {
-    const head = { method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers, remoteAddress: req.socket.remoteAddress };
+    const head = { method: req.method ?? 'GET', target: req.url ?? '/', headers: req.headers, remoteAddress: req.socket.remoteAddress, tls: isTls(req), httpVersion: req.httpVersion };
     try {
       pipeline.handle(head, res, res);
     } catch (err) {

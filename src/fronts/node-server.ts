@@ -8,6 +8,8 @@ import type { ServerConfig } from '../config/types.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { markAwaitingContinue } from './body.js';
 import { boundInFlight, shareConnections } from './connections.js';
+import { attachListenerTls, ListenerTls } from '../tls/listener.js';
+import { secureServer } from '../tls/server.js';
 
 /**
  * Answers a request node's HTTP parser refused (RFC 9112 framing errors such as conflicting
@@ -111,42 +113,76 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  *   leaving it waiting.
  */
 export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const hsts = limits.tls === null ? undefined : hstsValue(limits);
   const serve = (req: IncomingMessage, res: ServerResponse) => {
+    // HTTP/2 has no Host field: :authority is its host (RFC 9113 section 8.3.1).
+    if (req.httpVersionMajor === 2 && req.headers.host === undefined) req.headers.host = req.headers[':authority'] as string | undefined;
     const problem = hostProblem(req);
+    if (hsts !== undefined) res.setHeader('strict-transport-security', hsts);
     if (problem !== undefined) return answerAndClose(res, problem);
     if (req.headers.upgrade !== undefined && connectionListsUpgrade(req.headers.connection)) res.shouldKeepAlive = false;
     handler(req, res);
   };
+  // HTTP/1.1 pipelining has no bound of its own: the gate paces it per connection. An HTTP/2
+  // session bounds its streams itself (SETTINGS_MAX_CONCURRENT_STREAMS, src/tls/server.ts), and its
+  // streams share one socket that the gate must not pause.
   const gated = boundInFlight(limits.maxInFlightPerConnection, serve);
-  const server = createServer(
-    {
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: limits.requestTimeoutMs,
-      keepAliveTimeout: limits.keepAliveTimeoutMs,
-      maxHeaderSize: limits.maxHeaderBytes,
-      connectionsCheckingInterval: 250,
-      // Checked below, to answer in the Error shape.
-      requireHostHeader: false,
-    },
-    gated,
-  );
+  const entry = (req: IncomingMessage, res: ServerResponse) => (req.httpVersionMajor === 2 ? serve(req, res) : gated(req, res));
+  const server = createListener(limits, entry);
   // With a listener, node does not send `100 Continue` by itself on receipt of the head: the front
   // sends it once the request phase passed (src/fronts/body.ts), so an unauthenticated client is
   // never invited to send its body.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     markAwaitingContinue(req);
-    gated(req, res);
+    entry(req, res);
   });
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const problem = hostProblem(req);
     answerAndClose(res, problem ?? new GatewayError('expectation_failed'));
   });
-  server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+  server.on('connect', (req: IncomingMessage, socket: Socket | ServerResponse) => {
+    const error = new GatewayError('not_implemented', { message: 'The gateway does not tunnel: CONNECT is not implemented.' });
+    // Over HTTP/2 a CONNECT is a stream with a response object (RFC 9113 section 8.5), not a socket.
+    if (req.httpVersionMajor === 2) return answerAndClose(socket as ServerResponse, error);
     socket.on('error', () => socket.destroy());
-    socket.end(rawErrorResponse(new GatewayError('not_implemented', { message: 'The gateway does not tunnel: CONNECT is not implemented.' })));
+    (socket as Socket).end(rawErrorResponse(error));
   });
   server.maxConnections = limits.maxConnections;
   shareConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies);
+  return server;
+}
+
+/** The Strict-Transport-Security value of `server.hsts` (RFC 6797 section 6.1), if any. */
+function hstsValue(limits: ServerConfig): string | undefined {
+  const h = limits.hsts;
+  return h === null ? undefined : `max-age=${h.maxAgeSeconds}${h.includeSubDomains ? '; includeSubDomains' : ''}`;
+}
+
+type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * The listening server: node:http, or with `server.tls` node:https (HTTP/1.1 only) or node:http2
+ * with HTTP/1.1 on the same port through ALPN (`server.http2`, the default). The TLS servers are
+ * typed as node:http's Server: they emit the same events (request, checkExpectation, connect,
+ * clientError) with request and response objects that have what the fronts use (the http2
+ * compatibility API), and the missing connection methods are added in `secureServer`.
+ */
+function createListener(limits: ServerConfig, listener: RequestListener): Server {
+  const http = {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    maxHeaderSize: limits.maxHeaderBytes,
+    connectionsCheckingInterval: 250,
+    // Checked in createNodeServer, to answer in the Error shape.
+    requireHostHeader: false,
+  };
+  if (limits.tls === null) return createServer(http, listener);
+  const opened = ListenerTls.open(limits.tls);
+  if (!opened.ok) throw new Error(`server.tls: ${opened.problem}`);
+  const tls = opened.value;
+  const server = secureServer(limits, { ...http, ...tls.options(), handshakeTimeout: limits.headersTimeoutMs }, listener);
+  attachListenerTls(server, tls);
   return server;
 }
 

@@ -8,6 +8,8 @@
  * upstream gets (the exchange's path and header set) before the call.
  */
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { upstreamTlsOrThrow } from '../tls/upstream.js';
 import type { Stream } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { UpstreamConfig } from '../config/types.js';
@@ -85,7 +87,9 @@ function onWebError(err: Error, req: IncomingMessage & WithCall): void {
 }
 
 export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onProxyError?: (err: Error) => void): Upstream {
-  const agent = new Agent({ keepAlive: true, maxSockets: config.connections });
+  // An https:// upstream gets a TLS agent with `upstream.tls` (verification on), same pool size.
+  const tls = upstreamTlsOrThrow(config);
+  const agent = tls === undefined ? new Agent({ keepAlive: true, maxSockets: config.connections }) : new HttpsAgent({ keepAlive: true, maxSockets: config.connections, ...tls });
   // The origin parsed once, as http-proxy-3 reads a target (protocol, host, hostname, port, href).
   const base = new URL(origin);
   const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port: base.port, href: origin };
@@ -95,7 +99,7 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
   // field is set here (the exchange forwards none), so `changeOrigin` is not needed.
   // No proxyTimeout: the exchange's deadlines are the timeouts (and abort the call); a socket idle
   // timeout here would also fire while the exchange holds the body back for a slow client.
-  const proxy = createProxyServer({ target: target as unknown as URL, agent, selfHandleResponse: true, toProxy: true, prependPath: false, buffer: bodySource });
+  const proxy = createProxyServer({ target: target as unknown as URL, agent, selfHandleResponse: true, toProxy: true, prependPath: false, buffer: bodySource, secure: true });
   // A listener for every error the proxy may emit outside a call's own callback.
   proxy.on('error', (err) => onProxyError?.(err));
   // One listener per event, dispatching to the call of each request (not one listener per call).
@@ -125,7 +129,9 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
       // req.url as the request line (toProxy).
       const headers = request.headers;
       headers.host = target.host;
-      req.headers = headers;
+      // An HTTP/2 request's `headers` is a getter only: the field is shadowed on the object.
+      if (req.httpVersionMajor === 2) Object.defineProperty(req, 'headers', { value: headers, writable: true, configurable: true });
+      else req.headers = headers;
       req.url = request.path;
       const call = new ProxyCall(handler);
       req[CALL] = call;

@@ -7,6 +7,9 @@
  */
 import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
+import { Pool, type Dispatcher } from 'undici';
+import type { UpstreamConfig } from '../config/types.js';
+import { tlsConnect } from './undici.js';
 import type { FailureKind, Upstream, UpstreamHandler, UpstreamRequest } from '../core/upstream.js';
 import { StreamedCall } from './streamed-call.js';
 
@@ -29,14 +32,45 @@ interface UndiciAnswer {
   readonly stream: Readable;
 }
 
+/**
+ * Where the headers reply-from hands to undici carry their call: reply-from copies them with
+ * Object.assign (which copies symbol keys) and passes undici no signal of its own; undici reads
+ * only string keys as header fields.
+ */
+const SIGNAL = Symbol('petstore-gateway reply-from signal');
+
+/**
+ * One call. It is also the call's abort signal for undici (the EventTarget subset undici reads:
+ * `aborted` and one `abort` listener), so a client that leaves (or resets its HTTP/2 stream)
+ * aborts the upstream request before its response, without an AbortController per call.
+ */
 class ReplyFromCall extends StreamedCall {
+  private abortListener: (() => void) | undefined;
+  aborted = false;
+
   constructor(
     handler: UpstreamHandler,
     /** What reply-from asks for through its option hooks, read there from the call. */
     readonly query: string,
-    readonly headers: Record<string, string | string[]>,
+    readonly headers: Record<string, string | string[]> & { [SIGNAL]?: ReplyFromCall },
   ) {
     super(handler, REPLY_FROM_KINDS);
+    headers[SIGNAL] = this;
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    this.abortListener = listener;
+  }
+
+  removeEventListener(): void {
+    this.abortListener = undefined;
+  }
+
+  protected override stopRequest(): void {
+    this.aborted = true;
+    const listener = this.abortListener;
+    this.abortListener = undefined;
+    listener?.();
   }
 
   respond(res: UndiciAnswer): void {
@@ -57,6 +91,30 @@ const rewriteRequestHeaders = (request: unknown): Record<string, string | string
 const onError = (reply: { request: unknown }, { error }: { error: Error }): void => callOf(reply.request).fail(error);
 // reply-from's types call `res` a ServerResponse; it is undici's response.
 const onResponse = (request: unknown, _reply: unknown, res: unknown): void => callOf(request).respond(res as UndiciAnswer);
+
+/**
+ * The undici Pool reply-from sends through (given as its `undici` option, it is used as is): the
+ * pool sizes and timeouts of `upstream`, its TLS options for an https:// upstream, and each call's
+ * abort signal taken from its headers.
+ */
+export function replyFromPool(origin: string, config: UpstreamConfig): Pool {
+  const { timeouts } = config;
+  const pool = new Pool(origin, {
+    connections: config.connections,
+    connectTimeout: timeouts.connectMs,
+    headersTimeout: timeouts.headersMs,
+    bodyTimeout: timeouts.bodyMs,
+    ...tlsConnect(config),
+  });
+  const request = pool.request.bind(pool) as (opts: Dispatcher.RequestOptions, cb: unknown) => void;
+  // reply-from calls request(opts, callback): the call's signal joins the options here. The casts:
+  // undici types `request` as a set of overloads, which one wrapper function cannot be assigned to.
+  (pool as unknown as { request: typeof request }).request = (opts, cb) => {
+    const call = (opts.headers as { [SIGNAL]?: ReplyFromCall } | undefined)?.[SIGNAL];
+    request(call === undefined ? opts : { ...opts, signal: call }, cb);
+  };
+  return pool;
+}
 
 export function replyFromUpstream(): Upstream {
   return {

@@ -6,6 +6,7 @@
 import { Pool, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/types.js';
 import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
+import { upstreamTlsOrThrow } from '../tls/upstream.js';
 import { failureKind } from './errors.js';
 
 const UNDICI_KINDS: ReadonlyMap<string, FailureKind> = new Map<string, FailureKind>([
@@ -70,6 +71,12 @@ class UndiciCall implements Dispatcher.DispatchHandler, UpstreamControl {
   }
 }
 
+/** undici's `connect` options for an https:// upstream (also used by reply-from, which is undici). */
+export function tlsConnect(config: UpstreamConfig): { connect?: Record<string, unknown> } {
+  const tls = upstreamTlsOrThrow(config);
+  return tls === undefined ? {} : { connect: { ...tls } };
+}
+
 export function undiciUpstream(origin: string, config: UpstreamConfig): Upstream {
   const { timeouts } = config;
   const pool = new Pool(origin, {
@@ -77,6 +84,8 @@ export function undiciUpstream(origin: string, config: UpstreamConfig): Upstream
     connectTimeout: timeouts.connectMs,
     headersTimeout: timeouts.headersMs,
     bodyTimeout: timeouts.bodyMs,
+    // https:// only: the CA, client pair and name of `upstream.tls`; verification stays on.
+    ...tlsConnect(config),
   });
   return {
     name: 'undici',

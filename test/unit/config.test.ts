@@ -29,6 +29,7 @@ const DEFAULTS = {
     retryIdempotent: false,
     circuitBreaker: null,
     maxBufferedBytes: 8388608,
+    tls: { caFile: null, certFile: null, keyFile: null, servername: null },
   },
   server: {
     host: '127.0.0.1',
@@ -44,6 +45,9 @@ const DEFAULTS = {
     drainDelayMs: 0,
     admin: { host: '127.0.0.1', port: 9464 },
     trustedProxies: [],
+    tls: null as Record<string, unknown> | null,
+    http2: true,
+    hsts: null,
   },
   headers: { request: { allow: [] }, response: { allow: [] } },
   log: { access: true, level: 'info' },
@@ -197,6 +201,7 @@ t.test('accepted: JSON form', async (t) => {
 t.test('accepted: boundary values', async (t) => {
   const cases: [string, ReturnType<typeof withDefaults>][] = [
     ['server: { port: 65535 }', withDefaults({ server: { port: 65535 } })],
+    ['server: { tls: { certFile: a, keyFile: b } }', withDefaults({ server: { tls: { certFile: 'a', keyFile: 'b', minVersion: 'TLSv1.2', clientCaFile: null } } })],
     ['upstream: { timeouts: { connectMs: 600000, headersMs: 1, bodyMs: 600000 }, connections: 1 }', withDefaults({ upstream: { timeouts: { connectMs: 600000, headersMs: 1, bodyMs: 600000, totalMs: 60000 }, connections: 1 } })],
     ['upstream: { timeouts: { totalMs: 1 } }', withDefaults({ upstream: { timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000, totalMs: 1 } } })],
     ['upstream: { timeouts: { totalMs: 3600000 } }', withDefaults({ upstream: { timeouts: { connectMs: 2000, headersMs: 10000, bodyMs: 10000, totalMs: 3600000 } } })],
@@ -259,6 +264,11 @@ const REJECTED: [name: string, text: string, problems: Problem[], env?: Env][] =
   ['unknown option of upstream', 'upstream: { uri: builtin }', [{ path: '$.upstream.uri', message: "unknown property 'uri'" }]],
   ['unknown timeout', 'upstream: { timeouts: { readMs: 5 } }', [{ path: '$.upstream.timeouts.readMs', message: "unknown property 'readMs'" }]],
   ['unknown option of server', 'server: { address: x }', [{ path: '$.server.address', message: "unknown property 'address'" }]],
+  ['server.tls without keyFile', 'server: { tls: { certFile: /a.pem } }', [{ path: '$.server.tls', message: "missing required property 'keyFile'" }]],
+  ['server.tls.minVersion below TLS 1.2', 'server: { tls: { certFile: a, keyFile: b, minVersion: TLSv1.1 } }', [{ path: '$.server.tls.minVersion', message: 'must be one of: TLSv1.2, TLSv1.3' }]],
+  ['server.hsts with a negative max-age', 'server: { hsts: { maxAgeSeconds: -1 } }', [{ path: '$.server.hsts.maxAgeSeconds', message: 'must be >= 0' }]],
+  ['upstream.tls cannot turn verification off', 'upstream: { tls: { verify: false } }', [{ path: '$.upstream.tls.verify', message: "unknown property 'verify'" }]],
+  ['server.http2 is a boolean', 'server: { http2: yes }', [{ path: '$.server.http2', message: 'must be boolean' }]],
 
   // wrong types
   [
