@@ -30,19 +30,21 @@ export const ERROR_NOTES = {
   rate_limited: "the consumer's rate limit is exceeded (`Retry-After`, `RateLimit` headers)",
   too_many_auth_failures: 'too many failed authentications from this client address (`Retry-After`)',
   headers_too_large: 'request head over `server.maxHeaderBytes`',
-  internal_error: 'a fault in the gateway itself, or an upstream 500',
+  internal_error: 'a fault in the gateway itself (never an upstream answer: an upstream 500 is `upstream_error`)',
   not_implemented: '`CONNECT`: the gateway tunnels nothing; the connection is closed',
   bad_gateway:
     "the upstream's answer is not one to relay (a status outside 200..599, 1xx included; more than 100 header fields; a header node cannot write), or an upstream 502",
   upstream_unavailable: 'the upstream refused or dropped the connection',
   upstream_contract_violation:
     "the upstream's answer is outside the interface (a 3xx, a list that is not an array, `response-contract: enforce`)",
-  upstream_error: "an upstream error status no other code names (e.g. 418), sent with the upstream's status",
+  upstream_error: "an upstream 500, or an upstream error status no other code names (e.g. 418), sent with the upstream's status",
+  upstream_tls_error:
+    "the TLS handshake with the upstream failed or its certificate did not verify (`upstream.tls`); the reason is in the operator log only",
   upstream_auth_failed:
     "the upstream answered 401/403 to the gateway's own credential (`upstreamAuthorization: drop` or `fromEnv`)",
   service_unavailable:
     'an upstream 503 (`Retry-After` kept); the circuit breaker is open; the rate-limit store is down with `onStoreError: closed`',
   upstream_timeout:
-    "the upstream did not connect, answer or send its body within the policy's timeouts, or an upstream 504",
+    "the upstream did not connect, answer or send its body within the policy's timeouts (`upstream.timeouts`, `totalMs` included), or an upstream 504",
   store_full: 'the reference backend holds its maximum number of animals (100,000)',
 };
