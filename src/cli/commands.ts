@@ -25,7 +25,7 @@ import { formatProblems, loadPolicyFile, type LoadOptions, type Overrides } from
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
 import { createGateway, GatewayHolder } from '../gateway.js';
-import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
+import { bruteForceExposureWarning, buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { superviseWorkers } from './supervisor.js';
 
@@ -278,6 +278,7 @@ async function serve(args: string[]): Promise<number> {
   // slow reader of stdout does not hold the event loop, flushed at exit.
   const log = pino(loggerOptions(config.log.level), logDestination());
   setStoreLog(log);
+  if (!cluster.isWorker) for (const w of [bruteForceExposureWarning(config)]) if (w !== undefined) log.warn({ host: config.server.host }, w);
   const adminConfig = config.server.admin;
   // Where the process is in its life, for /readyz: starting until it listens, draining from SIGTERM.
   let phase: Phase = 'starting';
