@@ -68,7 +68,7 @@ const DEFAULTS = {
       statusMap: { listPets: {}, createPet: { '409': 400, '422': 400 }, getPet: { '400': 404, '410': 404, '422': 404 } },
       maxBodyBytes: 4096,
     },
-    'response-contract': { mode: 'off' },
+    'response-contract': { mode: 'enforce', unknownFields: 'drop' },
   },
 };
 
