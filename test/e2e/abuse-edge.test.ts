@@ -2,9 +2,34 @@
  * Abuse resistance at the edge (issue 25, items 3, 6, 7, 10, 12), end to end on every engine,
  * through real listening servers on 127.0.0.1.
  */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import t from 'tap';
+import { KNOWN_STATUSES, GatewayMetrics } from '../../src/ops/metrics.js';
 import { assertError } from '../helpers/assert.js';
-import { bearer, forEachEngine, request, sendJson, startGateway, startStubUpstream, testKey } from '../helpers/servers.js';
+import { find, parseExposition } from '../helpers/prom.js';
+import { bearer, forEachEngine, PROJECT_ROOT, rawExchange, parseRawResponse, request, sendJson, startGateway, startStubUpstream, testKey, type TeardownHost } from '../helpers/servers.js';
+
+/** test/fixtures/hostile-upstream.mjs as its own process, killed at teardown; its base URL. */
+async function startHostile(t: TeardownHost): Promise<string> {
+  const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'hostile-upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => {
+    child.kill('SIGKILL');
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('hostile upstream did not start within 10 s')), 10_000);
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+\/v1)/.exec(out);
+      if (m?.[1] !== undefined) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`hostile upstream exited (${String(code)})`)));
+  });
+}
 
 
 
@@ -65,5 +90,83 @@ forEachEngine(t, async (t, engine) => {
     const stub = await startStubUpstream(t, (_req, res) => sendJson(res, 200, '{"id":1,"name":"Rex","categoryId":1,"internalNote":"x"}'));
     const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1` }, policies: { 'response-contract': { unknownFields: 'refuse' } } }, { engine });
     assertError(t, await request(`${gw.url}/v1/pets/1`, { headers: bearer(gw.key) }), 502, 'upstream_contract_violation');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Item 7: an upstream cannot grow /metrics by varying its statuses
+
+forEachEngine(t, async (t, engine) => {
+  t.test('1,000 distinct upstream statuses leave /metrics bounded', async (t) => {
+    const upstream = await startHostile(t);
+    const metrics = new GatewayMetrics({ defaultMetrics: false });
+    const gw = await startGateway(t, { upstream: { url: upstream } }, { engine, observer: metrics });
+    const ids = Array.from({ length: 1000 }, (_, i) => 200 + i);
+    const seen = new Set<number>();
+    // Eight at a time: bounded in count (1,000) and each request in time (5 s).
+    for (let i = 0; i < ids.length; i += 8) {
+      const batch = await Promise.all(ids.slice(i, i + 8).map((id) => request(`${gw.url}/v1/pets/${id}`, { headers: bearer(gw.key) })));
+      for (const r of batch) seen.add(r.status);
+    }
+    t.ok(seen.size > 5, `the client saw ${seen.size} statuses`);
+    const text = await metrics.registry.metrics();
+    const s = parseExposition(text);
+    const client = new Set(find(s, 'http_client_request_duration_seconds_count').map((x) => String(x.labels.http_response_status_code ?? x.labels.error_type)));
+    const server = new Set(find(s, 'http_server_request_duration_seconds_count').map((x) => String(x.labels.http_response_status_code ?? x.labels.error_type)));
+    t.ok(client.has('4xx') && client.has('5xx') && client.has('2xx'), `statuses folded into classes: ${[...client].sort().join(' ')}`);
+    for (const v of [...client, ...server]) t.ok(/^[1-5]xx$/.test(v) || KNOWN_STATUSES.has(Number(v)) || v === '_OTHER' || v === 'aborted' || !/^\d+$/.test(v), `label ${v} is a known value or a class`);
+    const lines = text.split('\n').length;
+    // Before the fold: about 400 upstream statuses x 17 lines of histogram each (~7,000 lines).
+    t.ok(lines < 2000, `/metrics has ${lines} lines`);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Item 10: headers
+
+forEachEngine(t, async (t, engine) => {
+  t.test('hostile upstream headers: authenticated answers never invite a shared cache; no uninvited coding', async (t) => {
+    const upstream = await startHostile(t);
+    const gw = await startGateway(t, { upstream: { url: upstream } }, { engine });
+    const get = (id: number, extra: Record<string, string> = {}) => request(`${gw.url}/v1/pets/${id}`, { headers: bearer(gw.key, extra) });
+    const pub = await get(5000001);
+    t.equal(pub.status, 200);
+    t.equal(pub.headers['cache-control'], 'private, max-age=31536000');
+    const smax = await get(5000002);
+    t.equal(smax.status, 200, 'Connection naming content-type did not strip it before the contract check');
+    t.equal(smax.headers['content-type'], 'application/json');
+    t.equal(smax.headers['cache-control'], 'private, max-age=60, must-revalidate');
+    assertError(t, await get(5000003), 502, 'upstream_contract_violation');
+    assertError(t, await get(5000003, { 'accept-encoding': 'gzip' }), 502, 'upstream_contract_violation', { message: 'any' });
+  });
+
+  t.test('a gzip answer streams to a client that accepted gzip only with the contract off', async (t) => {
+    const upstream = await startHostile(t);
+    const gw = await startGateway(t, { upstream: { url: upstream }, policies: { 'response-contract': { mode: 'off' } } }, { engine });
+    const accepted = await request(`${gw.url}/v1/pets/5000003`, { headers: bearer(gw.key, { 'accept-encoding': 'br, gzip' }) });
+    t.equal(accepted.status, 200);
+    t.equal(accepted.headers['content-encoding'], 'gzip');
+    assertError(t, await request(`${gw.url}/v1/pets/5000003`, { headers: bearer(gw.key) }), 502, 'upstream_contract_violation');
+  });
+
+  t.test('request side: Host syntax, Connection cannot strip Content-Type, sampling only from a trusted proxy', async (t) => {
+    const stub = await startStubUpstream(t, (req, res) => sendJson(res, req.method === 'POST' ? 201 : 200, req.method === 'POST' ? '{"id":1,"name":"a","categoryId":1}' : '[]'));
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1` } }, { engine });
+    const port = Number(new URL(gw.url).port);
+    const bad = parseRawResponse(await rawExchange(port, `GET /v1/pets HTTP/1.1\r\nHost: evil.example/x<y>\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`));
+    t.equal(bad.status, 400, 'an invalid Host is a 400');
+    t.match(bad.body, /"status":400/);
+    t.equal(stub.requests.length, 0, 'nothing forwarded');
+    const body = '{"name":"a","categoryId":1}';
+    const created = await request(`${gw.url}/v1/pets`, {
+      method: 'POST',
+      headers: bearer(gw.key, { 'content-type': 'application/json', connection: 'content-type' }),
+      body,
+    });
+    t.equal(created.status, 201);
+    t.equal(stub.requests.at(-1)?.headers['content-type'], 'application/json', 'the checked Content-Type reached the upstream');
+    const sampled = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    await request(`${gw.url}/v1/pets`, { headers: bearer(gw.key, { traceparent: sampled }) });
+    t.equal(stub.requests.at(-1)?.headers.traceparent, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00', 'an untrusted client cannot force sampling');
   });
 });

@@ -17,6 +17,7 @@
  * where many clients share one address.
  */
 import { GatewayError } from '../../core/errors.js';
+import { isValidHost } from '../../core/headers.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth } from '../../core/policy.js';
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
 import { parseDateTime } from '../deprecation/index.js';
@@ -120,6 +121,7 @@ function create(config: AuthConfig, env: PolicyEnv) {
   const failures = bruteForce === null ? undefined : new FailureLimiter(bruteForce, now);
   const clientOf = clientResolver(env.trustedProxies ?? []);
   const realm = `Bearer realm="${config.realm}"`;
+  const badHost = new GatewayError('invalid_request', { message: 'The Host header is not valid.' });
   // RFC 6750 section 3.1: no error code when the request has no authentication information.
   const missing = new GatewayError('missing_api_key', { headers: { 'www-authenticate': realm } });
   const malformed = new GatewayError('malformed_authorization', {
@@ -146,6 +148,9 @@ function create(config: AuthConfig, env: PolicyEnv) {
       return failures?.size ?? 0;
     },
     onRequest(ex: Exchange): Decision {
+      // RFC 9112 section 3.2: 400 for an invalid or repeated Host. Checked here because this policy
+      // runs first, so no policy and no forwarded field ever uses a Host of invalid syntax.
+      if (!isValidHost(ex.head.headers.host)) return badHost;
       const header = ex.head.headers.authorization;
       if (header === undefined || header === '') return missing;
       // Another scheme (Basic, ...), a bare "Bearer", or junk: not a bearer credential.

@@ -14,9 +14,16 @@
  * the answer, whereas `refuse` would turn every answer into a 502 as soon as an upstream adds a
  * harmless field. `refuse` is for operators who want such an upstream to fail loudly; `pass`
  * lets them through (the behaviour before the option existed).
+ *
+ * Content codings (issue 25, item 10): the gateway never forwards Accept-Encoding, so a coded
+ * (gzip...) answer is the upstream's own choice. A 2xx with a coding the client did not accept
+ * becomes 502 upstream_contract_violation, in every mode; with the contract on, any coded 2xx
+ * does, since the gateway can check only the bytes it can read. The gateway does not decompress:
+ * an upstream's compression ratio would decide how much memory one answer takes.
  */
 import { compileResponseShapes, isJsonMediaType, parseLossless, unknownPetFields, withoutUnknownPetFields, type LosslessValue } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
+import { acceptsCoding, contentCoding } from '../../core/headers.js';
 import type { OperationId } from '../../core/operations.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
 
@@ -44,6 +51,12 @@ export const schema = {
     },
   },
 } as const;
+
+/** The answer's content coding when the client did not accept it; undefined for none or an accepted one. */
+function uninvitedCoding(ex: Exchange, res: UpstreamResponse): string | undefined {
+  const coding = contentCoding(res.headers['content-encoding']);
+  return coding === undefined || acceptsCoding(ex.head.headers['accept-encoding'], coding) ? undefined : coding;
+}
 
 const EXPECTED_STATUS: Record<OperationId, number> = { listPets: 200, createPet: 201, getPet: 200 };
 
@@ -84,11 +97,19 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
       return violations;
     },
     wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
-      return config.mode !== 'off' && ex.operation !== undefined && res.status >= 200 && res.status < 300;
+      if (ex.operation === undefined || res.status < 200 || res.status >= 300) return false;
+      return config.mode !== 'off' || uninvitedCoding(ex, res) !== undefined;
     },
     onResponseBody(ex: Exchange, res: ResponseBody): ResponseBody {
       const op = ex.operation?.id;
-      if (config.mode === 'off' || op === undefined || res.status < 200 || res.status >= 300) return res;
+      if (op === undefined || res.status < 200 || res.status >= 300) return res;
+      const coding = config.mode === 'off' ? uninvitedCoding(ex, res) : contentCoding(res.headers['content-encoding']);
+      if (coding !== undefined) {
+        violations++;
+        env.log?.warn({ policy: 'response-contract', operation: op, problems: [`content-encoding ${coding.slice(0, 32)}`], violations, mode: config.mode }, 'upstream answer violates the interface');
+        return errorResponse(violation);
+      }
+      if (config.mode === 'off') return res;
       const verdict = check(op, res);
       if (verdict.problems.length === 0) {
         // Valid, with fields outside the interface to drop (unknownFields: drop).
