@@ -18,6 +18,7 @@ import { type AdminHandle, type AdminOptions, READY, startAdmin } from '../ops/a
 import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, logDestination } from '../ops/access-log.js';
 import { createOps, type Phase } from '../ops/index.js';
+import { throttledLogMethod } from '../ops/log-throttle.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
@@ -223,6 +224,7 @@ function loggerOptions(level = 'info'): LoggerOptions {
     level: process.env.LOG_LEVEL ?? level,
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' },
+    hooks: { logMethod: throttledLogMethod() },
   };
 }
 
