@@ -65,14 +65,13 @@ export function throttledLogMethod(options: ThrottleOptions = {}): (this: Logger
     slot.suppressed++;
     slot.fields ??= fields;
     if (slot.timer === undefined) {
-      const logger = this;
       slot.timer = setTimeout(() => {
         slot.timer = undefined;
         if (slot.suppressed === 0) return;
         const n = slot.suppressed;
         slot.suppressed = 0;
         slot.since = now();
-        method.call(logger, { ...(slot.fields ?? {}), suppressed: n }, `${msg} (repeated ${n} times in ${everyMs} ms)`);
+        method.call(this, { ...(slot.fields ?? {}), suppressed: n }, `${msg} (repeated ${n} times in ${everyMs} ms)`);
         slot.fields = undefined;
       }, Math.max(1, everyMs - (t - slot.since)));
       // A summary never keeps the process alive.
