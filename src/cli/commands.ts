@@ -19,6 +19,7 @@ import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, logDestination } from '../ops/access-log.js';
 import { createOps, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
+import { warnAtStart } from '../ops/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
@@ -26,7 +27,7 @@ import { formatProblems, loadPolicyFile, type LoadOptions, type Overrides } from
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
 import { createGateway, GatewayHolder } from '../gateway.js';
-import { bruteForceExposureWarning, buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
+import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { superviseWorkers } from './supervisor.js';
 
@@ -280,7 +281,7 @@ async function serve(args: string[]): Promise<number> {
   // slow reader of stdout does not hold the event loop, flushed at exit.
   const log = pino(loggerOptions(config.log.level), logDestination());
   setStoreLog(log);
-  if (!cluster.isWorker) for (const w of [bruteForceExposureWarning(config)]) if (w !== undefined) log.warn({ host: config.server.host }, w);
+  if (!cluster.isWorker) warnAtStart(config, log);
   const adminConfig = config.server.admin;
   // Where the process is in its life, for /readyz: starting until it listens, draining from SIGTERM.
   let phase: Phase = 'starting';
@@ -337,7 +338,10 @@ async function serve(args: string[]): Promise<number> {
     const problems = !next.ok ? next.problems : holder.replace(createGateway(next.config, { env, log }, holder.current.backend));
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
-    else log.info({ file, reason }, 'policy reloaded');
+    else {
+      log.info({ file, reason }, 'policy reloaded');
+      ops.policyReloaded(holder.current.config);
+    }
   };
   process.on('SIGHUP', () => reload('SIGHUP'));
   if (values.watch === true) watchFile(file, () => reload('file changed'));

@@ -14,6 +14,7 @@ import { AccessLog, droppedLogLines, type ConsumerInfo } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics } from './metrics.js';
+import { securityWeakenings } from './security-notices.js';
 
 /** Runs every observer; one that throws does not keep the others from their record. */
 export class Observers implements ExchangeObserver {
@@ -120,6 +121,11 @@ export interface Ops {
   /** Ready, or why not; while the upstream is marked unreachable, after one connection attempt to it. */
   readiness(phase: Phase): Promise<Readiness>;
   deprecations(): Promise<DeprecationReport>;
+  /**
+   * A new policy took effect (SIGHUP, file change): the access log's consumer fields follow it,
+   * and what it weakens against the previous one is logged as one warning (issue 25, item 12).
+   */
+  policyReloaded(next: PolicyConfig): void;
   /** Flushes the access log (after the drain). */
   close(): Promise<void>;
 }
@@ -133,6 +139,15 @@ export interface OpsOptions {
   readonly defaultMetrics?: boolean;
 }
 
+/** Each consumer's expiry and scopes, as the access line names them; only keys that have either. */
+function consumerFacts(config: PolicyConfig): Map<string, ConsumerInfo> {
+  const facts = new Map<string, ConsumerInfo>();
+  for (const k of config.policies.auth.keys) {
+    if (k.expires !== undefined || k.operations !== undefined) facts.set(k.id, { ...(k.expires === undefined ? {} : { expires: k.expires }), ...(k.operations === undefined ? {} : { scopes: [...k.operations] }) });
+  }
+  return facts;
+}
+
 export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
   const storeConfig = config.policies['rate-limit'].store;
   const ledger = openDeprecationLedger(storeConfig);
@@ -143,11 +158,10 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,
   });
-  // The access line names each consumer's expiry and scopes as the policy file gives them (issue 14).
-  const consumers = new Map<string, ConsumerInfo>();
-  for (const k of config.policies.auth.keys) {
-    if (k.expires !== undefined || k.operations !== undefined) consumers.set(k.id, { ...(k.expires === undefined ? {} : { expires: k.expires }), ...(k.operations === undefined ? {} : { scopes: [...k.operations] }) });
-  }
+  // The access line names each consumer's expiry and scopes as the policy in force gives them
+  // (issue 14); a reload replaces them (`policyReloaded`).
+  let consumers = consumerFacts(config);
+  let current = config;
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo: (id) => consumers.get(id) }) : undefined;
   const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
@@ -169,6 +183,13 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
       return READY;
     },
     deprecations: async () => deprecationReport(await ledger.report(), deprecated),
+    policyReloaded(next: PolicyConfig): void {
+      const weakened = securityWeakenings(current, next);
+      // The list is in the message so that two different weakenings are two lines (warnings are throttled per message).
+      if (weakened.length > 0) options.log.warn({ weakened }, `policy reload weakens security: ${weakened.join('; ')}`);
+      consumers = consumerFacts(next);
+      current = next;
+    },
     close: async () => {
       await accessLog?.close();
     },

@@ -3,12 +3,13 @@
  * through real listening servers on 127.0.0.1.
  */
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { KNOWN_STATUSES, GatewayMetrics } from '../../src/ops/metrics.js';
 import { assertError } from '../helpers/assert.js';
 import { find, parseExposition } from '../helpers/prom.js';
-import { bearer, forEachEngine, PROJECT_ROOT, rawExchange, parseRawResponse, request, sendJson, startGateway, startStubUpstream, testKey, type TeardownHost } from '../helpers/servers.js';
+import { bearer, forEachEngine, PROJECT_ROOT, spawnCliUntil, tempDir, waitFor, rawExchange, parseRawResponse, request, sendJson, startGateway, startStubUpstream, testKey, type TeardownHost } from '../helpers/servers.js';
 
 /** test/fixtures/hostile-upstream.mjs as its own process, killed at teardown; its base URL. */
 async function startHostile(t: TeardownHost): Promise<string> {
@@ -169,4 +170,25 @@ forEachEngine(t, async (t, engine) => {
     await request(`${gw.url}/v1/pets`, { headers: bearer(gw.key, { traceparent: sampled }) });
     t.equal(stub.requests.at(-1)?.headers.traceparent, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00', 'an untrusted client cannot force sampling');
   });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Item 12: serve's reload warning and throttled warnings, in the built CLI
+
+// parity: the reload path and the logger's options are the CLI's, the same for every engine.
+t.test('serve: a reload that removes the rate limit and turns the contract off is one warning naming both', async (t) => {
+  const file = join(tempDir(t, 'abuse-edge'), 'policy.json');
+  const policy = (extra: Record<string, unknown>) =>
+    JSON.stringify({ version: 1, upstream: { url: 'builtin' }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' }, ...extra } });
+  writeFileSync(file, policy({ 'rate-limit': { limit: 100 } }));
+  const { handle } = await spawnCliUntil(t, ['serve', '--policy', file, '--host', '127.0.0.1', '--port', '0'], /petstore-gateway listening on /, {
+    env: { PETSTORE_API_KEYS: testKey(), LOG_LEVEL: 'info' },
+    timeoutMs: 30_000,
+  });
+  writeFileSync(file, policy({ 'response-contract': { mode: 'off' } }));
+  handle.child.kill('SIGHUP');
+  const line = await waitFor('the reload warning', () => handle.output().stdout.split('\n').find((l) => l.includes('policy reload weakens security')), 10_000);
+  const entry = JSON.parse(line) as { level: number; weakened: string[] };
+  t.equal(entry.level, 40);
+  t.strictSame(entry.weakened, ['rate-limit: limit removed', 'response-contract.mode enforce -> off']);
 });
