@@ -8,6 +8,7 @@
  * upstream gets (the exchange's path and header set) before the call.
  */
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Stream } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { UpstreamConfig } from '../config/types.js';
@@ -69,6 +70,32 @@ function onProxyResClose(this: IncomingMessage): void {
   if (!this.complete) callOfBody(this).fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
 }
 
+/**
+ * node's client reads an interim answer and goes on to the final one; undici refuses a 100
+ * Continue that was not asked for (the gateway never sends Expect) and drops the connection. The
+ * engines must agree (issue 25, item 11): an unsolicited 100 is an invalid answer, and the
+ * connection it came on is destroyed, never reused. Other 1xx (102, 103) are ignored by both.
+ */
+function onInformation(this: ClientRequest & WithCall, info: { statusCode: number }): void {
+  if (info.statusCode !== 100) return;
+  this[CALL]?.fail(new UpstreamFailure('invalid_response', new Error('upstream sent 100 Continue unasked')));
+  this.destroy();
+}
+
+/**
+ * Bytes on a pooled connection that no request is waiting on are an answer to nothing: the
+ * upstream sent more than one answer for one request. node's agent would keep the connection, so
+ * the next consumer's request could be answered by that stray answer; it is destroyed instead
+ * (issue 25, item 11), as undici does ("bad response").
+ */
+function onIdleData(this: Socket): void {
+  this.destroy();
+}
+
+function onSocketAssigned(socket: Socket): void {
+  socket.removeListener('data', onIdleData);
+}
+
 function onUpgrade(this: ClientRequest & WithCall, _res: IncomingMessage, socket: { destroy(): void }): void {
   socket.destroy();
   this[CALL]!.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
@@ -86,6 +113,10 @@ function onWebError(err: Error, req: IncomingMessage & WithCall): void {
 
 export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onProxyError?: (err: Error) => void): Upstream {
   const agent = new Agent({ keepAlive: true, maxSockets: config.connections });
+  // Registered after the agent's own 'free' listener: a socket the agent keeps is watched until reused.
+  agent.on('free', (socket: Socket) => {
+    if (!socket.destroyed) socket.on('data', onIdleData);
+  });
   // The origin parsed once, as http-proxy-3 reads a target (protocol, host, hostname, port, href).
   const base = new URL(origin);
   const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port: base.port, href: origin };
@@ -105,6 +136,9 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
     call.proxyReq = proxyReq;
     (proxyReq as ClientRequest & WithCall)[CALL] = call;
     proxyReq.on('upgrade', onUpgrade);
+    proxyReq.on('information', onInformation);
+    // Emitted before any answer can be read: the pooled socket stops being watched as idle.
+    proxyReq.on('socket', onSocketAssigned);
     if (call.stopped) proxyReq.destroy();
   });
   proxy.on('proxyRes', (proxyRes, req) => {

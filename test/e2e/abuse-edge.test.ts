@@ -9,7 +9,7 @@ import t from 'tap';
 import { KNOWN_STATUSES, GatewayMetrics } from '../../src/ops/metrics.js';
 import { assertError } from '../helpers/assert.js';
 import { find, parseExposition } from '../helpers/prom.js';
-import { bearer, forEachEngine, PROJECT_ROOT, spawnCliUntil, tempDir, waitFor, rawExchange, parseRawResponse, request, sendJson, startGateway, startStubUpstream, testKey, type TeardownHost } from '../helpers/servers.js';
+import { bearer, forEachEngine, PROJECT_ROOT, sleep, spawnCliUntil, tempDir, waitFor, rawExchange, parseRawResponse, request, sendJson, startGateway, startStubUpstream, testKey, type TeardownHost } from '../helpers/servers.js';
 
 /** test/fixtures/hostile-upstream.mjs as its own process, killed at teardown; its base URL. */
 async function startHostile(t: TeardownHost): Promise<string> {
@@ -169,6 +169,31 @@ forEachEngine(t, async (t, engine) => {
     const sampled = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     await request(`${gw.url}/v1/pets`, { headers: bearer(gw.key, { traceparent: sampled }) });
     t.equal(stub.requests.at(-1)?.headers.traceparent, '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00', 'an untrusted client cannot force sampling');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Item 11: a connection on which the upstream misbehaved is never reused
+
+forEachEngine(t, async (t, engine) => {
+  t.test('an extra answer or an unsolicited 100 Continue: the connection is discarded, engines agree', async (t) => {
+    const upstream = await startHostile(t);
+    // One upstream connection: any reuse of a poisoned connection would be the next request's.
+    const gw = await startGateway(t, { upstream: { url: upstream, connections: 1 } }, { engine });
+    const get = (id: number) => request(`${gw.url}/v1/pets/${id}`, { headers: bearer(gw.key) });
+    const connections = async () => (JSON.parse((await get(9000000)).body) as { id: number }).id;
+    const first = await connections();
+    t.equal((await get(7000003)).status, 200, 'the first answer is the one asked for');
+    // The extra answer lands 50 ms later on a connection the client holds idle.
+    await sleep(150);
+    const after = await get(1);
+    t.equal(after.body, '{"id":1,"name":"Rex","categoryId":1,"status":"available"}', 'the next consumer gets its own answer, not the extra one');
+    const second = await connections();
+    t.ok(second > first, `the poisoned connection was not reused (${first} then ${second} connections)`);
+    assertError(t, await get(7000002), 502, 'bad_gateway');
+    const third = await connections();
+    t.ok(third > second, `the connection with the unsolicited 100 was not reused (${second} then ${third})`);
+    t.equal((await get(3)).status, 200, 'the next request is served');
   });
 });
 
