@@ -86,14 +86,18 @@ function onInformation(this: ClientRequest & WithCall, info: { statusCode: numbe
  * Bytes on a pooled connection that no request is waiting on are an answer to nothing: the
  * upstream sent more than one answer for one request. node's agent would keep the connection, so
  * the next consumer's request could be answered by that stray answer; it is destroyed instead
- * (issue 25, item 11), as undici does ("bad response").
+ * (issue 25, item 11), as undici does ("bad response"). A listener per free socket, which removes
+ * itself at the first bytes of a request's answer once the socket is in use again.
  */
-function onIdleData(this: Socket): void {
-  this.destroy();
-}
-
-function onSocketAssigned(socket: Socket): void {
-  socket.removeListener('data', onIdleData);
+function watchIdle(agent: Agent): (socket: Socket) => void {
+  const isFree = (socket: Socket) => Object.values(agent.freeSockets).some((list) => list?.includes(socket) === true);
+  function onIdleData(this: Socket): void {
+    if (isFree(this)) this.destroy();
+    else this.removeListener('data', onIdleData);
+  }
+  return (socket) => {
+    if (!socket.destroyed && socket.listeners('data').includes(onIdleData) === false) socket.on('data', onIdleData);
+  };
 }
 
 function onUpgrade(this: ClientRequest & WithCall, _res: IncomingMessage, socket: { destroy(): void }): void {
@@ -114,9 +118,7 @@ function onWebError(err: Error, req: IncomingMessage & WithCall): void {
 export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onProxyError?: (err: Error) => void): Upstream {
   const agent = new Agent({ keepAlive: true, maxSockets: config.connections });
   // Registered after the agent's own 'free' listener: a socket the agent keeps is watched until reused.
-  agent.on('free', (socket: Socket) => {
-    if (!socket.destroyed) socket.on('data', onIdleData);
-  });
+  agent.on('free', watchIdle(agent));
   // The origin parsed once, as http-proxy-3 reads a target (protocol, host, hostname, port, href).
   const base = new URL(origin);
   const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port: base.port, href: origin };
@@ -137,8 +139,6 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
     (proxyReq as ClientRequest & WithCall)[CALL] = call;
     proxyReq.on('upgrade', onUpgrade);
     proxyReq.on('information', onInformation);
-    // Emitted before any answer can be read: the pooled socket stops being watched as idle.
-    proxyReq.on('socket', onSocketAssigned);
     if (call.stopped) proxyReq.destroy();
   });
   proxy.on('proxyRes', (proxyRes, req) => {

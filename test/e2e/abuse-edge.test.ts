@@ -194,6 +194,9 @@ forEachEngine(t, async (t, engine) => {
     const third = await connections();
     t.ok(third > second, `the connection with the unsolicited 100 was not reused (${second} then ${third})`);
     t.equal((await get(3)).status, 200, 'the next request is served');
+    const hinted = await get(7000004);
+    t.equal(hinted.status, 200, 'a 103 Early Hints is skipped, the final answer relayed');
+    t.equal(hinted.body, '{"id":7000004,"name":"Rex","categoryId":1,"status":"available"}');
   });
 });
 
