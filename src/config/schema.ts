@@ -17,7 +17,7 @@ export const UPSTREAM_SCHEMA = {
     url: {
       type: 'string',
       default: 'builtin',
-      // No user:password@ (issue 25, item 12): the URL is printed in logs and banners, and the
+      // No user:password@: the URL is printed in logs and banners, and the
       // credential would not even be sent; auth.upstreamAuthorization.fromEnv is the way.
       pattern: '^(builtin|https?://[^\\s?#/@]+(/[^\\s?#]*)?)$',
       description: '"builtin" (the in-process reference backend) or the base URL of the upstream, ending with its /v1 prefix, e.g. http://127.0.0.1:8081/v1. No user:password@ part: a credential for the upstream goes in policies.auth.upstreamAuthorization.',

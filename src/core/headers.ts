@@ -201,7 +201,7 @@ export function compileHeaderRules(config: HeaderRulesConfig): HeaderRules {
 }
 
 /**
- * Fields a Connection header can never remove (issue 25, item 10): those the gateway checked or
+ * Fields a Connection header can never remove: those the gateway checked or
  * sets itself. RFC 9110 section 7.6.1 lets a sender name any field as hop-by-hop, so
  * `Connection: content-type` would otherwise strip the Content-Type the gateway checked before the
  * upstream parses the body, and an upstream's `Connection: content-type, cache-control` would
@@ -319,7 +319,7 @@ export function upstreamRequestHeaders(
 /**
  * W3C Trace Context: the sampled flag (trace-flags bit 0) asks every system downstream to record
  * the trace, so a client that sets it on every request makes the upstream's tracing store
- * everything. It is honoured only from a trusted proxy (issue 25, item 10); from anyone else the
+ * everything. It is honoured only from a trusted proxy; from anyone else the
  * ids are kept (logs still join) and the flags cleared, as for a trace the gateway starts.
  */
 function unsampled(out: OutHeaders): void {
@@ -356,8 +356,8 @@ function forwardingHeaders(
  * RFC 9111 section 3.5: a shared cache may store an answer to a request with Authorization only
  * when the answer says `public`, `s-maxage` or `must-revalidate`. An upstream that says so for one
  * consumer's answer would let a CDN serve it to another, so on an authenticated answer `public`
- * and `s-maxage` are removed and `private` added when any of the three is present (issue 25,
- * item 10); every other directive (max-age, no-store, must-revalidate...) is kept.
+ * and `s-maxage` are removed and `private` added when any of the three is present; every other
+ * directive (max-age, no-store, must-revalidate...) is kept.
  */
 export function privateCacheControl(value: HeaderValue | number | undefined): HeaderValue | number | undefined {
   if (value === undefined || typeof value === 'number') return value;

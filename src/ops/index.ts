@@ -123,7 +123,7 @@ export interface Ops {
   deprecations(): Promise<DeprecationReport>;
   /**
    * A new policy took effect (SIGHUP, file change): the access log's consumer fields follow it,
-   * and what it weakens against the previous one is logged as one warning (issue 25, item 12).
+   * and what it weakens against the previous one is logged as one warning.
    */
   policyReloaded(next: PolicyConfig): void;
   /** Flushes the access log (after the drain). */
@@ -159,7 +159,7 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
     defaultMetrics: options.defaultMetrics ?? true,
   });
   // The access line names each consumer's expiry and scopes as the policy in force gives them
-  // (issue 14); a reload replaces them (`policyReloaded`).
+  // (a reload replaces them: `policyReloaded`).
   let consumers = consumerFacts(config);
   let current = config;
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo: (id) => consumers.get(id) }) : undefined;

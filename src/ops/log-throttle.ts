@@ -1,5 +1,5 @@
 /**
- * Repeated operator warnings, throttled (issue 25, item 12): a Redis outage or an upstream that
+ * Repeated operator warnings, throttled: a Redis outage or an upstream that
  * fails every request made one warn line per request, which buries every other line and costs the
  * event loop more than the requests. Each message (level, text and the `code` field) is
  * written at most once per `everyMs`; the lines dropped meanwhile are counted, and when the period

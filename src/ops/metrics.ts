@@ -56,7 +56,7 @@ const SLOTS = 1024;
  * The status codes that keep their own label value: the interface's successes (200, 201), every
  * status the gateway's error catalogue answers with, and the few an HTTP exchange commonly carries.
  * Any other status (an upstream may answer anything from 100 to 599) is folded into its class,
- * `1xx`..`5xx`, so an upstream cannot grow /metrics by varying its statuses (issue 25, item 7).
+ * `1xx`..`5xx`, so an upstream cannot grow /metrics by varying its statuses.
  */
 export const KNOWN_STATUSES: ReadonlySet<number> = new Set([
   100, 101, 200, 201, 202, 204, 206, 301, 302, 303, 304, 307, 308,

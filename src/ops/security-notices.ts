@@ -1,5 +1,5 @@
 /**
- * Security notices for the operator (issue 25): what a start-up configuration leaves exposed, and
+ * Security notices for the operator: what a start-up configuration leaves exposed, and
  * what a policy reload weakens. A reload is a quiet way to switch a protection off (a mistaken
  * edit, or someone with write access to the file), so each weakening is named in one warn line
  * when the new policy takes effect. Pure functions of the configs; strengthening and neutral

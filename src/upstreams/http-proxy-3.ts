@@ -73,7 +73,7 @@ function onProxyResClose(this: IncomingMessage): void {
 /**
  * node's client reads an interim answer and goes on to the final one; undici refuses a 100
  * Continue that was not asked for (the gateway never sends Expect) and drops the connection. The
- * engines must agree (issue 25, item 11): an unsolicited 100 is an invalid answer, and the
+ * engines must agree: an unsolicited 100 is an invalid answer, and the
  * connection it came on is destroyed, never reused. Other 1xx (102, 103) are ignored by both.
  */
 function onInformation(this: ClientRequest & WithCall, info: { statusCode: number }): void {
@@ -85,8 +85,8 @@ function onInformation(this: ClientRequest & WithCall, info: { statusCode: numbe
 /**
  * Bytes on a pooled connection that no request is waiting on are an answer to nothing: the
  * upstream sent more than one answer for one request. node's agent would keep the connection, so
- * the next consumer's request could be answered by that stray answer; it is destroyed instead
- * (issue 25, item 11), as undici does ("bad response"). A listener per free socket, which removes
+ * the next consumer's request could be answered by that stray answer; it is destroyed instead,
+ * as undici does ("bad response"). A listener per free socket, which removes
  * itself at the first bytes of a request's answer once the socket is in use again.
  */
 function watchIdle(agent: Agent): (socket: Socket) => void {

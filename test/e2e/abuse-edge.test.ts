@@ -1,5 +1,5 @@
 /**
- * Abuse resistance at the edge (issue 25, items 3, 6, 7, 10, 12), end to end on every engine,
+ * Abuse resistance at the edge, end to end on every engine,
  * through real listening servers on 127.0.0.1.
  */
 import { spawn } from 'node:child_process';
@@ -35,7 +35,7 @@ async function startHostile(t: TeardownHost): Promise<string> {
 
 
 // ---------------------------------------------------------------------------------------------
-// Item 3: the brute-force lock keys on the real client
+// The brute-force lock keys on the real client
 
 forEachEngine(t, async (t, engine) => {
   t.test('behind a trusted proxy, one guesser is locked and the proxy\'s other clients are not', async (t) => {
@@ -58,7 +58,7 @@ forEachEngine(t, async (t, engine) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Item 6: the response contract is on by default
+// The response contract is on by default
 
 forEachEngine(t, async (t, engine) => {
   t.test('default policy: HTML, truncated JSON and internal fields never reach a client', async (t) => {
@@ -95,7 +95,7 @@ forEachEngine(t, async (t, engine) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Item 7: an upstream cannot grow /metrics by varying its statuses
+// An upstream cannot grow /metrics by varying its statuses
 
 forEachEngine(t, async (t, engine) => {
   t.test('1,000 distinct upstream statuses leave /metrics bounded', async (t) => {
@@ -123,7 +123,7 @@ forEachEngine(t, async (t, engine) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Item 10: headers
+// Headers
 
 forEachEngine(t, async (t, engine) => {
   t.test('hostile upstream headers: authenticated answers never invite a shared cache; no uninvited coding', async (t) => {
@@ -173,7 +173,7 @@ forEachEngine(t, async (t, engine) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Item 11: a connection on which the upstream misbehaved is never reused
+// A connection on which the upstream misbehaved is never reused
 
 forEachEngine(t, async (t, engine) => {
   t.test('an extra answer or an unsolicited 100 Continue: the connection is discarded, engines agree', async (t) => {
@@ -201,7 +201,7 @@ forEachEngine(t, async (t, engine) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Item 12: serve's reload warning and throttled warnings, in the built CLI
+// The reload warning of `serve` and throttled warnings, in the built CLI
 
 // parity: the reload path and the logger's options are the CLI's, the same for every engine.
 t.test('serve: a reload that removes the rate limit and turns the contract off is one warning naming both', async (t) => {

@@ -225,7 +225,7 @@ function problemWith(req: GenRequest, res: Answer, key: string, forwarded: Recor
     const mode = String(up.headers['x-stub']);
     const [upPath, upQuery = ''] = up.url.split('?');
     if (mode === 'junk') {
-      // response-contract enforces by default (issue 25, item 6): no 2xx that is not JSON passes.
+      // response-contract enforces by default: no 2xx that is not JSON passes.
       return 'an answer that is not the interface\'s JSON passed';
     }
     if (mode !== 'ok') return `a ${res.status} from a failing upstream`;

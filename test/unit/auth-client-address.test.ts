@@ -1,5 +1,5 @@
 /**
- * The brute-force lock keys on the real client (issue 25, item 3): resolved through trusted
+ * The brute-force lock keys on the real client: resolved through trusted
  * proxies, IPv6 grouped by /64, never the proxy; and the start-up warning for an exposed listener.
  */
 import t from 'tap';

@@ -624,7 +624,7 @@ t.test('server.admin: on by default at 127.0.0.1:9464, null turns it off, the fl
   t.ok(log.ok && log.config.log.access === false && log.config.log.level === 'info', 'log.access: false, level default info');
 });
 
-// Issue 25, item 12: a credential in upstream.url would be printed in logs and banners.
+// A credential in upstream.url would be printed in logs and banners.
 t.test('upstream.url with user:password@ is refused, and the message never echoes it', async (t) => {
   for (const url of ['http://user:s3cret-pw@127.0.0.1:8081/v1', 'https://s3cret-pw@up.example/v1', 'http://u:s3cret-pw@h']) {
     const r = parsePolicy(`upstream:\n  url: "${url}"\n`, { env: {} });

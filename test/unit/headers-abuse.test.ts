@@ -1,5 +1,5 @@
 /**
- * Header rules against abuse (issue 25, item 10): Host syntax, fields a Connection header cannot
+ * Header rules against abuse: Host syntax, fields a Connection header cannot
  * remove, shared caches on authenticated answers, content codings, and trace sampling only from a
  * trusted proxy. Pure functions, no sockets.
  */

@@ -74,7 +74,7 @@ t.test('upstream request: only allowlisted fields, plus the gateway-set forwardi
     'content-length': '12',
     'user-agent': 'curl/8',
     'x-request-id': 'abc',
-    // Issue 25, item 10: the sampled flag is honoured only from a trusted proxy (it was passed as 01 before).
+    // The sampled flag is honoured only from a trusted proxy (it was passed as 01 before).
     traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00',
     tracestate: 'k=v',
     ...GATEWAY_SET,
@@ -88,7 +88,7 @@ t.test('upstream request: a field the Connection header names is removed, even i
   t.strictSame(out, { accept: '*/*', ...GATEWAY_SET });
   const arr = upstreamRequestHeaders(DEFAULT, { connection: ['close', 'user-agent'] as unknown as string, accept: '*/*', 'user-agent': 'u' }, exchange(), CONN);
   t.strictSame(arr, { accept: '*/*', ...GATEWAY_SET }, 'a Connection header given as an array');
-  // Issue 25, item 10 (these names were removable before): a field the gateway checked or sets stays.
+  // A field the gateway checked or sets stays (these names were removable before).
   const kept = upstreamRequestHeaders(
     DEFAULT,
     { connection: 'content-type, Content-Length, x-request-id, accept, traceparent', 'content-type': 'application/json', 'content-length': '2', 'x-request-id': 'r', accept: '*/*' },

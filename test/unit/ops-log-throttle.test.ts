@@ -1,5 +1,5 @@
 /**
- * Repeated operator warnings throttled with a count (issue 25, item 12): a real pino logger writing
+ * Repeated operator warnings throttled with a count: a real pino logger writing
  * to a stream. The period is 1.5 s of real time (the summary is a real timer), with bounded waits.
  */
 import { Writable } from 'node:stream';

@@ -1,5 +1,5 @@
 /**
- * Security notices (issue 25, items 3 and 12): what a reload weakens, named per option; the start
+ * Security notices: what a reload weakens, named per option; the start
  * warning for an exposed brute-force lock; and the access log's consumer fields after a reload.
  */
 import { Writable } from 'node:stream';

@@ -99,7 +99,7 @@ function assertViolation(t: TapTest, res: ResponseBody, name: string): void {
   t.equal(res.truncated, false, `${name}: not truncated`);
 }
 
-// Issue 25, item 6: on by default, unknown fields dropped (this test asserted `off` before).
+// On by default, unknown fields dropped (this test asserted `off` before).
 t.test('default mode is enforce, unknown fields dropped', async (t) => {
   const r = parsePolicy('', { env: {} });
   t.ok(r.ok);

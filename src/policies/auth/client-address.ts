@@ -1,5 +1,5 @@
 /**
- * Which client a failed authentication is charged to (issue 25, item 3).
+ * Which client a failed authentication is charged to.
  *
  * Behind a load balancer every request has the balancer as its TCP peer: keyed on the peer, one
  * guesser would lock out every client of that balancer. The client is therefore the address

@@ -5,7 +5,7 @@
  * upstream_contract_violation), `monitor` (violations logged and counted, the answer passes) or
  * `off` (no body is read).
  *
- * On by default (issue 25, item 6): the gateway's promise to clients is the interface, and an
+ * On by default: the gateway's promise to clients is the interface, and an
  * upstream's HTML page, truncated JSON or internal fields must not reach them through it.
  *
  * Fields the interface does not define (`unknownFields`): `drop` by default. Pet is "all fields of
@@ -15,7 +15,7 @@
  * harmless field. `refuse` is for operators who want such an upstream to fail loudly; `pass`
  * lets them through (the behaviour before the option existed).
  *
- * Content codings (issue 25, item 10): the gateway never forwards Accept-Encoding, so a coded
+ * Content codings: the gateway never forwards Accept-Encoding, so a coded
  * (gzip...) answer is the upstream's own choice. A 2xx with a coding the client did not accept
  * becomes 502 upstream_contract_violation, in every mode; with the contract on, any coded 2xx
  * does, since the gateway can check only the bytes it can read. The gateway does not decompress:
