@@ -7,12 +7,13 @@
  *
  * It is a pino `hooks.logMethod`, so it wraps the operator log where it is built (every child
  * logger, the exchange's, the policies' and the stores' lines included) and nothing per call site.
- * Access lines do not go through it (they are written to the destination directly). Info and
- * debug lines are not throttled: they are the operator's own choice of verbosity.
+ * Access lines do not go through it (they are written to the destination directly). Only warn
+ * lines are throttled: info and debug are the operator's own choice of verbosity, and an error
+ * line is one the operator must read each time (a refused reload, a crash with its stack).
  */
 import type { LogFn, Logger } from 'pino';
 
-/** pino's numeric level of `warn`; warn, error and fatal lines are throttled. */
+/** pino's numeric level of `warn`, the one level throttled. */
 const WARN = 40;
 /** Most distinct messages tracked; past it a new message is written unthrottled (messages are constants). */
 const MAX_KEYS = 1000;
@@ -33,7 +34,7 @@ export interface ThrottleOptions {
 }
 
 /**
- * A pino `logMethod` hook that throttles repeated warn/error lines per message.
+ * A pino `logMethod` hook that throttles repeated warn lines per message.
  *
  * @example
  *   const log = pino({ level: 'info', hooks: { logMethod: throttledLogMethod() } }, destination);
@@ -43,7 +44,7 @@ export function throttledLogMethod(options: ThrottleOptions = {}): (this: Logger
   const now = options.now ?? Date.now;
   const slots = new Map<string, Slot>();
   return function logMethod(this: Logger, args, method, level) {
-    if (level < WARN) return method.apply(this, args);
+    if (level !== WARN) return method.apply(this, args);
     const [first, second] = args as unknown[];
     const msg = typeof first === 'string' ? first : typeof second === 'string' ? second : '';
     const fields = first !== null && typeof first === 'object' && !(first instanceof Error) ? (first as Record<string, unknown>) : undefined;
