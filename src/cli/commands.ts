@@ -18,6 +18,8 @@ import { type AdminHandle, type AdminOptions, READY, startAdmin } from '../ops/a
 import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, logDestination } from '../ops/access-log.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
+import { throttledLogMethod } from '../ops/log-throttle.js';
+import { warnAtStart } from '../ops/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
@@ -226,6 +228,7 @@ function loggerOptions(level = 'info'): LoggerOptions {
     level: process.env.LOG_LEVEL ?? level,
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: ['req.headers.authorization', 'headers.authorization', 'authorization'], censor: '[redacted]' },
+    hooks: { logMethod: throttledLogMethod() },
   };
 }
 
@@ -321,6 +324,7 @@ async function serve(args: string[]): Promise<number> {
   const log = pino(loggerOptions(loaded.config.log.level), logDestination());
   setStoreLog(log);
   const setup: ServeSetup = { file, text: loaded.text, config: loaded.config, env, overrides, engine, workers, watch: values.watch === true, ephemeral: loaded.ephemeral, log };
+  if (!cluster.isWorker) warnAtStart(loaded.config, log);
   return workers > 1 && cluster.isPrimary ? servePrimary(setup) : serveProcess(setup);
 }
 
@@ -517,7 +521,10 @@ function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: Runnin
     const problems = next.ok ? holder.replace(createGateway(next.config, { env: s.env, log: s.log }, holder.current.backend)).map((p) => `${p.path}: ${p.message}`) : next.problems;
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) s.log.error({ file: s.file, reason, problems }, 'policy reload refused; the previous policy stays');
-    else s.log.info({ file: s.file, reason }, 'policy reloaded');
+    else {
+      s.log.info({ file: s.file, reason }, 'policy reloaded');
+      ops.policyReloaded(holder.current.config);
+    }
     // The certificate and key are re-read on every reload (a renewal keeps the same paths).
     reloadListenerTls(server, s.log, reason);
   };

@@ -46,8 +46,8 @@ export function toJsonPath(pointer: string): string {
 const PATTERN_EXPECTS: Readonly<Record<string, string>> = {
   '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$':
     'must be an RFC 3339 date-time with a zone, such as 2030-12-05T00:00:00Z',
-  '^(builtin|https?://[^\\s?#]+)$':
-    'must be "builtin" or an http(s) base URL without query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1',
+  '^(builtin|https?://[^\\s?#/@]+(/[^\\s?#]*)?)$':
+    'must be "builtin" or an http(s) base URL without user:password@, query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1 (an upstream credential goes in policies.auth.upstreamAuthorization)',
   '^sha256:[0-9a-f]{64}$': 'must be "sha256:" and 64 lower-case hex digits, as `petstore-gateway hash-key` prints it',
   '^[A-Za-z_][A-Za-z0-9_]*$': 'must be an environment variable name such as PETSTORE_API_KEYS (letters, digits and _, not starting with a digit)',
   '^[^\\s<>"]+$': 'must be a URI reference without spaces, <, > or ", such as /v1/pets or https://example.com/doc',

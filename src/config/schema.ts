@@ -17,8 +17,10 @@ export const UPSTREAM_SCHEMA = {
     url: {
       type: 'string',
       default: 'builtin',
-      pattern: '^(builtin|https?://[^\\s?#]+)$',
-      description: '"builtin" (the in-process reference backend) or the base URL of the upstream, ending with its /v1 prefix, e.g. http://127.0.0.1:8081/v1.',
+      // No user:password@: the URL is printed in logs and banners, and the
+      // credential would not even be sent; auth.upstreamAuthorization.fromEnv is the way.
+      pattern: '^(builtin|https?://[^\\s?#/@]+(/[^\\s?#]*)?)$',
+      description: '"builtin" (the in-process reference backend) or the base URL of the upstream, ending with its /v1 prefix, e.g. http://127.0.0.1:8081/v1. No user:password@ part: a credential for the upstream goes in policies.auth.upstreamAuthorization.',
     },
     timeouts: {
       type: 'object',

@@ -236,6 +236,33 @@ export function compileResponseShapes(): { pet: (v: LosslessValue) => string[]; 
   return responseShapes;
 }
 
+/** The fields of Pet (pet-store-interface.md, "Pet": the fields of NewPet plus `id`). */
+const PET_FIELDS = new Set(['id', 'name', 'categoryId', 'status']);
+
+/**
+ * The fields of a valid Pet or Pets value that the interface does not define (each name once),
+ * e.g. an upstream's `internalNote`; empty when there are none.
+ */
+export function unknownPetFields(value: LosslessValue): string[] {
+  const found = new Set<string>();
+  for (const pet of Array.isArray(value) ? (value as unknown[]) : [value]) {
+    if (pet === null || typeof pet !== 'object') continue;
+    for (const k of Object.keys(pet)) if (!PET_FIELDS.has(k)) found.add(k);
+  }
+  return [...found];
+}
+
+/** A valid Pet or Pets value with only the interface's fields, as JSON text (int64 exact). */
+export function withoutUnknownPetFields(value: LosslessValue): string {
+  const keep = (pet: unknown): unknown => {
+    if (pet === null || typeof pet !== 'object') return pet;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(pet)) if (PET_FIELDS.has(k)) out[k] = v;
+    return out;
+  };
+  return stringifyLossless(Array.isArray(value) ? (value as unknown[]).map(keep) : keep(value));
+}
+
 /**
  * Compiles a NewPet validator once (at policy load, never per request). It takes a value from
  * `parseLossless` and reports every violation at once.

@@ -8,6 +8,7 @@
  * one pass over the incoming fields with one Set lookup each, no regex and no split unless the
  * message carries a Connection header.
  */
+import { isIPv6 } from 'node:net';
 import proxyAddr from 'proxy-addr';
 import type { Exchange, HeaderValue, Problem } from './policy.js';
 
@@ -199,6 +200,50 @@ export function compileHeaderRules(config: HeaderRulesConfig): HeaderRules {
   };
 }
 
+/**
+ * Fields a Connection header can never remove: those the gateway checked or
+ * sets itself. RFC 9110 section 7.6.1 lets a sender name any field as hop-by-hop, so
+ * `Connection: content-type` would otherwise strip the Content-Type the gateway checked before the
+ * upstream parses the body, and an upstream's `Connection: content-type, cache-control` would
+ * strip what the client must see. A field named here stays; a real hop-by-hop field is dropped anyway.
+ */
+export const CONNECTION_PROTECTED: ReadonlySet<string> = new Set([
+  'content-type',
+  'content-length',
+  'content-encoding',
+  'cache-control',
+  'accept',
+  'authorization',
+  'x-request-id',
+  'traceparent',
+  'tracestate',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'forwarded',
+]);
+
+/**
+ * Host (RFC 9110 section 7.2: uri-host [":" port], RFC 3986 section 3.2.2): an IP literal in
+ * brackets, or a reg-name of unreserved characters, sub-delims and %-escapes (an IPv4 address is
+ * one), then an optional port of digits. Empty is allowed (a target without authority).
+ */
+const HOST = /^(?:\[[0-9A-Fa-f:.]{2,45}\]|(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2}){0,253})(?::[0-9]{0,5})?$/;
+
+/**
+ * Whether a Host header value is valid (RFC 9110 section 7.2). A repeated Host (an array) is not:
+ * RFC 9112 section 3.2 requires a 400 for more than one Host line or an invalid value.
+ */
+export function isValidHost(value: string | string[] | undefined): boolean {
+  if (value === undefined) return true;
+  if (typeof value !== 'string') return false;
+  if (!HOST.test(value)) return false;
+  if (value.charCodeAt(0) !== 91) return true;
+  // An IP literal: the bracketed part must be an IPv6 address (IPvFuture is not used on the web).
+  const end = value.indexOf(']');
+  return isIPv6(value.slice(1, end));
+}
+
 /** The names a Connection header lists, lower-case (RFC 9110 section 7.6.1); undefined when absent. */
 function connectionNamed(value: HeaderValue | number | undefined): Set<string> | undefined {
   if (value === undefined || typeof value === 'number') return undefined;
@@ -211,9 +256,9 @@ function connectionNamed(value: HeaderValue | number | undefined): Set<string> |
   const named = new Set<string>();
   for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
     const n = part.trim().toLowerCase();
-    if (n !== '') named.add(n);
+    if (n !== '' && !CONNECTION_PROTECTED.has(n)) named.add(n);
   }
-  return named;
+  return named.size === 0 ? undefined : named;
 }
 
 /** What the gateway knows of the client connection, for the X-Forwarded-* fields. */
@@ -266,28 +311,75 @@ export function upstreamRequestHeaders(
     if (value !== null && value !== undefined) out[name] = value;
   }
   if (ex.upstreamBody !== undefined && out['content-length'] !== undefined) out['content-length'] = String(ex.upstreamBody.length);
-  forwardingHeaders(rules, incoming, conn, out);
+  const trusted = forwardingHeaders(rules, incoming, conn, out);
+  if (!trusted) unsampled(out);
   return out;
 }
 
+/**
+ * W3C Trace Context: the sampled flag (trace-flags bit 0) asks every system downstream to record
+ * the trace, so a client that sets it on every request makes the upstream's tracing store
+ * everything. It is honoured only from a trusted proxy; from anyone else the
+ * ids are kept (logs still join) and the flags cleared, as for a trace the gateway starts.
+ */
+function unsampled(out: OutHeaders): void {
+  const tp = out.traceparent;
+  if (typeof tp !== 'string' || tp.length !== 55 || (Number.parseInt(tp.slice(53), 16) & 1) === 0) return;
+  out.traceparent = `${tp.slice(0, 53)}00`;
+}
+
+/** Sets the X-Forwarded-* fields; returns whether the peer is a trusted proxy. */
 function forwardingHeaders(
   rules: HeaderRules,
   incoming: Readonly<Record<string, HeaderValue | number | undefined>>,
   conn: ConnectionInfo,
   out: OutHeaders,
-): void {
+): boolean {
   const peer = conn.remoteAddress;
   const trusted = peer !== undefined && rules.trusted(peer);
   const priorFor = trusted ? joined(incoming['x-forwarded-for']) : undefined;
   if (peer !== undefined) out['x-forwarded-for'] = priorFor === undefined ? peer : `${priorFor}, ${peer}`;
   else if (priorFor !== undefined) out['x-forwarded-for'] = priorFor;
   out['x-forwarded-proto'] = (trusted ? joined(incoming['x-forwarded-proto']) : undefined) ?? (conn.tls ? 'https' : 'http');
-  const host = (trusted ? joined(incoming['x-forwarded-host']) : undefined) ?? conn.host;
-  if (host !== undefined && host !== '') out['x-forwarded-host'] = host;
+  // Only a Host of valid syntax is ever passed on (RFC 9110 section 7.2), a proxy's included.
+  const prior = trusted ? joined(incoming['x-forwarded-host']) : undefined;
+  const host = prior !== undefined && isValidHost(prior) ? prior : conn.host;
+  if (host !== undefined && host !== '' && isValidHost(host)) out['x-forwarded-host'] = host;
   if (trusted) {
     const forwarded = joined(incoming.forwarded);
     if (forwarded !== undefined) out.forwarded = forwarded;
   }
+  return trusted;
+}
+
+/**
+ * RFC 9111 section 3.5: a shared cache may store an answer to a request with Authorization only
+ * when the answer says `public`, `s-maxage` or `must-revalidate`. An upstream that says so for one
+ * consumer's answer would let a CDN serve it to another, so on an authenticated answer `public`
+ * and `s-maxage` are removed and `private` added when any of the three is present; every other
+ * directive (max-age, no-store, must-revalidate...) is kept.
+ */
+export function privateCacheControl(value: HeaderValue | number | undefined): HeaderValue | number | undefined {
+  if (value === undefined || typeof value === 'number') return value;
+  const kept: string[] = [];
+  let invited = false;
+  let isPrivate = false;
+  for (const part of (Array.isArray(value) ? value.join(',') : value).split(',')) {
+    const d = part.trim();
+    const eq = d.indexOf('=');
+    const name = (eq === -1 ? d : d.slice(0, eq)).trim().toLowerCase();
+    if (name === '') continue;
+    if (name === 'public' || name === 's-maxage') {
+      invited = true;
+      continue;
+    }
+    if (name === 'must-revalidate') invited = true;
+    // `private="field"` (RFC 9111 section 5.2.2.7) still lets a shared cache store the rest.
+    if (name === 'private' && eq === -1) isPrivate = true;
+    kept.push(d);
+  }
+  if (!invited) return value;
+  return isPrivate ? kept.join(', ') : ['private', ...kept].join(', ');
 }
 
 /**
@@ -312,8 +404,39 @@ export function clientResponseHeaders(
     if (withoutLength && (name === 'content-length' || name === 'content-encoding')) continue;
     out[name] = value;
   }
+  // Every answer of an operation is to an authenticated request (auth runs first).
+  if (ex.keyId !== undefined && out['cache-control'] !== undefined) out['cache-control'] = privateCacheControl(out['cache-control']);
   for (const name in ex.responseHeaders) out[name] = ex.responseHeaders[name];
   return out;
+}
+
+/**
+ * The content coding of an upstream answer (RFC 9110 section 8.4), lower-case; undefined for none
+ * or `identity`. Several codings (`gzip, br`) are returned as written.
+ */
+export function contentCoding(value: HeaderValue | number | undefined): string | undefined {
+  if (value === undefined || typeof value === 'number') return undefined;
+  const text = (Array.isArray(value) ? value.join(',') : value).trim().toLowerCase();
+  return text === '' || text === 'identity' ? undefined : text;
+}
+
+/**
+ * Whether the client's Accept-Encoding (RFC 9110 section 12.5.3) accepts `coding`: named, or `*`,
+ * with a q above 0. No Accept-Encoding accepts nothing here: RFC 9110 would allow any coding, but
+ * a client that did not ask (curl without --compressed, most API clients) shows the bytes as they
+ * come, so the gateway only passes a coding a client asked for.
+ */
+export function acceptsCoding(accept: HeaderValue | undefined, coding: string): boolean {
+  if (accept === undefined) return false;
+  let star: boolean | undefined;
+  for (const part of (Array.isArray(accept) ? accept.join(',') : accept).split(',')) {
+    const [name = '', ...params] = part.split(';').map((x) => x.trim().toLowerCase());
+    const q = params.find((p) => p.startsWith('q='));
+    const ok = q === undefined || Number(q.slice(2)) > 0;
+    if (name === coding) return ok;
+    if (name === '*') star = ok;
+  }
+  return star === true;
 }
 
 /** More response header fields than any pet store answer needs: a flood is a 502, not forwarded. */

@@ -151,6 +151,11 @@ export interface PolicyEnv {
   /** Whose credential the upstream sees; `gateway` when absent. Built by `gatewayPolicyEnv`. */
   readonly upstreamAuth?: UpstreamAuth;
   /**
+   * `server.trustedProxies`: whose X-Forwarded-For names the real client (the auth policy's
+   * brute-force lock). None trusted when absent. Built by `gatewayPolicyEnv`.
+   */
+  readonly trustedProxies?: readonly string[];
+  /**
    * Opens (or shares) the store a policy file names; the process-wide stores of src/stores when
    * absent. Injected so tests can give a fake clock, and so a reload reuses the open connection.
    */

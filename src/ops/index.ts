@@ -14,6 +14,7 @@ import { AccessLog, droppedLogLines, type ConsumerInfo } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics } from './metrics.js';
+import { securityWeakenings } from './security-notices.js';
 
 /** Runs every observer; one that throws does not keep the others from their record. */
 export class Observers implements ExchangeObserver {
@@ -120,6 +121,11 @@ export interface Ops {
   /** Ready, or why not; while the upstream is marked unreachable, after one connection attempt to it. */
   readiness(phase: Phase): Promise<Readiness>;
   deprecations(): Promise<DeprecationReport>;
+  /**
+   * A new policy took effect (SIGHUP, file change): the access log's consumer fields follow it,
+   * and what it weakens against the previous one is logged as one warning.
+   */
+  policyReloaded(next: PolicyConfig): void;
   /** Flushes the access log (after the drain). */
   close(): Promise<void>;
 }
@@ -148,6 +154,7 @@ function consumersOf(config: PolicyConfig): Map<string, ConsumerInfo> {
   return consumers;
 }
 
+
 export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
   const storeConfig = config.policies['rate-limit'].store;
   const ledger = openDeprecationLedger(storeConfig);
@@ -172,6 +179,8 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
     defaultMetrics: options.defaultMetrics ?? true,
   });
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
+  // The policy the last reload replaced, for the warning on what a reload weakens.
+  let previous = config;
   const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
   if (accessLog !== undefined) list.push(accessLog);
@@ -193,6 +202,12 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
       return READY;
     },
     deprecations: async () => deprecationReport(await ledger.report(), deprecatedNow()),
+    policyReloaded(next: PolicyConfig): void {
+      const weakened = securityWeakenings(previous, next);
+      // The list is in the message so that two different weakenings are two lines (warnings are throttled per message).
+      if (weakened.length > 0) options.log.warn({ weakened }, `policy reload weakens security: ${weakened.join('; ')}`);
+      previous = next;
+    },
     close: async () => {
       await accessLog?.close();
     },

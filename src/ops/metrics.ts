@@ -12,8 +12,9 @@
  * - `http_request_method`: the nine methods of RFC 9110 and PATCH (RFC 5789), case-sensitive; any
  *   other value is `_OTHER` (OpenTelemetry's rule for http.request.method);
  * - `http_route`: the record's RouteLabel (three values: the two templates and `unknown`);
- * - `http_response_status_code`: a status 100..599; else the series carries `error_type` instead
- *   (`aborted` when the client went away before any status, `_OTHER` otherwise);
+ * - `http_response_status_code`: a status of KNOWN_STATUSES, or its class (`4xx`, `5xx`...) for
+ *   any other status 100..599; else the series carries `error_type` instead (`aborted` when the
+ *   client went away before any status, `_OTHER` otherwise);
  * - `consumer`: a configured key id (bounded by the config), capped anyway at `maxConsumers`
  *   (past it, `_OTHER`), as is every other label that comes from a record (`policy`, `code`).
  *
@@ -24,6 +25,7 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
+import { CATALOGUE } from '../core/errors.js';
 import { FAILURE_KINDS, type FailureKind } from '../core/upstream.js';
 import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series.js';
 
@@ -46,7 +48,22 @@ const ROUTES = ['/v1/pets', '/v1/pets/{petId}', 'unknown'] as const;
 /** Status slots 0..599 are statuses; these two are the error types of a request without one. */
 const SLOT_ABORTED = 600;
 const SLOT_OTHER = 601;
+/** Slots 602..606: the classes 1xx..5xx, for a status outside KNOWN_STATUSES. */
+const SLOT_CLASS = 601;
 const SLOTS = 1024;
+
+/**
+ * The status codes that keep their own label value: the interface's successes (200, 201), every
+ * status the gateway's error catalogue answers with, and the few an HTTP exchange commonly carries.
+ * Any other status (an upstream may answer anything from 100 to 599) is folded into its class,
+ * `1xx`..`5xx`, so an upstream cannot grow /metrics by varying its statuses.
+ */
+export const KNOWN_STATUSES: ReadonlySet<number> = new Set([
+  100, 101, 200, 201, 202, 204, 206, 301, 302, 303, 304, 307, 308,
+  ...Object.values(CATALOGUE).map((e) => e.status),
+  400, 401, 403, 404, 405, 406, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 421, 422, 425, 426, 428, 429, 431,
+  500, 501, 502, 503, 504, 505,
+]);
 
 function methodIndex(method: string): number {
   return METHOD_INDEX.get(method) ?? OTHER_METHOD;
@@ -58,7 +75,8 @@ function routeIndex(route: string): number {
 
 function statusSlot(status: number): number {
   if (status === 0) return SLOT_ABORTED;
-  return Number.isInteger(status) && status >= 100 && status <= 599 ? status : SLOT_OTHER;
+  if (!Number.isInteger(status) || status < 100 || status > 599) return SLOT_OTHER;
+  return KNOWN_STATUSES.has(status) ? status : SLOT_CLASS + Math.floor(status / 100);
 }
 
 /**
@@ -270,6 +288,7 @@ export class GatewayMetrics implements ExchangeObserver {
     if (errorType !== undefined) labels.error_type = errorType;
     else if (slot === SLOT_ABORTED) labels.error_type = 'aborted';
     else if (slot === SLOT_OTHER) labels.error_type = OTHER;
+    else if (slot > SLOT_CLASS) labels.http_response_status_code = `${slot - SLOT_CLASS}xx`;
     else labels.http_response_status_code = String(slot);
     return h.bind(labels);
   }

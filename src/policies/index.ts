@@ -51,5 +51,5 @@ export { auth, deprecation, listPets, newPet, rateLimit, responseContract, route
  */
 export function gatewayPolicyEnv(config: PolicyConfig, env: PolicyEnv): PolicyEnv {
   const a = config.policies.auth;
-  return { ...env, secrets: gatewaySecrets(a, env), upstreamAuth: upstreamAuthOf(a) };
+  return { ...env, secrets: gatewaySecrets(a, env), upstreamAuth: upstreamAuthOf(a), trustedProxies: config.server.trustedProxies };
 }

@@ -66,8 +66,9 @@ export function codesOf(err: unknown): string[] {
  */
 export function failureKind(err: unknown, own: ReadonlyMap<string, FailureKind>): FailureKind {
   // undici (and reply-from over it) names a 101 that nobody asked for a socket error, "bad
-  // upgrade": an answer that is not HTTP the gateway can relay, not a broken connection.
-  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) if (e.message === 'bad upgrade') return 'invalid_response';
+  // upgrade", and an unsolicited 100 Continue or an answer to no request "bad response": answers
+  // that are not HTTP the gateway can relay, not a broken connection (undici drops the socket).
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) if (e.message === 'bad upgrade' || e.message === 'bad response') return 'invalid_response';
   const codes = codesOf(err);
   // Before the library's own table: reply-from wraps a TLS error in a code of its own.
   if (codes.some(isTlsCode)) return 'tls';

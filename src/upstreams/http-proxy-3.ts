@@ -10,6 +10,7 @@
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { upstreamTlsOrThrow } from '../tls/upstream.js';
+import type { Socket } from 'node:net';
 import type { Stream } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { UpstreamConfig } from '../config/types.js';
@@ -71,6 +72,36 @@ function onProxyResClose(this: IncomingMessage): void {
   if (!this.complete) callOfBody(this).fail(new UpstreamFailure('reset', new Error('upstream closed the body early')));
 }
 
+/**
+ * node's client reads an interim answer and goes on to the final one; undici refuses a 100
+ * Continue that was not asked for (the gateway never sends Expect) and drops the connection. The
+ * engines must agree: an unsolicited 100 is an invalid answer, and the
+ * connection it came on is destroyed, never reused. Other 1xx (102, 103) are ignored by both.
+ */
+function onInformation(this: ClientRequest & WithCall, info: { statusCode: number }): void {
+  if (info.statusCode !== 100) return;
+  this[CALL]?.fail(new UpstreamFailure('invalid_response', new Error('upstream sent 100 Continue unasked')));
+  this.destroy();
+}
+
+/**
+ * Bytes on a pooled connection that no request is waiting on are an answer to nothing: the
+ * upstream sent more than one answer for one request. node's agent would keep the connection, so
+ * the next consumer's request could be answered by that stray answer; it is destroyed instead,
+ * as undici does ("bad response"). A listener per free socket, which removes
+ * itself at the first bytes of a request's answer once the socket is in use again.
+ */
+function watchIdle(agent: Agent): (socket: Socket) => void {
+  const isFree = (socket: Socket) => Object.values(agent.freeSockets).some((list) => list?.includes(socket) === true);
+  function onIdleData(this: Socket): void {
+    if (isFree(this)) this.destroy();
+    else this.removeListener('data', onIdleData);
+  }
+  return (socket) => {
+    if (!socket.destroyed && socket.listeners('data').includes(onIdleData) === false) socket.on('data', onIdleData);
+  };
+}
+
 function onUpgrade(this: ClientRequest & WithCall, _res: IncomingMessage, socket: { destroy(): void }): void {
   socket.destroy();
   this[CALL]!.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
@@ -90,6 +121,8 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
   // An https:// upstream gets a TLS agent with `upstream.tls` (verification on), same pool size.
   const tls = upstreamTlsOrThrow(config);
   const agent = tls === undefined ? new Agent({ keepAlive: true, maxSockets: config.connections }) : new HttpsAgent({ keepAlive: true, maxSockets: config.connections, ...tls });
+  // Registered after the agent's own 'free' listener: a socket the agent keeps is watched until reused.
+  agent.on('free', watchIdle(agent));
   // The origin parsed once, as http-proxy-3 reads a target (protocol, host, hostname, port, href).
   const base = new URL(origin);
   const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port: base.port, href: origin };
@@ -109,6 +142,7 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
     call.proxyReq = proxyReq;
     (proxyReq as ClientRequest & WithCall)[CALL] = call;
     proxyReq.on('upgrade', onUpgrade);
+    proxyReq.on('information', onInformation);
     if (call.stopped) proxyReq.destroy();
   });
   proxy.on('proxyRes', (proxyRes, req) => {

@@ -225,9 +225,8 @@ function problemWith(req: GenRequest, res: Answer, key: string, forwarded: Recor
     const mode = String(up.headers['x-stub']);
     const [upPath, upQuery = ''] = up.url.split('?');
     if (mode === 'junk') {
-      // response-contract is off: a getPet or createPet 2xx streams through unread; a list is read and refused.
-      if (up.method === 'GET' && upPath === '/v1/pets') return 'a list that is not JSON passed';
-      return res.raw.toString('utf8') === '<<not json>>' && res.status === 200 ? undefined : 'not the upstream answer';
+      // response-contract enforces by default: no 2xx that is not JSON passes.
+      return 'an answer that is not the interface\'s JSON passed';
     }
     if (mode !== 'ok') return `a ${res.status} from a failing upstream`;
     if (res.headers['content-type'] !== JSON_TYPE) return `content-type ${res.headers['content-type']}`;

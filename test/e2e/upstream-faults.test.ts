@@ -37,6 +37,12 @@ import {
   type StubUpstream,
 } from '../helpers/servers.js';
 
+/**
+ * getPet and createPet answers stream only with the response contract off (it is on by default and
+ * reads the whole body): the streaming scenarios below turn it off to see a cut stream.
+ */
+const STREAMED = { 'response-contract': { mode: 'off' } };
+
 const JSON_BODY = { 'content-type': 'application/json' };
 const NEW_PET = '{"name":"Rex","categoryId":9223372036854775807}';
 const PET = '{"id":1,"name":"Rex","categoryId":9223372036854775807,"status":"available"}';
@@ -305,7 +311,7 @@ function timingTests(t: TapTest, engine: Engine): void {
   // under twice the timeout: generous enough for a loaded 2-core machine.
   t.test('timeouts are honoured: headersMs and bodyMs at 300 ms', async (t) => {
     const stub = await startStubUpstream(t, timingStub);
-    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 300, bodyMs: 300 } } }, { engine });
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 300, bodyMs: 300 } }, policies: STREAMED }, { engine });
     const samples: Sample = { headers: [], bufferedList: [], bufferedError: [], streamed: [] };
     for (let round = 0; round < 5; round++) await timingRound(t, gw, samples, 2000);
     assertTimings(t, samples, 300, 300);
@@ -315,7 +321,7 @@ function timingTests(t: TapTest, engine: Engine): void {
   // within 400 ms of it (the 500 ms clock would average 250 ms late and reach 500).
   t.test('timeouts are honoured at 1500 ms too (undici runs its own on a 500 ms clock)', async (t) => {
     const stub = await startStubUpstream(t, timingStub);
-    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 1500, bodyMs: 1500 } } }, { engine });
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 1500, bodyMs: 1500 } }, policies: STREAMED }, { engine });
     const samples: Sample = { headers: [], bufferedList: [], bufferedError: [], streamed: [] };
     for (let round = 0; round < 3; round++) await timingRound(t, gw, samples, 4000);
     assertTimings(t, samples, 1500, 400);
@@ -502,7 +508,7 @@ function bodyTests(t: TapTest, engine: Engine): void {
       res.write('{"id":1,"name":"' + 'x'.repeat(10_000), () => setTimeout(() => raw.socket.destroy(), 20));
     });
     // bodyMs far above the test's bounds: the cut must come from the upstream's death, not a timer.
-    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 5000, bodyMs: 5000 } } }, { engine });
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 5000, bodyMs: 5000 } }, policies: STREAMED }, { engine });
 
     for (const m of ['die-length', 'die-chunked'] as const) {
       t.test(`${m === 'die-length' ? 'with Content-Length' : 'chunked'}: the client sees a 200 that never completes`, async (t) => {
@@ -582,7 +588,7 @@ function bodyTests(t: TapTest, engine: Engine): void {
       const key = req.url.includes('status=sold') ? 'sold' : path;
       written.set(key, new Promise((r) => res.on('close', () => r(p.written()))));
     });
-    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, maxBufferedBytes: MiB, timeouts: { connectMs: 1000, headersMs: 5000, bodyMs: 5000 } } }, { engine });
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1`, maxBufferedBytes: MiB, timeouts: { connectMs: 1000, headersMs: 5000, bodyMs: 5000 } }, policies: STREAMED }, { engine });
 
     const { value, before, peak } = await rssDuring(async () => {
       const streamed = await streamGet(`${gw.url}/v1/pets/1`, bearer(gw.key), 15_000);

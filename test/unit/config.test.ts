@@ -75,7 +75,7 @@ const DEFAULTS = {
       statusMap: { listPets: {}, createPet: { '409': 400, '422': 400 }, getPet: { '400': 404, '410': 404, '422': 404 } },
       maxBodyBytes: 4096,
     },
-    'response-contract': { mode: 'off' },
+    'response-contract': { mode: 'enforce', unknownFields: 'drop' },
   },
 };
 
@@ -100,7 +100,7 @@ function withDefaults(patch: {
 
 // Each format message says what was expected (issue 12, item 9).
 const URL_FORMAT =
-  'must be "builtin" or an http(s) base URL without query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1';
+  'must be "builtin" or an http(s) base URL without user:password@, query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1 (an upstream credential goes in policies.auth.upstreamAuthorization)';
 const HASH_FORMAT = 'must be "sha256:" and 64 lower-case hex digits, as `petstore-gateway hash-key` prints it';
 const KEYS_FROM_ENV_FORMAT = 'must be an environment variable name such as PETSTORE_API_KEYS (letters, digits and _, not starting with a digit)';
 const REALM_FORMAT = 'must be 1 to 64 printable ASCII characters without " or \\';
@@ -653,4 +653,19 @@ t.test('server.admin: on by default at 127.0.0.1:9464, null turns it off, the fl
   if (!bad.ok) t.match(bad.problems.map((p) => p.path).join(' '), /\$\.server\.admin\.port/);
   const log = parsePolicy('version: 1\nlog: { access: false }\n', env);
   t.ok(log.ok && log.config.log.access === false && log.config.log.level === 'info', 'log.access: false, level default info');
+});
+
+// A credential in upstream.url would be printed in logs and banners.
+t.test('upstream.url with user:password@ is refused, and the message never echoes it', async (t) => {
+  for (const url of ['http://user:s3cret-pw@127.0.0.1:8081/v1', 'https://s3cret-pw@up.example/v1', 'http://u:s3cret-pw@h']) {
+    const r = parsePolicy(`upstream:\n  url: "${url}"\n`, { env: {} });
+    t.notOk(r.ok, url);
+    if (!r.ok) {
+      t.strictSame(r.problems.map((p) => p.path), ['$.upstream.url'], url);
+      t.notMatch(JSON.stringify(r.problems), /s3cret/, 'the password is not in the problem');
+    }
+  }
+  for (const url of ['http://127.0.0.1:8081/v1', 'https://up.example/v1/@team', 'http://[::1]:8081/v1']) {
+    t.ok(parsePolicy(`upstream:\n  url: "${url}"\n`, { env: {} }).ok, url);
+  }
 });

@@ -249,6 +249,8 @@ function authenticated(headers: IncomingHeaders): boolean {
 
 
 const REQUEST_PHASE_CODES = new Set<ErrorCode>([
+  // A Host of invalid syntax (the generator sends any short string as Host).
+  'invalid_request',
   'missing_api_key',
   'malformed_authorization',
   'invalid_api_key',
@@ -315,6 +317,12 @@ function check(v: Variant, req: Req): string | undefined {
   }
   const { error, ex } = outcome;
   const authed = authenticated(req.headers);
+  // RFC 9112 section 3.2: a Host outside RFC 9110's syntax is 400 before anything else. The oracle
+  // is this file's own reading of the grammar: a reg-name (the generator makes no IP literal), a port.
+  const host = req.headers.host;
+  const badHost = typeof host === 'string' && !/^(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?$/.test(host);
+  if (badHost) return error?.code === 'invalid_request' ? undefined : `Host ${JSON.stringify(host)} not refused with 400 (${error?.code ?? 'passed'})`;
+  if (error?.code === 'invalid_request') return `a valid Host ${JSON.stringify(host)} refused`;
   if (error !== undefined) {
     const p = denialProblem(error);
     if (p !== undefined) return p;

@@ -7,6 +7,8 @@ import t from 'tap';
 import fc from 'fast-check';
 import { parsePolicy } from '../../src/config/load.js';
 import {
+  CONNECTION_PROTECTED,
+  isValidHost,
   checkHeaderRules,
   clientResponseHeaders,
   compileHeaderRules,
@@ -72,7 +74,8 @@ t.test('upstream request: only allowlisted fields, plus the gateway-set forwardi
     'content-length': '12',
     'user-agent': 'curl/8',
     'x-request-id': 'abc',
-    traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    // The sampled flag is honoured only from a trusted proxy (it was passed as 01 before).
+    traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00',
     tracestate: 'k=v',
     ...GATEWAY_SET,
   });
@@ -81,10 +84,18 @@ t.test('upstream request: only allowlisted fields, plus the gateway-set forwardi
 });
 
 t.test('upstream request: a field the Connection header names is removed, even if allowlisted', async (t) => {
-  const out = upstreamRequestHeaders(DEFAULT, { connection: 'close, Accept-Language ,X-Request-Id', 'accept-language': 'fr', 'x-request-id': 'a', accept: '*/*' }, exchange(), CONN);
+  const out = upstreamRequestHeaders(DEFAULT, { connection: 'close, Accept-Language ,User-Agent', 'accept-language': 'fr', 'user-agent': 'a', accept: '*/*' }, exchange(), CONN);
   t.strictSame(out, { accept: '*/*', ...GATEWAY_SET });
-  const arr = upstreamRequestHeaders(DEFAULT, { connection: ['close', 'accept'] as unknown as string, accept: '*/*', 'user-agent': 'u' }, exchange(), CONN);
-  t.strictSame(arr, { 'user-agent': 'u', ...GATEWAY_SET }, 'a Connection header given as an array');
+  const arr = upstreamRequestHeaders(DEFAULT, { connection: ['close', 'user-agent'] as unknown as string, accept: '*/*', 'user-agent': 'u' }, exchange(), CONN);
+  t.strictSame(arr, { accept: '*/*', ...GATEWAY_SET }, 'a Connection header given as an array');
+  // A field the gateway checked or sets stays (these names were removable before).
+  const kept = upstreamRequestHeaders(
+    DEFAULT,
+    { connection: 'content-type, Content-Length, x-request-id, accept, traceparent', 'content-type': 'application/json', 'content-length': '2', 'x-request-id': 'r', accept: '*/*' },
+    exchange(),
+    CONN,
+  );
+  t.strictSame(kept, { 'content-type': 'application/json', 'content-length': '2', 'x-request-id': 'r', accept: '*/*', ...GATEWAY_SET });
 });
 
 t.test('upstream request: the allowlist is extensible; override, forwarding and credential fields never are', async (t) => {
@@ -254,14 +265,14 @@ t.test('property: nothing outside allowlist ∪ gateway-set reaches the upstream
         for (const field of Object.keys(out)) {
           if (!r.requestAllow.has(field) && !GATEWAY_FIELDS.has(field)) return false;
           if (OVERRIDES.includes(field) || field === 'authorization' || field === 'host' || field === 'accept-encoding') return false;
-          if (connectionNames.includes(field) && !GATEWAY_FIELDS.has(field)) return false;
+          if (connectionNames.includes(field) && !GATEWAY_FIELDS.has(field) && !CONNECTION_PROTECTED.has(field)) return false;
           if (field !== 'x-forwarded-for' && field !== 'x-forwarded-proto' && field !== 'x-forwarded-host' && field !== 'forwarded' && out[field] !== incoming[field]) return false;
         }
         const prior = incoming['x-forwarded-for'];
         const expectedFor = trusted && prior !== undefined && prior.trim() !== '' ? `${prior}, ${address}` : address;
         if (out['x-forwarded-for'] !== expectedFor) return false;
         if (!trusted && ('forwarded' in out || out['x-forwarded-proto'] !== (tls ? 'https' : 'http'))) return false;
-        if (!trusted && out['x-forwarded-host'] !== (incoming.host === undefined || incoming.host === '' ? undefined : incoming.host)) return false;
+        if (!trusted && out['x-forwarded-host'] !== (incoming.host === undefined || incoming.host === '' || !isValidHost(incoming.host) ? undefined : incoming.host)) return false;
         return true;
       },
     ),

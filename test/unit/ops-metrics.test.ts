@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { FAILURE_KINDS } from '../../src/core/upstream.js';
-import { GatewayMetrics, KNOWN_METHODS, OTEL_DURATION_BUCKETS } from '../../src/ops/metrics.js';
+import { GatewayMetrics, KNOWN_METHODS, KNOWN_STATUSES, OTEL_DURATION_BUCKETS } from '../../src/ops/metrics.js';
 import { find, parseExposition, value } from '../helpers/prom.js';
 import { record } from '../helpers/record.js';
 
@@ -121,7 +121,7 @@ t.test('a flood of hostile records creates no series beyond the bounded set', as
   t.same([...routes].sort(), ['/v1/pets', '/v1/pets/{petId}', 'unknown'], 'a raw path never becomes a route');
   const serverSeries = find(s, `${SERVER}_count`).length;
   t.ok(serverSeries <= (KNOWN_METHODS.length + 1) * 3 * (statuses.length + 1), `server series bounded: ${serverSeries}`);
-  t.ok(find(s, `${SERVER}_count`).every((x) => x.labels.http_response_status_code === undefined || Number(x.labels.http_response_status_code) <= 599), 'no status past 599');
+  t.ok(find(s, `${SERVER}_count`).every((x) => x.labels.http_response_status_code === undefined || /^[1-5]xx$/.test(String(x.labels.http_response_status_code)) || Number(x.labels.http_response_status_code) <= 599), 'no status past 599');
   const consumers = find(s, 'petstore_gateway_deprecated_requests_total');
   t.ok(consumers.length <= 51, `consumer series capped: ${consumers.length}`);
   t.ok(consumers.some((x) => x.labels.consumer === '_OTHER'), 'past the cap: _OTHER');
@@ -163,4 +163,16 @@ t.test('past the label cap, values fold into _OTHER and every record is still co
   t.equal(find(s, 'petstore_gateway_rejections_total').reduce((n, x) => n + x.value, 0), 4, 'every rejection counted');
   t.equal(value(s, 'petstore_gateway_deprecated_requests_total', { operation: 'getPet', consumer: '_OTHER' }), 2, 'consumers c and d fold into _OTHER');
   t.equal(find(s, 'petstore_gateway_deprecated_requests_total').reduce((n, x) => n + x.value, 0), 4, 'every deprecated call counted');
+});
+
+t.test('statuses outside the known set fold into their class', async (t) => {
+  const m = new GatewayMetrics({ defaultMetrics: false });
+  for (let status = 100; status <= 599; status++) m.onEnd(record({ status, upstreamStatus: status }));
+  const s = parseExposition(await m.registry.metrics());
+  const labels = new Set(find(s, `${CLIENT}_count`).map((x) => x.labels.http_response_status_code));
+  for (const c of ['1xx', '2xx', '3xx', '4xx', '5xx']) t.ok(labels.has(c), c);
+  t.ok(labels.has('404') && labels.has('502') && labels.has('200'), 'known statuses keep their value');
+  t.notOk(labels.has('418') || labels.has('299') || labels.has('599'), 'unknown ones do not');
+  t.ok(labels.size <= KNOWN_STATUSES.size + 5, `${labels.size} values`);
+  t.equal(find(s, `${CLIENT}_count`).reduce((a, x) => a + x.value, 0), 500, 'every call counted');
 });

@@ -24,8 +24,9 @@ const REQUEST: Record<Op, { method: string; target: string }> = {
 };
 
 type ContractPolicy = Policy & { readonly violations: number };
-function contract(mode: Mode, env: PolicyEnv = { env: {} }): ContractPolicy {
-  return responseContract.create({ mode }, env) as ContractPolicy;
+/** unknownFields `pass` unless given: the shape checks alone (the `drop` and `refuse` cases below). */
+function contract(mode: Mode, env: PolicyEnv = { env: {} }, unknownFields: ResponseContractConfig['unknownFields'] = 'pass'): ContractPolicy {
+  return responseContract.create({ mode, unknownFields }, env) as ContractPolicy;
 }
 
 function exchange(p: Policy, op: Op): Exchange {
@@ -98,10 +99,11 @@ function assertViolation(t: TapTest, res: ResponseBody, name: string): void {
   t.equal(res.truncated, false, `${name}: not truncated`);
 }
 
-t.test('default mode is off', async (t) => {
+// On by default, unknown fields dropped (this test asserted `off` before).
+t.test('default mode is enforce, unknown fields dropped', async (t) => {
   const r = parsePolicy('', { env: {} });
   t.ok(r.ok);
-  if (r.ok) t.strictSame(r.config.policies['response-contract'], { mode: 'off' });
+  if (r.ok) t.strictSame(r.config.policies['response-contract'], { mode: 'enforce', unknownFields: 'drop' });
   const bad = parsePolicy('policies:\n  response-contract:\n    mode: strict\n', { env: {} });
   t.strictSame(bad.ok ? [] : bad.problems, [{ path: '$.policies["response-contract"].mode', message: 'must be one of: off, monitor, enforce' }]);
 });
@@ -180,6 +182,37 @@ t.test('at most five problems are logged per answer', async (t) => {
   const bad = `[${Array.from({ length: 10 }, () => '{"id":"x","name":1,"categoryId":"y","status":"z"}').join(',')}]`;
   p.onResponseBody!(exchange(p, 'listPets'), response(200, bad));
   t.equal((log.lines[0]!.fields.problems as string[]).length, 5);
+});
+
+t.test('unknownFields drop (default): the interface\'s fields kept, int64 exact, nothing else', async (t) => {
+  const log = fakeLog();
+  const p = contract('enforce', { env: {}, log }, 'drop');
+  const inner = '{"id":9223372036854775807,"name":"Rex","categoryId":2,"status":"sold","internalNote":"vip","owner":{"ssn":"x"}}';
+  const one = p.onResponseBody!(exchange(p, 'getPet'), response(200, inner));
+  t.equal(one.status, 200);
+  t.equal(one.body.toString(), '{"id":9223372036854775807,"name":"Rex","categoryId":2,"status":"sold"}');
+  const list = p.onResponseBody!(exchange(p, 'listPets'), response(200, `[${PET},${inner}]`));
+  t.equal(list.body.toString(), `[${PET},{"id":9223372036854775807,"name":"Rex","categoryId":2,"status":"sold"}]`);
+  const created = p.onResponseBody!(exchange(p, 'createPet'), response(201, '{"id":3,"name":"a","categoryId":1,"_rev":"9"}'));
+  t.equal(created.body.toString(), '{"id":3,"name":"a","categoryId":1}');
+  const clean = response(200, PET);
+  t.equal(p.onResponseBody!(exchange(p, 'getPet'), clean), clean, 'a clean answer is the same object, not re-serialised');
+  t.equal(p.violations, 0, 'dropping is not a violation');
+  // Default of a config built in code without the field.
+  const absent = responseContract.create({ mode: 'enforce' } as ResponseContractConfig, { env: {} }) as ContractPolicy;
+  t.equal(absent.onResponseBody!(exchange(absent, 'getPet'), response(200, inner)).body.toString(), '{"id":9223372036854775807,"name":"Rex","categoryId":2,"status":"sold"}');
+});
+
+t.test('unknownFields refuse: an unknown field is a violation (502 under enforce), its value never logged', async (t) => {
+  const log = fakeLog();
+  const p = contract('enforce', { env: {}, log }, 'refuse');
+  assertViolation(t, p.onResponseBody!(exchange(p, 'getPet'), response(200, '{"id":1,"name":"Rex","categoryId":2,"internalNote":"secret-note"}')), 'refuse');
+  t.strictSame(log.lines[0]!.fields.problems, ["unknown field 'internalNote'"]);
+  t.notMatch(JSON.stringify(log.lines), /secret-note/);
+  const m = contract('monitor', { env: {} }, 'refuse');
+  const res = response(200, '{"id":1,"name":"Rex","categoryId":2,"x":1}');
+  t.equal(m.onResponseBody!(exchange(m, 'getPet'), res), res, 'monitor passes it on');
+  t.equal(m.violations, 1);
 });
 
 t.test('non-2xx answers are not this policy\'s business', async (t) => {

@@ -7,6 +7,9 @@
  * limited to some operations (403 forbidden, error="insufficient_scope", RFC 6750 section 3.1);
  * failed guesses are limited per client address (429 too_many_auth_failures).
  *
+ * Failures are charged to the real client: the address resolved through `server.trustedProxies`,
+ * IPv6 grouped by /64 (client-address.ts), so a proxy is never locked for its clients' guesses.
+ *
  * A locked address is locked for every key, valid ones included: answering a valid key from a
  * locked address differently from an invalid one would tell the guesser which guess was right,
  * which is the oracle the lock exists to take away. Clients behind the same NAT as a guesser wait
@@ -14,14 +17,17 @@
  * where many clients share one address.
  */
 import { GatewayError } from '../../core/errors.js';
+import { isValidHost } from '../../core/headers.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth } from '../../core/policy.js';
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
 import { parseDateTime } from '../deprecation/index.js';
 import { FailureLimiter } from './brute-force.js';
+import { clientKey, clientResolver } from './client-address.js';
 import { KeyRing } from './keys.js';
 import { DEFAULT_BRUTE_FORCE, schema, type AuthConfig } from './schema.js';
 
 export { hashKey, newKey, KeyRing } from './keys.js';
+export { bruteForceExposureWarning, clientKey } from './client-address.js';
 export type { AuthConfig, BruteForceConfig, KeyEntry } from './schema.js';
 
 /** RFC 6750 section 2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=". */
@@ -113,7 +119,9 @@ function create(config: AuthConfig, env: PolicyEnv) {
   // Absent (a config built in code, not loaded): the schema's default, on.
   const bruteForce = config.bruteForce === undefined ? DEFAULT_BRUTE_FORCE : config.bruteForce;
   const failures = bruteForce === null ? undefined : new FailureLimiter(bruteForce, now);
+  const clientOf = clientResolver(env.trustedProxies ?? []);
   const realm = `Bearer realm="${config.realm}"`;
+  const badHost = new GatewayError('invalid_request', { message: 'The Host header is not valid.' });
   // RFC 6750 section 3.1: no error code when the request has no authentication information.
   const missing = new GatewayError('missing_api_key', { headers: { 'www-authenticate': realm } });
   const malformed = new GatewayError('malformed_authorization', {
@@ -140,6 +148,9 @@ function create(config: AuthConfig, env: PolicyEnv) {
       return failures?.size ?? 0;
     },
     onRequest(ex: Exchange): Decision {
+      // RFC 9112 section 3.2: 400 for an invalid or repeated Host. Checked here because this policy
+      // runs first, so no policy and no forwarded field ever uses a Host of invalid syntax.
+      if (!isValidHost(ex.head.headers.host)) return badHost;
       const header = ex.head.headers.authorization;
       if (header === undefined || header === '') return missing;
       // Another scheme (Basic, ...), a bare "Bearer", or junk: not a bearer credential.
@@ -148,7 +159,9 @@ function create(config: AuthConfig, env: PolicyEnv) {
       const token = (header as string).slice(scheme[0].length);
       if (!B64TOKEN.test(token)) return malformed;
       // A token from a locked address is not even looked up (see the header comment).
-      const address = ex.head.remoteAddress;
+      // The real client (see client-address.ts), never a proxy that many clients share.
+      const client = failures === undefined ? undefined : clientOf(ex.head);
+      const address = client === undefined ? undefined : clientKey(client);
       if (failures !== undefined && address !== undefined) {
         const waitMs = failures.lockedFor(address);
         if (waitMs > 0) return new GatewayError('too_many_auth_failures', { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });

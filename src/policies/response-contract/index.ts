@@ -1,46 +1,93 @@
 /**
  * The `response-contract` policy: checks what a 2xx upstream answer holds against the interface:
  * listPets 200 with Pets, createPet 201 with a Pet, getPet 200 with a Pet, as application/json,
- * every int64 exact. `off` (default: no body is read), `monitor` (violations logged and counted,
- * the answer passes) or `enforce` (a violating answer becomes 502 upstream_contract_violation).
+ * every int64 exact. `enforce` (the default: a violating answer becomes 502
+ * upstream_contract_violation), `monitor` (violations logged and counted, the answer passes) or
+ * `off` (no body is read).
+ *
+ * On by default: the gateway's promise to clients is the interface, and an
+ * upstream's HTML page, truncated JSON or internal fields must not reach them through it.
+ *
+ * Fields the interface does not define (`unknownFields`): `drop` by default. Pet is "all fields of
+ * NewPet plus id" (pet-store-interface.md, "Pet"), so anything else is the upstream's internals
+ * (an `internalNote`), never something a client may rely on; dropping it leaks nothing and keeps
+ * the answer, whereas `refuse` would turn every answer into a 502 as soon as an upstream adds a
+ * harmless field. `refuse` is for operators who want such an upstream to fail loudly; `pass`
+ * lets them through (the behaviour before the option existed).
+ *
+ * Content codings: the gateway never forwards Accept-Encoding, so a coded
+ * (gzip...) answer is the upstream's own choice. A 2xx with a coding the client did not accept
+ * becomes 502 upstream_contract_violation, in every mode; with the contract on, any coded 2xx
+ * does, since the gateway can check only the bytes it can read. The gateway does not decompress:
+ * an upstream's compression ratio would decide how much memory one answer takes.
  */
-import { compileResponseShapes, isJsonMediaType, parseLossless } from '../../core/contract.js';
+import { compileResponseShapes, isJsonMediaType, parseLossless, unknownPetFields, withoutUnknownPetFields, type LosslessValue } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
+import { acceptsCoding, contentCoding } from '../../core/headers.js';
 import type { OperationId } from '../../core/operations.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
 
 export interface ResponseContractConfig {
   readonly mode: 'off' | 'monitor' | 'enforce';
+  readonly unknownFields: 'drop' | 'refuse' | 'pass';
 }
 
 export const schema = {
   type: 'object',
-  description: 'Validation of 2xx upstream answers against Pet / Pets: "off", "monitor" (log and count) or "enforce" (502).',
+  description: 'Validation of 2xx upstream answers against Pet / Pets: "enforce" (default: 502), "monitor" (log and count) or "off".',
   additionalProperties: false,
   properties: {
-    mode: { type: 'string', enum: ['off', 'monitor', 'enforce'], default: 'off', description: 'off | monitor | enforce' },
+    mode: {
+      type: 'string',
+      enum: ['off', 'monitor', 'enforce'],
+      default: 'enforce',
+      description: 'enforce (default): an answer that is not the interface\'s Pet / Pets becomes 502 upstream_contract_violation; monitor: logged and counted, passed on; off: not read.',
+    },
+    unknownFields: {
+      type: 'string',
+      enum: ['drop', 'refuse', 'pass'],
+      default: 'drop',
+      description: 'Fields of a Pet that the interface does not define (e.g. internalNote): "drop" (default: removed from the answer), "refuse" (a violation: 502 under enforce) or "pass".',
+    },
   },
 } as const;
 
+/** The answer's content coding when the client did not accept it; undefined for none or an accepted one. */
+function uninvitedCoding(ex: Exchange, res: UpstreamResponse): string | undefined {
+  const coding = contentCoding(res.headers['content-encoding']);
+  return coding === undefined || acceptsCoding(ex.head.headers['accept-encoding'], coding) ? undefined : coding;
+}
+
 const EXPECTED_STATUS: Record<OperationId, number> = { listPets: 200, createPet: 201, getPet: 200 };
+
+type Verdict = { readonly problems: string[]; readonly value?: LosslessValue; readonly unknown?: string[] };
 
 function create(config: ResponseContractConfig, env: PolicyEnv) {
   const shapes = config.mode === 'off' ? undefined : compileResponseShapes();
+  // Absent (a config built in code, not loaded): the schema's default.
+  const unknownFields = config.unknownFields ?? 'drop';
   let violations = 0;
   const violation = new GatewayError('upstream_contract_violation');
 
-  function problemsOf(op: OperationId, res: ResponseBody): string[] {
-    if (res.status !== EXPECTED_STATUS[op]) return [`status ${res.status} where the interface says ${EXPECTED_STATUS[op]}`];
+  function check(op: OperationId, res: ResponseBody): Verdict {
+    if (shapes === undefined) return { problems: [] };
+    if (res.status !== EXPECTED_STATUS[op]) return { problems: [`status ${res.status} where the interface says ${EXPECTED_STATUS[op]}`] };
     const type = res.headers['content-type'];
-    if (!isJsonMediaType(typeof type === 'string' ? type : undefined)) return ['content-type is not application/json'];
-    if (res.truncated) return ['body larger than the gateway buffers'];
+    if (!isJsonMediaType(typeof type === 'string' ? type : undefined)) return { problems: ['content-type is not application/json'] };
+    if (res.truncated) return { problems: ['body larger than the gateway buffers'] };
     let value: unknown;
     try {
       value = parseLossless(res.body);
     } catch {
-      return ['body is not valid JSON'];
+      return { problems: ['body is not valid JSON'] };
     }
-    return (op === 'listPets' ? shapes!.pets : shapes!.pet)(value).slice(0, 5);
+    const problems = (op === 'listPets' ? shapes.pets : shapes.pet)(value).slice(0, 5);
+    if (problems.length > 0 || unknownFields === 'pass') return { problems };
+    const unknown = unknownPetFields(value);
+    if (unknown.length === 0) return { problems };
+    // Field names only, never their values (they may be the upstream's internals).
+    if (unknownFields === 'refuse') return { problems: unknown.slice(0, 5).map((f) => `unknown field '${f.slice(0, 64)}'`) };
+    return { problems, value, unknown };
   }
 
   return {
@@ -50,15 +97,27 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
       return violations;
     },
     wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
-      return config.mode !== 'off' && ex.operation !== undefined && res.status >= 200 && res.status < 300;
+      if (ex.operation === undefined || res.status < 200 || res.status >= 300) return false;
+      return config.mode !== 'off' || uninvitedCoding(ex, res) !== undefined;
     },
     onResponseBody(ex: Exchange, res: ResponseBody): ResponseBody {
       const op = ex.operation?.id;
-      if (config.mode === 'off' || op === undefined || res.status < 200 || res.status >= 300) return res;
-      const problems = problemsOf(op, res);
-      if (problems.length === 0) return res;
+      if (op === undefined || res.status < 200 || res.status >= 300) return res;
+      const coding = config.mode === 'off' ? uninvitedCoding(ex, res) : contentCoding(res.headers['content-encoding']);
+      if (coding !== undefined) {
+        violations++;
+        env.log?.warn({ policy: 'response-contract', operation: op, problems: [`content-encoding ${coding.slice(0, 32)}`], violations, mode: config.mode }, 'upstream answer violates the interface');
+        return errorResponse(violation);
+      }
+      if (config.mode === 'off') return res;
+      const verdict = check(op, res);
+      if (verdict.problems.length === 0) {
+        // Valid, with fields outside the interface to drop (unknownFields: drop).
+        if (verdict.value === undefined || config.mode !== 'enforce') return res;
+        return { ...res, body: Buffer.from(withoutUnknownPetFields(verdict.value)), truncated: false };
+      }
       violations++;
-      env.log?.warn({ policy: 'response-contract', operation: op, problems, violations, mode: config.mode }, 'upstream answer violates the interface');
+      env.log?.warn({ policy: 'response-contract', operation: op, problems: verdict.problems, violations, mode: config.mode }, 'upstream answer violates the interface');
       return config.mode === 'enforce' ? errorResponse(violation) : res;
     },
   };
