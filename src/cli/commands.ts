@@ -27,6 +27,8 @@ import type { PolicyConfig } from '../config/types.js';
 import { createGateway, GatewayHolder } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
+import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
+import { closeRegistries, registriesReady, setRegistryLog } from '../registry/index.js';
 import { superviseWorkers } from './supervisor.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
@@ -101,6 +103,8 @@ Usage:
       Print a new random API key (256 bits).
   petstore-gateway backend [--host H] [--port N]
       Run the reference backend on its own.
+  petstore-gateway keys create|list|rotate|revoke ...
+      Manage the keys of the key registry (policies.auth.registry).
   petstore-gateway schema
       Print the JSON Schema of policy files.
   petstore-gateway --version
@@ -121,6 +125,7 @@ const COMMAND_HELP: Readonly<Record<string, string>> = {
   'new-key': NEW_KEY_HELP,
   backend: BACKEND_HELP,
   schema: SCHEMA_HELP,
+  keys: KEYS_HELP,
 };
 
 /** Bad usage: one line, then where to read more (never the whole help: issue 12, item 9). */
@@ -278,6 +283,8 @@ async function serve(args: string[]): Promise<number> {
   // slow reader of stdout does not hold the event loop, flushed at exit.
   const log = pino(loggerOptions(config.log.level), logDestination());
   setStoreLog(log);
+  setRegistryLog(log);
+  const keyRoutes = adminKeyRoutes(config, env, log);
   const adminConfig = config.server.admin;
   // Where the process is in its life, for /readyz: starting until it listens, draining from SIGTERM.
   let phase: Phase = 'starting';
@@ -293,7 +300,7 @@ async function serve(args: string[]): Promise<number> {
         deprecated: [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }],
         sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
       });
-      const admin = await listenAdmin(adminConfig, group.callbacks, log);
+      const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: keyRoutes }, log);
       if (admin === undefined) return EXIT.runtime;
       const drain = () => {
         phase = 'draining';
@@ -317,6 +324,7 @@ async function serve(args: string[]): Promise<number> {
         readiness: () => ops.readiness(phase),
         metrics: async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType }),
         deprecations: () => ops.deprecations(),
+        routes: keyRoutes,
       },
       log,
     );
@@ -375,6 +383,7 @@ async function serve(args: string[]): Promise<number> {
         await new Promise((r) => setImmediate(r));
         await ops.close();
         await closeStores();
+        await closeRegistries();
         await admin?.close();
       })
       .then(
@@ -387,6 +396,9 @@ async function serve(args: string[]): Promise<number> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  // Registry keys authenticate from the first request: the local copy is read before listening
+  // (bounded; with Redis away the gateway starts anyway and file keys work).
+  await registriesReady(2000);
   try {
     await running.listen(host, port);
   } catch (err) {
@@ -420,7 +432,7 @@ function printBanner(banner: string, ephemeral: string | undefined, url: string 
 }
 
 /** The admin listener on its own port; undefined (after a clear message) when it cannot listen. */
-async function listenAdmin(at: { host: string; port: number }, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations'>, log: Logger): Promise<AdminHandle | undefined> {
+async function listenAdmin(at: { host: string; port: number }, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations' | 'routes'>, log: Logger): Promise<AdminHandle | undefined> {
   try {
     const admin = await startAdmin({ host: at.host, port: at.port, ...callbacks, onError: (err, path) => log.error({ err, path }, 'admin endpoint failed') });
     const a = admin.address();
@@ -555,6 +567,11 @@ export async function main(argv: string[]): Promise<number> {
         return EXIT.ok;
       case 'backend':
         return await backend(rest);
+      case 'keys':
+        if (rest.includes('--help') || rest.includes('-h')) throw new HelpRequested('keys');
+        return await keysCommand(rest, PACKAGE_ROOT).catch((err: unknown) => {
+          throw err instanceof KeysUsageError ? new UsageError(err.message, 'keys') : err;
+        });
       case 'schema':
         parse('schema', rest, {});
         process.stdout.write(JSON.stringify(policyFileSchema(), null, 2) + '\n');
