@@ -126,6 +126,7 @@ export class KeyRegistry {
   private syncTimer: NodeJS.Timeout | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
   private subscribed = false;
+  private subscription: Promise<boolean> | undefined;
   private closed = false;
   /** Changes announced so far: a full read that overlapped one is read again (it may predate it). */
   private announced = 0;
@@ -235,12 +236,15 @@ export class KeyRegistry {
       this.local = next;
       this.version = version;
       this.confirmedMs = this.now();
-      if (!this.subscribed) {
-        this.subscribed = true;
-        await this.conn.subscribe(this.keys.channel, (id) => void this.refresh(id)).catch(() => {
-          this.subscribed = false;
-        });
-      }
+      // Shared by concurrent syncs (the first connection runs two), so `ready` means subscribed.
+      this.subscription ??= this.conn.subscribe(this.keys.channel, (id) => void this.refresh(id)).then(
+        () => true,
+        () => {
+          this.subscription = undefined;
+          return false;
+        },
+      );
+      this.subscribed = await this.subscription;
     } catch {
       // Redis away: the copy stays as it was; the next sync or reconnection tries again.
     }
