@@ -178,8 +178,11 @@ export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string
   const name = config.server.admin?.tokensFromEnv ?? null;
   const rc = config.policies.auth.registry;
   const fileIds = new Set(config.policies.auth.keys.map((k) => k.id));
+  const tokens = adminTokens(env, name);
+  // Opened now (the auth policy shares it): the first admin request finds it connected.
+  if (tokens.length > 0 && rc !== null) openRegistry(rc, env);
   return keyAdminRoutes({
-    tokens: adminTokens(env, name),
+    tokens,
     registry: () => (rc === null ? undefined : openRegistry(rc, env)),
     fileIds: () => fileIds,
     log,

@@ -136,6 +136,8 @@ export class KeyRegistry {
   private readonly log: PolicyLog | undefined;
   /** Resolves once the first full sync is done, or the connection failed once (never rejects). */
   readonly ready: Promise<void>;
+  private readonly connected: Promise<void>;
+  private connectedOnce = false;
 
   constructor(
     readonly config: RegistryConfig,
@@ -157,10 +159,14 @@ export class KeyRegistry {
       warned = false;
       if (follow) void this.resync();
     });
-    this.ready = this.conn.connect().then(
-      () => (follow ? this.resync() : undefined),
+    const connecting = this.conn.connect().then(
+      () => {
+        this.connectedOnce = true;
+      },
       () => undefined,
     );
+    this.connected = connecting;
+    this.ready = connecting.then(() => (follow ? this.resync() : undefined));
     if (follow) {
       this.syncTimer = setInterval(() => void this.sync(), config.syncIntervalMs);
       this.syncTimer.unref();
@@ -208,8 +214,14 @@ export class KeyRegistry {
     await deadline(this.run(['EVAL', TOUCH_LUA, '1', this.keys.lastused, ...args]), this.config.commandTimeoutMs).catch(() => undefined);
   }
 
+  /**
+   * One command; before the first connection is up, once it is (the offline queue is off, so it
+   * would fail at once): a registry opened by the first admin request must not answer 503 for
+   * the milliseconds of its connection. The callers' deadline bounds the wait.
+   */
   private run(args: readonly string[]): Promise<unknown> {
-    return this.conn.command(this.keys.records, args);
+    if (this.connectedOnce) return this.conn.command(this.keys.records, args);
+    return this.connected.then(() => this.conn.command(this.keys.records, args));
   }
 
   /** Reads every record and replaces the local copy; subscribes on the first success. */
