@@ -17,6 +17,7 @@ import { KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/regis
 import { openRegistry } from '../registry/index.js';
 import { ID_PATTERN, type KeyInfo } from '../registry/records.js';
 import { describeConnection } from '../stores/connection.js';
+import { parseDateTime } from '../policies/deprecation/index.js';
 
 export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operations OP,...] [--expires RFC3339] [--policy FILE]
        petstore-gateway keys list [--json] [--policy FILE]
@@ -97,7 +98,7 @@ function createInput(p: Parsed): { id: string; operations?: string[]; expires?: 
   const operations = ops === undefined ? undefined : ops.split(',').map((o) => o.trim()).filter((o) => o !== '');
   for (const o of operations ?? []) if (!OPERATIONS.includes(o)) throw new KeysUsageError(`--operations takes ${OPERATIONS.join(', ')}, not '${o}'`);
   const expires = p.values.expires as string | undefined;
-  if (expires !== undefined && (!DATE_TIME.test(expires) || Number.isNaN(Date.parse(expires)))) throw new KeysUsageError(`--expires must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z, not '${expires}'`);
+  if (expires !== undefined && (!DATE_TIME.test(expires) || Number.isNaN(parseDateTime(expires)))) throw new KeysUsageError(`--expires must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z, not '${expires}'`);
   return { id: p.id!, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(expires === undefined ? {} : { expires }) };
 }
 

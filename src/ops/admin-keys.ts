@@ -20,6 +20,7 @@ import { Ajv } from 'ajv';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { RegistryError, REGISTRY_DEFAULTS, type KeyRegistry } from '../registry/registry.js';
 import { ID_PATTERN } from '../registry/records.js';
+import { parseDateTime } from '../policies/deprecation/index.js';
 
 const BODY_LIMIT = 16 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -178,7 +179,7 @@ export function keyAdminRoutes(options: KeyAdminOptions): AdminRoute | undefined
       if (id === undefined) {
         if (!validCreate(body.value)) return sendError(res, invalid(validCreate.errors)), true;
         const input = body.value;
-        if (input.expires !== undefined && Number.isNaN(Date.parse(input.expires))) return sendError(res, invalid([{ instancePath: '/expires', message: 'is not a valid date' }])), true;
+        if (input.expires !== undefined && Number.isNaN(parseDateTime(input.expires))) return sendError(res, invalid([{ instancePath: '/expires', message: 'is not a valid date' }])), true;
         if (options.fileIds().has(input.id)) return sendError(res, new GatewayError('conflict', { message: 'This id is a key of the policy file.' })), true;
         const made = await registry.create(input);
         audit('created', input.id);
