@@ -159,12 +159,18 @@ export class KeyRegistry {
       warned = false;
       if (follow) void this.resync();
     });
-    const connecting = this.conn.connect().then(
-      () => {
-        this.connectedOnce = true;
-      },
-      () => undefined,
-    );
+    // Settles on the first connection, or on the first failure to make one (node-redis keeps
+    // retrying, and its connect() would wait for a success that may be minutes away).
+    const connecting = new Promise<void>((resolve) => {
+      this.conn.on('error', () => resolve());
+      this.conn.connect().then(
+        () => {
+          this.connectedOnce = true;
+          resolve();
+        },
+        () => resolve(),
+      );
+    });
     this.connected = connecting;
     this.ready = connecting.then(() => (follow ? this.resync() : undefined));
     if (follow) {

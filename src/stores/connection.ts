@@ -82,8 +82,24 @@ function wire(emitter: { on(event: string, fn: (...a: unknown[]) => void): unkno
   emitter.on('error', (err) => listeners.error.forEach((f) => f(err instanceof Error ? err : new Error(String(err)))));
 }
 
+/**
+ * The URL without its credentials, and the credentials on their own: node-redis lets a URL's user
+ * (without a password) hide a password given beside it, so the config's `username` and
+ * `passwordFromEnv` are merged here, each winning over the URL's.
+ */
+function splitUrl(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>) {
+  const url = new URL(config.url ?? '');
+  const username = config.username ?? (url.username === '' ? undefined : decodeURIComponent(url.username));
+  const fromEnv = config.passwordFromEnv == null ? undefined : env[config.passwordFromEnv];
+  const password = fromEnv ?? (url.password === '' ? undefined : decodeURIComponent(url.password));
+  url.username = '';
+  url.password = '';
+  return { url: url.toString(), ...(username === undefined ? {} : { username }), ...(password === undefined ? {} : { password }) };
+}
+
 function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
-  const client = createClient({ url: config.url ?? undefined, ...nodeOptions(config, env), disableOfflineQueue: true });
+  const { socket } = nodeOptions(config, env);
+  const client = createClient({ ...splitUrl(config, env), socket, disableOfflineQueue: true });
   wire(client, listeners);
   let subscriber: ReturnType<typeof client.duplicate> | undefined;
   return {

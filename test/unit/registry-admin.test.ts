@@ -4,6 +4,7 @@
  * the Error shape, one audit line per change without the secret, 503 while Redis is away.
  */
 import t from 'tap';
+import type { TapTest as Tap } from '../helpers/assert.js';
 import { startAdmin, READY } from '../../src/ops/admin.js';
 import { adminTokens, keyAdminRoutes } from '../../src/ops/admin-keys.js';
 import { KeyRegistry } from '../../src/registry/registry.js';
@@ -26,7 +27,6 @@ async function listener(t: Tap, routes: ReturnType<typeof keyAdminRoutes>) {
   return `http://127.0.0.1:${admin.address().port}`;
 }
 
-type Tap = typeof t;
 
 function errorOf(r: Response): { code: string; status: number } {
   const body = r.json as { code: string; message: string; status: number };

@@ -9,6 +9,7 @@
 import { once } from 'node:events';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import t from 'tap';
+import type { TapTest as Tap } from '../helpers/assert.js';
 import { digestOf } from '../../src/policies/auth/keys.js';
 import { KeyRegistry, RegistryError, type RegistryConfig } from '../../src/registry/registry.js';
 import { startRedis } from '../helpers/redis.js';
@@ -48,7 +49,6 @@ async function relay(t: Tap, port: number) {
   return { port: at, cut, restore: open };
 }
 
-type Tap = typeof t;
 
 function config(url: string, patch: Partial<RegistryConfig> = {}): RegistryConfig {
   return { redis: { url }, prefix: 'test:', syncIntervalMs: 200, maxStaleSeconds: 60, commandTimeoutMs: 500, ...patch };
@@ -60,6 +60,8 @@ function opened(t: Tap, c: RegistryConfig, now?: () => number, follow = true): K
   return r;
 }
 
+/** How a registry call ended: 'resolved', or the RegistryError's reason. */
+const reasonOf = (p: Promise<unknown>): Promise<string> => p.then(() => 'resolved', (e: unknown) => (e instanceof RegistryError ? e.reason : String(e)));
 const knows = (r: KeyRegistry, key: string, nowMs = Date.now()) => r.grant(digestOf(key), nowMs) !== undefined;
 
 t.test('a change on one registry reaches another local copy by publish/subscribe', async (t) => {
@@ -91,9 +93,9 @@ t.test('create refuses an existing id; rotate and revoke an unknown one', async 
   const r = opened(t, config(redis.url), undefined, false);
   await r.ready;
   await r.create({ id: 'a' });
-  await t.rejects(r.create({ id: 'a' }), { reason: 'exists' });
-  await t.rejects(r.rotate('nobody', 0), { reason: 'unknown' });
-  await t.rejects(r.revoke('nobody'), { reason: 'unknown' });
+  t.equal(await reasonOf(r.create({ id: 'a' })), 'exists');
+  t.equal(await reasonOf(r.rotate('nobody', 0)), 'unknown');
+  t.equal(await reasonOf(r.revoke('nobody')), 'unknown');
   t.equal((await r.list()).length, 1);
 });
 
@@ -137,7 +139,7 @@ t.test('Redis away: the local copy answers, changes are refused, a revocation ma
 
   await link.cut();
   await t.rejects(cutOff.create({ id: 'new' }), RegistryError, 'create while away: refused');
-  await t.rejects(cutOff.create({ id: 'new' }), { reason: 'unavailable' });
+  t.equal(await reasonOf(cutOff.create({ id: 'new' })), 'unavailable');
   await writer.revoke('doomed');
   // The copy cannot learn of it: both still answer (documented: for maxStaleSeconds).
   t.ok(knows(cutOff, kept.key, now), 'known key works while away');
