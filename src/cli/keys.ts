@@ -56,16 +56,19 @@ function defaultPolicyFile(packageRoot: string): string {
   return existsSync(local) ? local : join(packageRoot, 'policies', 'default.yaml');
 }
 
+const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED'];
+
 function table(keys: readonly KeyInfo[]): string {
-  const rows = [['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED'], ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-'])];
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c]!)).join('  ').trimEnd()).join('\n') + '\n';
+  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-'])];
+  const widths = HEADER.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
 }
 
 interface Parsed {
   readonly action: string;
   readonly values: Record<string, string | boolean | undefined>;
-  readonly id: string | undefined;
+  /** '' for `list` only: every other action requires an id (parseKeysArgs). */
+  readonly id: string;
 }
 
 function parseKeysArgs(args: string[]): Parsed {
@@ -90,7 +93,7 @@ function parseKeysArgs(args: string[]): Parsed {
   const id = wantsPositional ? parsed.positionals[0] : (values.id as string | undefined);
   if (action !== 'list' && id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
   if (id !== undefined && !new RegExp(ID_PATTERN).test(id)) throw new KeysUsageError(`a key id is 1 to 64 letters, digits, '.', '_' or '-' (starting with a letter or digit), not '${id}'`);
-  return { action, values, id };
+  return { action, values, id: id ?? '' };
 }
 
 function createInput(p: Parsed): { id: string; operations?: string[]; expires?: string } {
@@ -99,7 +102,7 @@ function createInput(p: Parsed): { id: string; operations?: string[]; expires?: 
   for (const o of operations ?? []) if (!OPERATIONS.includes(o)) throw new KeysUsageError(`--operations takes ${OPERATIONS.join(', ')}, not '${o}'`);
   const expires = p.values.expires as string | undefined;
   if (expires !== undefined && (!DATE_TIME.test(expires) || Number.isNaN(parseDateTime(expires)))) throw new KeysUsageError(`--expires must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z, not '${expires}'`);
-  return { id: p.id!, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(expires === undefined ? {} : { expires }) };
+  return { id: p.id, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(expires === undefined ? {} : { expires }) };
 }
 
 /** Runs one action against the registry; the exit code. */
@@ -127,13 +130,13 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
       const text = (p.values.overlap as string | undefined) ?? String(REGISTRY_DEFAULTS.overlapSeconds);
       const overlap = parseDuration(text);
       if (overlap === undefined) throw new KeysUsageError(`--overlap must be a duration such as 0, 90s, 30m, 24h or 7d (at most a year), not '${text}'`);
-      const made = await registry.rotate(p.id!, overlap);
+      const made = await registry.rotate(p.id, overlap);
       out.write(made.key + '\n');
       err.write(`key '${p.id}' rotated; the previous secret is valid until ${made.previousValidUntil}\n`);
       return 0;
     }
     default:
-      await registry.revoke(p.id!);
+      await registry.revoke(p.id);
       err.write(`key '${p.id}' revoked\n`);
       return 0;
   }

@@ -47,6 +47,7 @@ const ROTATE_SCHEMA = {
 const ajv = new Ajv({ allErrors: false, strict: true });
 const validCreate = ajv.compile<{ id: string; operations?: string[]; expires?: string }>(CREATE_SCHEMA);
 const validRotate = ajv.compile<{ overlapSeconds?: number }>(ROTATE_SCHEMA);
+const ID = new RegExp(ID_PATTERN);
 
 export interface KeyAdminOptions {
   /** The admin tokens in plaintext, as the environment gives them: hashed at once, never kept. */
@@ -98,7 +99,7 @@ async function readJson(req: IncomingMessage): Promise<{ value: unknown } | { er
     chunks.push(chunk);
   }
   if (size === 0) return { value: undefined };
-  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  const type = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
   if (type !== 'application/json') return { error: new GatewayError('unsupported_media_type') };
   try {
     return { value: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
@@ -148,7 +149,7 @@ export function keyAdminRoutes(options: KeyAdminOptions): AdminRoute | undefined
     if (header === undefined || header === '') return missing;
     const m = /^bearer +(\S+)$/i.exec(header);
     if (m === null) return wrong;
-    const presented = sha256(m[1]!);
+    const presented = sha256(m[1] ?? '');
     let found = 0;
     digests.forEach((d, i) => {
       if (timingSafeEqual(d, presented) && found === 0) found = i + 1;
@@ -159,46 +160,58 @@ export function keyAdminRoutes(options: KeyAdminOptions): AdminRoute | undefined
   return async (req, res, path) => {
     const m = /^\/keys(?:\/([^/]+)(\/rotate)?)?\/?$/.exec(path);
     if (m === null) return false;
-    const [, id, rotate] = m;
-    const allow = id === undefined ? 'GET, POST' : rotate === undefined ? 'DELETE' : 'POST';
     const by = who(req);
-    try {
-      if (by instanceof GatewayError) return sendError(res, by), true;
-      if (!allow.split(', ').includes(req.method ?? '')) return sendError(res, new GatewayError('method_not_allowed', { headers: { allow } })), true;
-      const registry = options.registry();
-      if (registry === undefined) return sendError(res, new GatewayError('not_found', { message: 'No key registry is configured (policies.auth.registry).' })), true;
-      const audit = (action: string, keyId: string, extra: Record<string, unknown> = {}) =>
-        options.log?.info({ audit: 'keys', action, id: keyId, by: options.tokenName(by), remoteAddress: req.socket.remoteAddress, ...extra }, `key ${action}`);
-      if (id !== undefined && !new RegExp(ID_PATTERN).test(id)) return sendError(res, registryError(new RegistryError('unknown', ''))), true;
-      if (req.method === 'GET') {
-        send(res, 200, { keys: await registry.list() });
-        return true;
-      }
-      const body = req.method === 'DELETE' ? { value: undefined } : await readJson(req);
-      if ('error' in body) return sendError(res, body.error), true;
-      if (id === undefined) {
-        if (!validCreate(body.value)) return sendError(res, invalid(validCreate.errors)), true;
-        const input = body.value;
-        if (input.expires !== undefined && Number.isNaN(parseDateTime(input.expires))) return sendError(res, invalid([{ instancePath: '/expires', message: 'is not a valid date' }])), true;
-        if (options.fileIds().has(input.id)) return sendError(res, new GatewayError('conflict', { message: 'This id is a key of the policy file.' })), true;
-        const made = await registry.create(input);
-        audit('created', input.id);
-        send(res, 201, { ...made.info, key: made.key });
-      } else if (rotate !== undefined) {
-        const value = body.value ?? {};
-        if (!validRotate(value)) return sendError(res, invalid(validRotate.errors)), true;
-        const overlap = value.overlapSeconds ?? REGISTRY_DEFAULTS.overlapSeconds;
-        const made = await registry.rotate(id, overlap);
-        audit('rotated', id, { overlapSeconds: overlap });
-        send(res, 200, { ...made.info, key: made.key, previousKeyValidUntil: made.previousValidUntil });
-      } else {
-        await registry.revoke(id);
-        audit('revoked', id);
-        send(res, 204, undefined);
-      }
-    } catch (err) {
-      if (!res.headersSent) sendError(res, registryError(err));
-    }
+    const answer = by instanceof GatewayError ? by : await decide(options, req, { id: m[1], rotate: m[2] !== undefined, by }).catch(registryError);
+    if (answer instanceof GatewayError) sendError(res, answer);
+    else send(res, answer.status, answer.body);
     return true;
   };
+}
+
+/** What a key request gets: an error, or a status and a body (none for 204). */
+type Answer = GatewayError | { readonly status: number; readonly body?: unknown };
+
+interface Target {
+  /** The path's id; undefined for /keys itself. */
+  readonly id: string | undefined;
+  readonly rotate: boolean;
+  /** The 1-based number of the admin token that authenticated the request. */
+  readonly by: number;
+}
+
+/**
+ * The decision for an authenticated key request: every check runs before the one change, so bad
+ * input changes nothing. A RegistryError it throws is mapped by `registryError`.
+ */
+async function decide(options: KeyAdminOptions, req: IncomingMessage, { id, rotate, by }: Target): Promise<Answer> {
+  const allow = id === undefined ? 'GET, POST' : rotate ? 'POST' : 'DELETE';
+  if (!allow.split(', ').includes(req.method ?? '')) return new GatewayError('method_not_allowed', { headers: { allow } });
+  const registry = options.registry();
+  if (registry === undefined) return new GatewayError('not_found', { message: 'No key registry is configured (policies.auth.registry).' });
+  if (id !== undefined && !ID.test(id)) return registryError(new RegistryError('unknown', ''));
+  const audit = (action: string, keyId: string, extra: Record<string, unknown> = {}) =>
+    options.log?.info({ audit: 'keys', action, id: keyId, by: options.tokenName(by), remoteAddress: req.socket.remoteAddress, ...extra }, `key ${action}`);
+  if (req.method === 'GET') return { status: 200, body: { keys: await registry.list() } };
+  if (id !== undefined && !rotate) {
+    await registry.revoke(id);
+    audit('revoked', id);
+    return { status: 204 };
+  }
+  const body = await readJson(req);
+  if ('error' in body) return body.error;
+  if (id === undefined) {
+    if (!validCreate(body.value)) return invalid(validCreate.errors);
+    const input = body.value;
+    if (input.expires !== undefined && Number.isNaN(parseDateTime(input.expires))) return invalid([{ instancePath: '/expires', message: 'is not a valid date' }]);
+    if (options.fileIds().has(input.id)) return new GatewayError('conflict', { message: 'This id is a key of the policy file.' });
+    const made = await registry.create(input);
+    audit('created', input.id);
+    return { status: 201, body: { ...made.info, key: made.key } };
+  }
+  const value = body.value ?? {};
+  if (!validRotate(value)) return invalid(validRotate.errors);
+  const overlap = value.overlapSeconds ?? REGISTRY_DEFAULTS.overlapSeconds;
+  const made = await registry.rotate(id, overlap);
+  audit('rotated', id, { overlapSeconds: overlap });
+  return { status: 200, body: { ...made.info, key: made.key, previousKeyValidUntil: made.previousValidUntil } };
 }

@@ -41,7 +41,7 @@ export interface RedisConnection {
 export function parseNode(text: string): RedisNodeAddress {
   const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(text);
   if (m === null) throw new Error(`not host:port: ${text}`);
-  return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+  return { host: (m[1] ?? '').replace(/^\[|\]$/g, ''), port: Number(m[2]) };
 }
 
 /** Which form a config takes; the schema's `check` makes sure exactly one is given. */
@@ -119,8 +119,7 @@ function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<st
   };
 }
 
-function sentinelConnection(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
-  const s = config.sentinel!; // formOf said so
+function sentinelConnection(s: NonNullable<RedisConnectionConfig['sentinel']>, config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
   const node = nodeOptions(config, env);
   const client = createSentinel({
     name: s.masterName,
@@ -139,8 +138,7 @@ function sentinelConnection(config: RedisConnectionConfig, env: Readonly<Record<
   };
 }
 
-function clusterConnection(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
-  const c = config.cluster!; // formOf said so
+function clusterConnection(c: NonNullable<RedisConnectionConfig['cluster']>, config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
   const node = nodeOptions(config, env);
   const scheme = node.socket.tls === true ? 'rediss' : 'redis';
   const client = createCluster({
@@ -169,7 +167,12 @@ function clusterConnection(config: RedisConnectionConfig, env: Readonly<Record<s
 export function createRedisClient(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>> = process.env): RedisConnection {
   const listeners: Listeners = { ready: [], down: [], error: [] };
   const form = formOf(config);
-  const impl = form === 'sentinel' ? sentinelConnection(config, env, listeners) : form === 'cluster' ? clusterConnection(config, env, listeners) : serverConnection(config, env, listeners);
+  const impl =
+    config.sentinel != null
+      ? sentinelConnection(config.sentinel, config, env, listeners)
+      : config.cluster != null
+        ? clusterConnection(config.cluster, config, env, listeners)
+        : serverConnection(config, env, listeners);
   return {
     form,
     command: impl.command,
