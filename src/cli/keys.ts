@@ -8,6 +8,7 @@
  */
 import { parseArgs } from 'node:util';
 import { existsSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import type { PolicyConfig } from '../config/types.js';
@@ -105,6 +106,22 @@ function createInput(p: Parsed): { id: string; operations?: string[]; expires?: 
   return { id: p.id, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(expires === undefined ? {} : { expires }) };
 }
 
+/** Who made a change from the command line, for its audit line: the OS user and host. */
+function cliActor(): string {
+  let user = process.env.USER ?? process.env.LOGNAME ?? 'unknown';
+  try {
+    user = userInfo().username;
+  } catch {
+    // No passwd entry (a container's arbitrary uid): the environment's name stands.
+  }
+  return `cli:${user}@${hostname()}`;
+}
+
+/** The audit line of a change on stderr (the CLI has no log): who, what, which id; never the secret. */
+function audit(action: string, id: string, extra: Record<string, unknown> = {}): void {
+  process.stderr.write(JSON.stringify({ audit: 'keys', action, id, by: cliActor(), ...extra }) + '\n');
+}
+
 /** Runs one action against the registry; the exit code. */
 async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Promise<number> {
   const out = process.stdout;
@@ -123,6 +140,7 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
       }
       const made = await registry.create(input);
       out.write(made.key + '\n');
+      audit('created', made.info.id);
       err.write(`key '${made.info.id}' created; the secret above is shown once and stored nowhere\n`);
       return 0;
     }
@@ -132,11 +150,13 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
       if (overlap === undefined) throw new KeysUsageError(`--overlap must be a duration such as 0, 90s, 30m, 24h or 7d (at most a year), not '${text}'`);
       const made = await registry.rotate(p.id, overlap);
       out.write(made.key + '\n');
+      audit('rotated', p.id, { overlapSeconds: overlap });
       err.write(`key '${p.id}' rotated; the previous secret is valid until ${made.previousValidUntil}\n`);
       return 0;
     }
     default:
       await registry.revoke(p.id);
+      audit('revoked', p.id);
       err.write(`key '${p.id}' revoked\n`);
       return 0;
   }

@@ -70,7 +70,10 @@ t.test('an id of the policy file is refused; rotate --overlap is checked', async
   t.equal(r.code, 1);
   t.match(r.stderr, /'ops' is a key id of the policy file/);
   t.equal(r.stdout, '');
-  t.equal((await runCli(t, ['keys', 'create', '--id', 'svc', '--policy', file])).code, 0);
+  const made = await runCli(t, ['keys', 'create', '--id', 'svc', '--policy', file]);
+  t.equal(made.code, 0);
+  t.match(made.stderr, /^\{"audit":"keys","action":"created","id":"svc","by":"cli:[^"]+@[^"]+"\}\n/, 'one audit line: who, what, which id');
+  t.notOk(made.stderr.includes(made.stdout.trim()), 'without the secret');
   const bad = await runCli(t, ['keys', 'rotate', 'svc', '--overlap', '5x', '--policy', file]);
   t.equal(bad.code, 2);
   t.match(bad.stderr, /--overlap must be a duration/);
