@@ -97,9 +97,17 @@ function splitUrl(config: RedisConnectionConfig, env: Readonly<Record<string, st
   return { url: url.toString(), ...(username === undefined ? {} : { username }), ...(password === undefined ? {} : { password }) };
 }
 
+/**
+ * node-redis `createClient` options for a one-server config (URL, credentials, TLS and its CA,
+ * timeouts, reconnection): what another store that keeps its own node-redis client (scripts
+ * defined on it) spreads into `createClient` to take the same connection config.
+ */
+export function serverClientOptions(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>> = process.env) {
+  return { ...splitUrl(config, env), socket: nodeOptions(config, env).socket };
+}
+
 function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
-  const { socket } = nodeOptions(config, env);
-  const client = createClient({ ...splitUrl(config, env), socket, disableOfflineQueue: true });
+  const client = createClient({ ...serverClientOptions(config, env), disableOfflineQueue: true });
   wire(client, listeners);
   let subscriber: ReturnType<typeof client.duplicate> | undefined;
   return {
