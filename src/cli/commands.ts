@@ -32,6 +32,8 @@ import { probeUpstream } from './probe.js';
 import { onReloadSignal } from './signals.js';
 import { DEFAULT_LIMITS, superviseWorkers } from './supervisor.js';
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
+import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
+import { closeRegistries, registriesReady, setRegistryLog } from '../registry/index.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -106,6 +108,8 @@ Usage:
       Print a new random API key (256 bits).
   petstore-gateway backend [--host H] [--port N]
       Run the reference backend on its own.
+  petstore-gateway keys create|list|rotate|revoke ...
+      Manage the keys of the key registry (policies.auth.registry).
   petstore-gateway schema
       Print the JSON Schema of policy files.
   petstore-gateway --version
@@ -126,6 +130,7 @@ const COMMAND_HELP: Readonly<Record<string, string>> = {
   'new-key': NEW_KEY_HELP,
   backend: BACKEND_HELP,
   schema: SCHEMA_HELP,
+  keys: KEYS_HELP,
 };
 
 /** Bad usage: one line, then where to read more (never the whole help: issue 12, item 9). */
@@ -325,6 +330,7 @@ async function serve(args: string[]): Promise<number> {
   setStoreLog(log);
   const setup: ServeSetup = { file, text: loaded.text, config: loaded.config, env, overrides, engine, workers, watch: values.watch === true, ephemeral: loaded.ephemeral, log };
   if (!cluster.isWorker) warnAtStart(loaded.config, log);
+  setRegistryLog(log);
   return workers > 1 && cluster.isPrimary ? servePrimary(setup) : serveProcess(setup);
 }
 
@@ -380,10 +386,11 @@ async function servePrimary(s: ServeSetup): Promise<number> {
       deprecated: [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }],
       sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
     });
-    const admin = await listenAdmin(adminConfig, group.callbacks, log);
+    const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log) }, log);
     if (admin === undefined) {
       group.close();
       await closeStores();
+      await closeRegistries();
       return EXIT.runtime;
     }
     const drain = () => {
@@ -442,13 +449,15 @@ async function serveProcess(s: ServeSetup): Promise<number> {
     await running.close().catch(() => undefined);
     await ops.close();
     await closeStores();
+    await closeRegistries();
   };
   const adminConfig = config.server.admin;
   if (cluster.isWorker) {
     if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(state.phase), ledger: ops.ledger });
   } else if (adminConfig !== null) {
     const metrics = async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType });
-    state.admin = await listenAdmin(adminConfig, { readiness: () => ops.readiness(state.phase), metrics, deprecations: () => ops.deprecations() }, log);
+    const routes = adminKeyRoutes(config, s.env, log);
+    state.admin = await listenAdmin(adminConfig, { readiness: () => ops.readiness(state.phase), metrics, deprecations: () => ops.deprecations(), routes }, log);
     if (state.admin === undefined) {
       await release();
       return EXIT.runtime;
@@ -468,6 +477,9 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   }
   installStop(config.server, running, ops, state, log);
   const { host, port } = config.server;
+  // Registry keys authenticate from the first request: the local copy is read before listening
+  // (bounded; with Redis away the gateway starts anyway and file keys work).
+  await registriesReady(2000);
   try {
     await running.listen(host, port);
   } catch (err) {
@@ -567,6 +579,7 @@ function installStop(server: PolicyConfig['server'], running: RunningEngine, ops
         await new Promise((r) => setImmediate(r));
         await ops.close();
         await closeStores();
+        await closeRegistries();
         await state.admin?.close();
       })
       .then(
@@ -601,7 +614,7 @@ function printBanner(banner: string, ephemeral: string | undefined, url: string 
 }
 
 /** The admin listener on its own port; undefined (after a clear message) when it cannot listen. */
-async function listenAdmin(at: { host: string; port: number }, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations'>, log: Logger): Promise<AdminHandle | undefined> {
+async function listenAdmin(at: { host: string; port: number }, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations' | 'routes'>, log: Logger): Promise<AdminHandle | undefined> {
   try {
     const admin = await startAdmin({ host: at.host, port: at.port, ...callbacks, onError: (err, path) => log.error({ err, path }, 'admin endpoint failed') });
     const a = admin.address();
@@ -739,6 +752,11 @@ export async function main(argv: string[]): Promise<number> {
         return EXIT.ok;
       case 'backend':
         return await backend(rest);
+      case 'keys':
+        if (rest.includes('--help') || rest.includes('-h')) throw new HelpRequested('keys');
+        return await keysCommand(rest, PACKAGE_ROOT).catch((err: unknown) => {
+          throw err instanceof KeysUsageError ? new UsageError(err.message, 'keys') : err;
+        });
       case 'schema':
         parse('schema', rest, {});
         process.stdout.write(JSON.stringify(policyFileSchema(), null, 2) + '\n');

@@ -182,6 +182,8 @@ function related(a: string, b: string): boolean {
 function keyProblem(auth: AuthConfig, env: PolicyEnv, mode: LoadOptions['keys']): Problem | undefined {
   if (mode === undefined || mode === 'not-checked') return undefined;
   if (buildKeyRing(auth, env).size > 0) return undefined;
+  // Keys come at run time from the registry (docs/keys.md): none yet is a fleet's first start.
+  if (auth.registry != null) return undefined;
   if (mode === 'ephemeral-allowed' && auth.keysFromEnv !== null) return undefined;
   const ways = ['add keys to auth.keys (petstore-gateway new-key, then hash-key)'];
   if (auth.keysFromEnv !== null) ways.push(`set ${auth.keysFromEnv}`, 'or pass --ephemeral-key for a key that lasts one run');

@@ -79,6 +79,26 @@ export const UPSTREAM_SCHEMA = {
   },
 } as const;
 
+/**
+ * `server.admin`: the admin listener's own options, plus the tokens of the key admin API
+ * (docs/keys.md), which are the policy file's business rather than the listener's.
+ */
+export const SERVER_ADMIN_SCHEMA = {
+  ...ADMIN_SCHEMA,
+  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, and /keys when admin tokens are set), on a port of its own; null turns it off.',
+  default: { ...ADMIN_SCHEMA.default, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS' },
+  properties: {
+    ...ADMIN_SCHEMA.properties,
+    tokensFromEnv: {
+      type: ['string', 'null'],
+      pattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+      default: 'PETSTORE_ADMIN_TOKENS',
+      description:
+        'An environment variable with the admin API\'s bearer tokens, comma-separated (held as hashes, compared in constant time; an API key never works there). The key admin API (/keys) answers 404 while the variable is unset or empty, or when this is null.',
+    },
+  },
+} as const;
+
 export const SERVER_SCHEMA = {
   type: 'object',
   description: 'The listening socket of the standalone gateway (overridden by --host and --port).',
@@ -142,7 +162,7 @@ export const SERVER_SCHEMA = {
         includeSubDomains: { type: 'boolean', default: false, description: 'Add includeSubDomains.' },
       },
     },
-    admin: ADMIN_SCHEMA,
+    admin: SERVER_ADMIN_SCHEMA,
     trustedProxies: {
       type: 'array',
       default: [],

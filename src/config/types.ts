@@ -40,7 +40,12 @@ export interface ServerConfig {
   readonly host: string;
   readonly port: number;
   /** The admin listener (health, readiness, metrics, deprecation report); null: none. */
-  readonly admin: { readonly host: string; readonly port: number } | null;
+  readonly admin: {
+    readonly host: string;
+    readonly port: number;
+    /** The variable holding the key admin API's tokens (docs/keys.md); null: that API is off. */
+    readonly tokensFromEnv: string | null;
+  } | null;
   readonly headersTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;

@@ -41,6 +41,8 @@ export interface AdminOptions {
   readonly deprecations: () => Promise<DeprecationReport>;
   /** Told about a failing callback (the client gets a 500 without details). */
   readonly onError?: (err: unknown, path: string) => void;
+  /** More routes (the key admin API, src/ops/admin-keys.ts): true when one answered the request. */
+  readonly routes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean>;
 }
 
 export interface AdminHandle {
@@ -90,6 +92,7 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
   const target = req.url ?? '/';
   const q = target.indexOf('?');
   const path = q === -1 ? target : target.slice(0, q);
+  if (options.routes !== undefined && (await options.routes(req, res, path))) return;
   if (!(ADMIN_PATHS as readonly string[]).includes(path)) {
     sendError(res, new GatewayError('not_found', { message: `No admin endpoint at this path: ${ADMIN_PATHS.join(', ')}.` }));
     return;

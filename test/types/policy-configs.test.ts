@@ -22,7 +22,7 @@ import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import t from 'tap';
 import type { ADMIN_SCHEMA } from '../../src/ops/admin.js';
 import type { LOG_SCHEMA, LogConfig } from '../../src/ops/access-log.js';
-import type { HEADERS_SCHEMA, SERVER_SCHEMA, UPSTREAM_SCHEMA } from '../../src/config/schema.js';
+import type { HEADERS_SCHEMA, SERVER_ADMIN_SCHEMA, SERVER_SCHEMA, UPSTREAM_SCHEMA } from '../../src/config/schema.js';
 import type { HeadersConfig, PolicyConfig, ServerConfig, UpstreamConfig } from '../../src/config/types.js';
 import type { schema as authSchema, AuthConfig } from '../../src/policies/auth/schema.js';
 import type { schema as deprecationSchema, DeprecationConfig } from '../../src/policies/deprecation/schema.js';
@@ -66,7 +66,9 @@ agree<Agree<UpstreamErrorsConfig, Schema<typeof upstreamErrorsSchema>>>();
 agree<Agree<UpstreamConfig, Schema<typeof UPSTREAM_SCHEMA>>>();
 agree<Agree<ServerConfig, Schema<typeof SERVER_SCHEMA>>>();
 agree<Agree<LogConfig, Schema<typeof LOG_SCHEMA>>>();
-agree<Agree<ServerConfig['admin'], Schema<typeof ADMIN_SCHEMA>>>();
+// server.admin adds the key admin API's tokensFromEnv to the listener's own options.
+agree<Agree<ServerConfig['admin'], Schema<typeof SERVER_ADMIN_SCHEMA>>>();
+agree<Agree<Omit<NonNullable<ServerConfig['admin']>, 'tokensFromEnv'> | null, Schema<typeof ADMIN_SCHEMA>>>();
 agree<Agree<HeadersConfig, Schema<typeof HEADERS_SCHEMA>>>();
 
 // The checks can fail: a type that differs from its schema's is rejected (an extra optional field,

@@ -12,6 +12,7 @@ function setup(trustedProxies: string[] | undefined) {
   const cfg: AuthConfig = {
     keys: [{ id: 'good', hash: hashKey(GOOD) }],
     keysFromEnv: null,
+    registry: null,
     realm: 'petstore',
     upstreamAuthorization: 'drop',
     bruteForce: { maxFailures: 3, windowSeconds: 60 },

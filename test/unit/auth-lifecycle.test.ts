@@ -23,6 +23,7 @@ function config(patch: Partial<AuthConfig> = {}): AuthConfig {
     realm: 'petstore',
     upstreamAuthorization: 'drop',
     bruteForce: { maxFailures: 5, windowSeconds: 60 },
+    registry: null,
     ...patch,
   };
 }

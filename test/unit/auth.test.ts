@@ -18,6 +18,7 @@ function config(patch: Partial<AuthConfig> = {}): AuthConfig {
     realm: 'petstore',
     upstreamAuthorization: 'drop',
     bruteForce: null,
+    registry: null,
     ...patch,
   };
 }

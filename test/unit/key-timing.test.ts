@@ -123,7 +123,7 @@ t.test('the auth policy as a whole rejects near misses in the same time as stran
   // The whole request phase of `auth`: header parsing, the b64token check, then the ring.
   const real = key43();
   const policy = auth.create(
-    { keys: [{ id: 'real', hash: hashKey(real) }], keysFromEnv: null, realm: 'petstore', upstreamAuthorization: 'drop', bruteForce: null },
+    { keys: [{ id: 'real', hash: hashKey(real) }], keysFromEnv: null, realm: 'petstore', upstreamAuthorization: 'drop', bruteForce: null, registry: null },
     { env: {} },
   );
   const exchange = (authorization: string) =>

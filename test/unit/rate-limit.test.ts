@@ -23,6 +23,7 @@ const AUTH: AuthConfig = {
   realm: 'petstore',
   upstreamAuthorization: 'drop',
   bruteForce: null,
+  registry: null,
 };
 
 function config(patch: Partial<RateLimitConfig> = {}): RateLimitConfig {

@@ -23,7 +23,10 @@ import { credentialSecrets, SecretSet } from '../../core/redact.js';
 import { parseDateTime } from '../deprecation/index.js';
 import { FailureLimiter } from './brute-force.js';
 import { clientKey, clientResolver } from './client-address.js';
-import { KeyRing } from './keys.js';
+import { digestOf, KeyRing, type KeyGrant } from './keys.js';
+import { checkConnection } from '../../stores/connection-schema.js';
+import { claimsRegistryFormat, isWellFormedKey } from '../../registry/format.js';
+import { openRegistry } from '../../registry/index.js';
 import { DEFAULT_BRUTE_FORCE, schema, type AuthConfig } from './schema.js';
 
 export { hashKey, newKey, KeyRing } from './keys.js';
@@ -93,6 +96,7 @@ function check(config: AuthConfig, path: string, env: PolicyEnv): Problem[] {
   if (typeof up === 'object' && (env.env[up.fromEnv] ?? '') === '') {
     problems.push({ path: `${path}.upstreamAuthorization.fromEnv`, message: `environment variable ${up.fromEnv} is not set or empty` });
   }
+  if (config.registry != null) problems.push(...checkConnection(config.registry.redis, `${path}.registry.redis`));
   return problems;
 }
 
@@ -133,6 +137,17 @@ function create(config: AuthConfig, env: PolicyEnv) {
     headers: { 'www-authenticate': `${realm}, error="invalid_token", error_description="The access token expired"` },
   });
   const forbidden = new GatewayError('forbidden', { headers: { 'www-authenticate': `${realm}, error="insufficient_scope"` } });
+  // The registry (docs/keys.md): read from its local copy only, after the file's keys. An id in
+  // both is the file's: a run-time change must not take over a consumer the file defines.
+  const registry = config.registry == null ? undefined : openRegistry(config.registry, env.env);
+  const fileIds = new Set(config.keys.map((k) => k.id));
+  const lookup = (token: string, nowMs: number): { grant: KeyGrant; registered: boolean } | undefined => {
+    const digest = digestOf(token);
+    const own = ring.grantOfDigest(digest);
+    if (own !== undefined) return { grant: own, registered: false };
+    const reg = registry?.grant(digest, nowMs);
+    return reg === undefined || fileIds.has(reg.consumer.id) ? undefined : { grant: reg, registered: true };
+  };
 
   // Authorization reaches the upstream only as this policy sets it (src/core/headers.ts never
   // forwards the client's): `forward` sets the client's header, `drop` nothing, `fromEnv` the
@@ -166,13 +181,18 @@ function create(config: AuthConfig, env: PolicyEnv) {
         const waitMs = failures.lockedFor(address);
         if (waitMs > 0) return new GatewayError('too_many_auth_failures', { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });
       }
-      const grant = ring.grant(token);
-      if (grant === undefined) {
+      const nowMs = now();
+      // A key in the registry's format with a wrong checksum is a typo or a forgery: refused
+      // without a lookup (it still counts as a failed guess).
+      const found = claimsRegistryFormat(token) && !isWellFormedKey(token) ? undefined : lookup(token, nowMs);
+      if (found === undefined) {
         if (failures !== undefined && address !== undefined) failures.fail(address);
         return invalid;
       }
-      if (grant.expiresMs !== undefined && now() >= grant.expiresMs) return expired;
+      const grant = found.grant;
+      if (grant.expiresMs !== undefined && nowMs >= grant.expiresMs) return expired;
       if (grant.operations !== undefined && ex.operation !== undefined && !grant.operations.has(ex.operation.id)) return forbidden;
+      if (found.registered) registry?.touch(grant.consumer.id, nowMs);
       ex.keyId = grant.consumer.id;
       ex.consumer = grant.consumer;
       ex.upstreamHeaders.authorization = forward ? (header as string) : upstreamValue;

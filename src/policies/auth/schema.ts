@@ -1,6 +1,8 @@
 /** The config of the `auth` policy: its JSON Schema (with defaults) and its TypeScript type. */
 import type { OperationId } from '../../core/operations.js';
 import { HASH_PATTERN } from './keys.js';
+import { REDIS_CONNECTION_SCHEMA } from '../../stores/connection-schema.js';
+import type { RedisConnectionSettings } from '../../stores/connection-schema.js';
 
 export type UpstreamAuthorization = 'drop' | 'forward' | { readonly fromEnv: string };
 
@@ -25,6 +27,17 @@ export interface AuthConfig {
   readonly upstreamAuthorization: UpstreamAuthorization;
   /** Failed authentications per client address; null: no limit. */
   readonly bruteForce: BruteForceConfig | null;
+  /** Keys issued at run time, in Redis (docs/keys.md); null (default): none. */
+  readonly registry: RegistryPolicyConfig | null;
+}
+
+/** `auth.registry` (the registry's own type, src/registry/registry.ts, is this, as loaded). */
+export interface RegistryPolicyConfig {
+  readonly redis: RedisConnectionSettings;
+  readonly prefix: string;
+  readonly syncIntervalMs: number;
+  readonly maxStaleSeconds: number | null;
+  readonly commandTimeoutMs: number;
 }
 
 export const DEFAULT_BRUTE_FORCE: BruteForceConfig = Object.freeze({ maxFailures: 100, windowSeconds: 60 });
@@ -81,6 +94,27 @@ export const schema = {
       properties: {
         maxFailures: { type: 'integer', minimum: 1, maximum: 1000000 },
         windowSeconds: { type: 'integer', minimum: 1, maximum: 86400 },
+      },
+    },
+    registry: {
+      type: ['object', 'null'],
+      default: null,
+      additionalProperties: false,
+      required: ['redis'],
+      description:
+        'Keys issued, rotated and revoked at run time (the `keys` command, the admin API), kept in Redis as hashes and shared by every instance; null (default): none. Authentication reads a local copy, never Redis. When an id is both here and in `keys`, the policy file\'s key wins and the registry\'s is ignored. See docs/keys.md.',
+      properties: {
+        redis: REDIS_CONNECTION_SCHEMA,
+        prefix: { type: 'string', maxLength: 64, pattern: '^[^{}\\s]*$', default: 'petstore-gateway:', description: 'Prefix of the registry\'s Redis keys and channel, so several deployments can share one Redis (no braces: the keys carry a Cluster hash tag).' },
+        syncIntervalMs: { type: 'integer', minimum: 100, maximum: 600000, default: 5000, description: 'How often the local copy is checked against Redis, beside publish/subscribe (catches messages lost during a reconnection).' },
+        maxStaleSeconds: {
+          type: ['integer', 'null'],
+          minimum: 1,
+          maximum: 31536000,
+          default: 86400,
+          description: 'While Redis is away, registry keys keep working from the local copy for this long after it was last confirmed current; then they are refused until Redis is back. null: for ever.',
+        },
+        commandTimeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 1000, description: 'Longest wait for one Redis command of the registry (a sync, a change, a list); never on the request path.' },
       },
     },
     upstreamAuthorization: {

@@ -1,0 +1,215 @@
+/**
+ * `petstore-gateway keys create|list|rotate|revoke`: the key registry from the command line, the
+ * same operations as the admin API (src/ops/admin-keys.ts). The registry is the one the policy
+ * file names (`policies.auth.registry`, `--policy FILE`).
+ *
+ * A new secret is printed once, alone on one stdout line (so `KEY=$(petstore-gateway keys create
+ * ...)` captures exactly it); everything else goes to stderr. The secret is never stored or logged.
+ */
+import { parseArgs } from 'node:util';
+import { existsSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { formatProblems, loadPolicyFile } from '../config/load.js';
+import type { PolicyConfig } from '../config/types.js';
+import type { Logger } from 'pino';
+import { adminTokens, keyAdminRoutes, type AdminRoute } from '../ops/admin-keys.js';
+import { KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/registry.js';
+import { openRegistry } from '../registry/index.js';
+import { ID_PATTERN, type KeyInfo } from '../registry/records.js';
+import { describeConnection } from '../stores/connection.js';
+import { parseDateTime } from '../policies/deprecation/index.js';
+
+export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operations OP,...] [--expires RFC3339] [--policy FILE]
+       petstore-gateway keys list [--json] [--policy FILE]
+       petstore-gateway keys rotate ID [--overlap 24h] [--policy FILE]
+       petstore-gateway keys revoke ID [--policy FILE]
+
+Issue, list, rotate and revoke the keys of the key registry that the policy file names
+(policies.auth.registry); every gateway sharing it sees a change within a second.
+  create    a key for a new id; the secret is printed once, alone on one stdout line
+  list      id, created, expires, operations, last used (never a secret or a hash)
+  rotate    a new secret for the id; the old one stays valid for --overlap (default 24h; 0: ends now)
+  revoke    removes the id and all its secrets
+  --policy FILE   the policy file (default: ./policies/default.yaml, else the packaged one)
+  --operations    comma-separated operationIds the key may call (listPets, createPet, getPet)
+  --expires T     when the key stops working (RFC 3339)
+Exit codes: 0 ok, 1 registry unreachable or the change refused, 2 bad usage, 78 no registry configured.
+`;
+
+const OPERATIONS = ['listPets', 'createPet', 'getPet'];
+const DATE_TIME = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$/;
+
+/** A usage problem: the caller prints it with the command's help pointer (exit 2). */
+export class KeysUsageError extends Error {}
+
+/** `90`, `90s`, `30m`, `24h`, `7d` to seconds; undefined when not one of these. */
+export function parseDuration(text: string): number | undefined {
+  const m = /^([0-9]{1,9})([smhd]?)$/.exec(text);
+  if (m === null) return undefined;
+  const unit = { '': 1, s: 1, m: 60, h: 3600, d: 86400 }[m[2] as '' | 's' | 'm' | 'h' | 'd'];
+  const seconds = Number(m[1]) * unit;
+  return seconds <= 31536000 ? seconds : undefined;
+}
+
+function defaultPolicyFile(packageRoot: string): string {
+  const local = join(process.cwd(), 'policies', 'default.yaml');
+  return existsSync(local) ? local : join(packageRoot, 'policies', 'default.yaml');
+}
+
+const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED'];
+
+function table(keys: readonly KeyInfo[]): string {
+  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-'])];
+  const widths = HEADER.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
+  return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
+}
+
+interface Parsed {
+  readonly action: string;
+  readonly values: Record<string, string | boolean | undefined>;
+  /** '' for `list` only: every other action requires an id (parseKeysArgs). */
+  readonly id: string;
+}
+
+function parseKeysArgs(args: string[]): Parsed {
+  const [action, ...rest] = args;
+  if (action === undefined || !['create', 'list', 'rotate', 'revoke'].includes(action)) {
+    throw new KeysUsageError(action === undefined ? 'keys needs an action: create, list, rotate or revoke' : `unknown keys action '${action}'`);
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: rest,
+      allowPositionals: true,
+      strict: true,
+      options: { policy: { type: 'string' }, id: { type: 'string' }, operations: { type: 'string' }, expires: { type: 'string' }, overlap: { type: 'string' }, json: { type: 'boolean' } },
+    });
+  } catch (err) {
+    throw new KeysUsageError((err as Error).message);
+  }
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const wantsPositional = action === 'rotate' || action === 'revoke';
+  if (parsed.positionals.length > (wantsPositional ? 1 : 0)) throw new KeysUsageError(`unexpected argument '${parsed.positionals.at(-1)}'`);
+  const id = wantsPositional ? parsed.positionals[0] : (values.id as string | undefined);
+  if (action !== 'list' && id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
+  if (id !== undefined && !new RegExp(ID_PATTERN).test(id)) throw new KeysUsageError(`a key id is 1 to 64 letters, digits, '.', '_' or '-' (starting with a letter or digit), not '${id}'`);
+  return { action, values, id: id ?? '' };
+}
+
+function createInput(p: Parsed): { id: string; operations?: string[]; expires?: string } {
+  const ops = p.values.operations as string | undefined;
+  const operations = ops === undefined ? undefined : ops.split(',').map((o) => o.trim()).filter((o) => o !== '');
+  for (const o of operations ?? []) if (!OPERATIONS.includes(o)) throw new KeysUsageError(`--operations takes ${OPERATIONS.join(', ')}, not '${o}'`);
+  const expires = p.values.expires as string | undefined;
+  if (expires !== undefined && (!DATE_TIME.test(expires) || Number.isNaN(parseDateTime(expires)))) throw new KeysUsageError(`--expires must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z, not '${expires}'`);
+  return { id: p.id, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(expires === undefined ? {} : { expires }) };
+}
+
+/** Who made a change from the command line, for its audit line: the OS user and host. */
+function cliActor(): string {
+  let user = process.env.USER ?? process.env.LOGNAME ?? 'unknown';
+  try {
+    user = userInfo().username;
+  } catch {
+    // No passwd entry (a container's arbitrary uid): the environment's name stands.
+  }
+  return `cli:${user}@${hostname()}`;
+}
+
+/** The audit line of a change on stderr (the CLI has no log): who, what, which id; never the secret. */
+function audit(action: string, id: string, extra: Record<string, unknown> = {}): void {
+  process.stderr.write(JSON.stringify({ audit: 'keys', action, id, by: cliActor(), ...extra }) + '\n');
+}
+
+/** Runs one action against the registry; the exit code. */
+async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Promise<number> {
+  const out = process.stdout;
+  const err = process.stderr;
+  switch (p.action) {
+    case 'list': {
+      const keys = await registry.list();
+      out.write(p.values.json === true ? JSON.stringify({ keys }) + '\n' : table(keys));
+      return 0;
+    }
+    case 'create': {
+      const input = createInput(p);
+      if (config.policies.auth.keys.some((k) => k.id === input.id)) {
+        err.write(`petstore-gateway: '${input.id}' is a key id of the policy file, which wins over the registry; choose another id\n`);
+        return 1;
+      }
+      const made = await registry.create(input);
+      out.write(made.key + '\n');
+      audit('created', made.info.id);
+      err.write(`key '${made.info.id}' created; the secret above is shown once and stored nowhere\n`);
+      return 0;
+    }
+    case 'rotate': {
+      const text = (p.values.overlap as string | undefined) ?? String(REGISTRY_DEFAULTS.overlapSeconds);
+      const overlap = parseDuration(text);
+      if (overlap === undefined) throw new KeysUsageError(`--overlap must be a duration such as 0, 90s, 30m, 24h or 7d (at most a year), not '${text}'`);
+      const made = await registry.rotate(p.id, overlap);
+      out.write(made.key + '\n');
+      audit('rotated', p.id, { overlapSeconds: overlap });
+      err.write(`key '${p.id}' rotated; the previous secret is valid until ${made.previousValidUntil}\n`);
+      return 0;
+    }
+    default:
+      await registry.revoke(p.id);
+      audit('revoked', p.id);
+      err.write(`key '${p.id}' revoked\n`);
+      return 0;
+  }
+}
+
+/** `keys ...`: throws KeysUsageError for bad usage; returns the exit code otherwise. */
+export async function keysCommand(args: string[], packageRoot: string): Promise<number> {
+  const p = parseKeysArgs(args);
+  if (p.action === 'create') createInput(p);
+  const file = (p.values.policy as string | undefined) ?? defaultPolicyFile(packageRoot);
+  const env = { ...process.env };
+  const loaded = loadPolicyFile(file, { env }, {}, { keys: 'not-checked' });
+  if (!loaded.ok) {
+    process.stderr.write(formatProblems(file, loaded.problems) + '\n');
+    return 78;
+  }
+  const rc = loaded.config.policies.auth.registry;
+  if (rc === null) {
+    process.stderr.write(`petstore-gateway: ${file} configures no key registry (policies.auth.registry)\n`);
+    return 78;
+  }
+  const registry = new KeyRegistry(rc, { env, follow: false });
+  try {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([registry.ready, new Promise((r) => (timer = setTimeout(r, rc.redis.connectTimeoutMs + 500)))]);
+    clearTimeout(timer);
+    return await act(p, registry, loaded.config);
+  } catch (err) {
+    if (err instanceof KeysUsageError) throw err;
+    const why = err instanceof RegistryError && err.reason !== 'unavailable' ? err.message : `the key registry (${describeConnection(rc.redis)}) is not reachable; nothing was changed`;
+    process.stderr.write(`petstore-gateway: ${why}\n`);
+    return 1;
+  } finally {
+    await registry.close();
+  }
+}
+
+/**
+ * The key admin API's routes for a serving process, or undefined when no admin token is set (the
+ * routes then do not exist). Tokens are read once, at start.
+ */
+export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string, string | undefined>>, log: Logger): AdminRoute | undefined {
+  const name = config.server.admin?.tokensFromEnv ?? null;
+  const rc = config.policies.auth.registry;
+  const fileIds = new Set(config.policies.auth.keys.map((k) => k.id));
+  const tokens = adminTokens(env, name);
+  // Opened now (the auth policy shares it): the first admin request finds it connected.
+  if (tokens.length > 0 && rc !== null) openRegistry(rc, env);
+  return keyAdminRoutes({
+    tokens,
+    registry: () => (rc === null ? undefined : openRegistry(rc, env)),
+    fileIds: () => fileIds,
+    log,
+    tokenName: (n) => `${name}#${n}`,
+  });
+}

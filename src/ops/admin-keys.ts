@@ -1,0 +1,217 @@
+/**
+ * The key admin API on the admin listener (docs/keys.md): issue, rotate, revoke and list the keys
+ * of the registry. Bearer-authenticated with admin tokens (`server.admin.tokensFromEnv`), which are
+ * held as SHA-256 digests and compared in constant time against every token (no early exit); an
+ * API key is never an admin token. Without a token configured these routes do not exist (404, as
+ * any unknown admin path).
+ *
+ * - `POST /keys` {"id", "operations"?, "expires"?} -> 201 {"id", "key", "created", "expires", "operations"}
+ * - `POST /keys/{id}/rotate` {"overlapSeconds"?} -> 200 {..., "key", "previousKeyValidUntil"}
+ * - `DELETE /keys/{id}` -> 204
+ * - `GET /keys` -> 200 {"keys": [{"id", "created", "expires", "operations", "lastUsed"}]}
+ *
+ * A request is validated (Ajv) before anything changes, so bad input changes nothing. Every error is
+ * in the interface's Error shape. Each change leaves one audit line (who, what, which id), never
+ * the secret. Answers carry `Cache-Control: no-store`: a new secret must not rest in a cache.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Ajv } from 'ajv';
+import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
+import { RegistryError, REGISTRY_DEFAULTS, type KeyRegistry } from '../registry/registry.js';
+import { ID_PATTERN } from '../registry/records.js';
+import { parseDateTime } from '../policies/deprecation/index.js';
+
+const BODY_LIMIT = 16 * 1024;
+const JSON_TYPE = 'application/json; charset=utf-8';
+const REALM = 'Bearer realm="petstore-gateway-admin"';
+const DATE_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$';
+
+const CREATE_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id'],
+  properties: {
+    id: { type: 'string', pattern: ID_PATTERN },
+    operations: { type: 'array', uniqueItems: true, items: { type: 'string', enum: ['listPets', 'createPet', 'getPet'] } },
+    expires: { type: 'string', pattern: DATE_TIME },
+  },
+} as const;
+
+const ROTATE_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { overlapSeconds: { type: 'integer', minimum: 0, maximum: 31536000 } },
+} as const;
+
+const ajv = new Ajv({ allErrors: false, strict: true });
+const validCreate = ajv.compile<{ id: string; operations?: string[]; expires?: string }>(CREATE_SCHEMA);
+const validRotate = ajv.compile<{ overlapSeconds?: number }>(ROTATE_SCHEMA);
+const ID = new RegExp(ID_PATTERN);
+
+export interface KeyAdminOptions {
+  /** The admin tokens in plaintext, as the environment gives them: hashed at once, never kept. */
+  readonly tokens: readonly string[];
+  /** The registry, or undefined when the policy configures none. */
+  readonly registry: () => KeyRegistry | undefined;
+  /** Ids of the policy file's keys: the registry cannot issue one (the file's key would win). */
+  readonly fileIds: () => ReadonlySet<string>;
+  /** Where the audit lines go (info level); pino's logger fits. */
+  readonly log: AuditLog | undefined;
+  /** Names admin token n (1-based) in audit lines, e.g. `PETSTORE_ADMIN_TOKENS#2`. */
+  readonly tokenName: (n: number) => string;
+}
+
+export interface AuditLog {
+  info(fields: Record<string, unknown>, message: string): void;
+}
+
+/** Handles the request when its path is the key API's; false otherwise (the caller goes on). */
+export type AdminRoute = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean>;
+
+/** Admin tokens from an environment variable: comma-separated, blanks ignored. */
+export function adminTokens(env: Readonly<Record<string, string | undefined>>, name: string | null): string[] {
+  if (name === null) return [];
+  return (env[name] ?? '').split(',').map((t) => t.trim()).filter((t) => t !== '');
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = body === undefined ? '' : JSON.stringify(body);
+  res.writeHead(status, { 'cache-control': 'no-store', ...(body === undefined ? {} : { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(text) }) });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, err: GatewayError): void {
+  const text = renderError(err);
+  res.writeHead(err.status, { ...err.headers, 'cache-control': 'no-store', 'content-type': ERROR_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+
+/** Reads a JSON body within the limit: the value, or the error to answer. Nothing read: undefined. */
+async function readJson(req: IncomingMessage): Promise<{ value: unknown } | { error: GatewayError }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > BODY_LIMIT) return { error: new GatewayError('payload_too_large') };
+    chunks.push(chunk);
+  }
+  if (size === 0) return { value: undefined };
+  const type = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
+  if (type !== 'application/json') return { error: new GatewayError('unsupported_media_type') };
+  try {
+    return { value: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
+  } catch {
+    return { error: new GatewayError('malformed_json') };
+  }
+}
+
+function invalid(errors: ReadonlyArray<{ instancePath: string; message?: string | undefined }> | null | undefined): GatewayError {
+  const e = errors?.[0];
+  const where = e === undefined || e.instancePath === '' ? 'the body' : e.instancePath.slice(1).replace(/\//g, '.');
+  return new GatewayError('invalid_request', { message: `The request is not valid: ${where} ${e?.message ?? 'is invalid'}.` });
+}
+
+/** A RegistryError as the client sees it (the one place reasons become statuses). */
+function registryError(err: unknown): GatewayError {
+  if (!(err instanceof RegistryError)) return new GatewayError('internal_error');
+  switch (err.reason) {
+    case 'exists':
+      return new GatewayError('conflict', { message: 'A key with this id exists.' });
+    case 'conflict':
+      return new GatewayError('conflict', { message: 'The key was changed by another request at the same time; try again.' });
+    case 'unknown':
+      return new GatewayError('not_found', { message: 'No key with this id.' });
+    default:
+      return new GatewayError('service_unavailable', { message: 'The key registry (Redis) is not reachable; nothing was changed.', headers: { 'retry-after': '1' } });
+  }
+}
+
+/**
+ * The key routes; undefined when no admin token is configured (then /keys is a 404, as today).
+ *
+ * @example
+ *   const keys = keyAdminRoutes({ tokens: adminTokens(process.env, 'PETSTORE_ADMIN_TOKENS'), registry: () => reg,
+ *     fileIds: () => new Set(), log, tokenName: (n) => `PETSTORE_ADMIN_TOKENS#${n}` });
+ *   await startAdmin({ ..., routes: keys });
+ */
+export function keyAdminRoutes(options: KeyAdminOptions): AdminRoute | undefined {
+  if (options.tokens.length === 0) return undefined;
+  const digests = options.tokens.map(sha256);
+  const missing = new GatewayError('missing_api_key', { message: 'An admin token is required: send Authorization: Bearer <admin token>.', headers: { 'www-authenticate': REALM } });
+  const wrong = new GatewayError('invalid_api_key', { message: 'The admin token is not valid.', headers: { 'www-authenticate': `${REALM}, error="invalid_token"` } });
+
+  /** The 1-based number of the matching token, or 0; every token is compared, whatever matched. */
+  const who = (req: IncomingMessage): number | GatewayError => {
+    const header = req.headers.authorization;
+    if (header === undefined || header === '') return missing;
+    const m = /^bearer +(\S+)$/i.exec(header);
+    if (m === null) return wrong;
+    const presented = sha256(m[1] ?? '');
+    let found = 0;
+    digests.forEach((d, i) => {
+      if (timingSafeEqual(d, presented) && found === 0) found = i + 1;
+    });
+    return found === 0 ? wrong : found;
+  };
+
+  return async (req, res, path) => {
+    const m = /^\/keys(?:\/([^/]+)(\/rotate)?)?\/?$/.exec(path);
+    if (m === null) return false;
+    const by = who(req);
+    const answer = by instanceof GatewayError ? by : await decide(options, req, { id: m[1], rotate: m[2] !== undefined, by }).catch(registryError);
+    if (answer instanceof GatewayError) sendError(res, answer);
+    else send(res, answer.status, answer.body);
+    return true;
+  };
+}
+
+/** What a key request gets: an error, or a status and a body (none for 204). */
+type Answer = GatewayError | { readonly status: number; readonly body?: unknown };
+
+interface Target {
+  /** The path's id; undefined for /keys itself. */
+  readonly id: string | undefined;
+  readonly rotate: boolean;
+  /** The 1-based number of the admin token that authenticated the request. */
+  readonly by: number;
+}
+
+/**
+ * The decision for an authenticated key request: every check runs before the one change, so bad
+ * input changes nothing. A RegistryError it throws is mapped by `registryError`.
+ */
+async function decide(options: KeyAdminOptions, req: IncomingMessage, { id, rotate, by }: Target): Promise<Answer> {
+  const allow = id === undefined ? 'GET, POST' : rotate ? 'POST' : 'DELETE';
+  if (!allow.split(', ').includes(req.method ?? '')) return new GatewayError('method_not_allowed', { headers: { allow } });
+  const registry = options.registry();
+  if (registry === undefined) return new GatewayError('not_found', { message: 'No key registry is configured (policies.auth.registry).' });
+  if (id !== undefined && !ID.test(id)) return registryError(new RegistryError('unknown', ''));
+  const audit = (action: string, keyId: string, extra: Record<string, unknown> = {}) =>
+    options.log?.info({ audit: 'keys', action, id: keyId, by: options.tokenName(by), remoteAddress: req.socket.remoteAddress, ...extra }, `key ${action}`);
+  if (req.method === 'GET') return { status: 200, body: { keys: await registry.list() } };
+  if (id !== undefined && !rotate) {
+    await registry.revoke(id);
+    audit('revoked', id);
+    return { status: 204 };
+  }
+  const body = await readJson(req);
+  if ('error' in body) return body.error;
+  if (id === undefined) {
+    if (!validCreate(body.value)) return invalid(validCreate.errors);
+    const input = body.value;
+    if (input.expires !== undefined && Number.isNaN(parseDateTime(input.expires))) return invalid([{ instancePath: '/expires', message: 'is not a valid date' }]);
+    if (options.fileIds().has(input.id)) return new GatewayError('conflict', { message: 'This id is a key of the policy file.' });
+    const made = await registry.create(input);
+    audit('created', input.id);
+    return { status: 201, body: { ...made.info, key: made.key } };
+  }
+  const value = body.value ?? {};
+  if (!validRotate(value)) return invalid(validRotate.errors);
+  const overlap = value.overlapSeconds ?? REGISTRY_DEFAULTS.overlapSeconds;
+  const made = await registry.rotate(id, overlap);
+  audit('rotated', id, { overlapSeconds: overlap });
+  return { status: 200, body: { ...made.info, key: made.key, previousKeyValidUntil: made.previousValidUntil } };
+}

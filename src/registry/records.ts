@@ -1,0 +1,88 @@
+/**
+ * What the registry keeps in Redis per key id, and the local copy built from it. A record holds
+ * hashes only (`sha256:<hex>`, as a policy file does): the secret is shown once, at creation or
+ * rotation, and never stored.
+ */
+import type { Consumer } from '../core/policy.js';
+import type { KeyGrant } from '../policies/auth/keys.js';
+
+export interface SecretRecord {
+  /** `sha256:` and 64 lower-case hex digits. */
+  readonly hash: string;
+  /** Epoch ms after which this secret is refused (the end of a rotation's overlap); absent: none. */
+  readonly until?: number;
+}
+
+export interface KeyRecord {
+  readonly id: string;
+  /** RFC 3339. */
+  readonly created: string;
+  readonly expires?: string;
+  readonly operations?: readonly string[];
+  /** The current secret last; older ones only while their overlap lasts. */
+  readonly secrets: readonly SecretRecord[];
+}
+
+/** What `GET /keys` and `keys list` show of a key: never a secret or a hash. */
+export interface KeyInfo {
+  readonly id: string;
+  readonly created: string;
+  readonly expires: string | null;
+  readonly operations: readonly string[] | null;
+  /** RFC 3339, to the flush interval; null: not used yet. */
+  readonly lastUsed: string | null;
+}
+
+/** Registry ids: no `#` (ids from the environment are `NAME#n`), nothing a log line must escape. */
+export const ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$';
+
+/** One secret of the local copy: the grant it gives, until when. */
+export interface LocalSecret {
+  readonly grant: KeyGrant;
+  readonly untilMs: number | undefined;
+}
+
+/** A record read from Redis, or undefined when it is not one (a hand edit, another version). */
+export function parseRecord(text: string): KeyRecord | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== 'object' || v === null) return undefined;
+  const r = v as Partial<KeyRecord>;
+  if (typeof r.id !== 'string' || typeof r.created !== 'string' || !Array.isArray(r.secrets)) return undefined;
+  if (!r.secrets.every((s) => typeof s?.hash === 'string' && /^sha256:[0-9a-f]{64}$/.test(s.hash))) return undefined;
+  return r as KeyRecord;
+}
+
+/** The grant of a record, shared by its secrets (the consumer object is frozen and per key). */
+export function grantOf(record: KeyRecord): KeyGrant {
+  const consumer: Consumer = Object.freeze({
+    id: record.id,
+    expires: record.expires,
+    operations: record.operations === undefined ? undefined : Object.freeze([...record.operations]),
+  });
+  return Object.freeze({
+    expiresMs: record.expires === undefined ? undefined : Date.parse(record.expires),
+    operations: record.operations === undefined ? undefined : new Set(record.operations),
+    consumer,
+  });
+}
+
+/** The local copy's entries of a record: digest (base64 of the SHA-256) to secret. */
+export function localSecrets(record: KeyRecord): Array<[string, LocalSecret]> {
+  const grant = grantOf(record);
+  return record.secrets.map((s) => [Buffer.from(s.hash.slice('sha256:'.length), 'hex').toString('base64'), { grant, untilMs: s.until }]);
+}
+
+export function infoOf(record: KeyRecord, lastUsedMs: number | undefined): KeyInfo {
+  return {
+    id: record.id,
+    created: record.created,
+    expires: record.expires ?? null,
+    operations: record.operations === undefined ? null : [...record.operations],
+    lastUsed: lastUsedMs === undefined || !Number.isFinite(lastUsedMs) ? null : new Date(lastUsedMs).toISOString(),
+  };
+}
