@@ -11,6 +11,8 @@ import type { Policy, PolicyEnv, PolicyModule, Problem } from './core/policy.js'
 import { gatewayPolicyEnv, POLICY_MODULES, type PolicyName } from './policies/index.js';
 import { compileHeaderRules, type HeaderRules } from './core/headers.js';
 import { SecretSet } from './core/redact.js';
+import { openResponseCache, type ResponseCache } from './cache/index.js';
+import { upstreamAuthOf } from './policies/auth/index.js';
 
 export interface Gateway {
   readonly config: PolicyConfig;
@@ -67,17 +69,30 @@ export function forwardSettings(gw: Gateway): ForwardSettings {
  * The gateway in force, swapped whole on a reload (SIGHUP, --watch). Each request keeps the gateway
  * it started with, so in-flight requests finish under their policy. What the forwarding layer was
  * built from (the upstream, the listening socket) cannot change without a restart: a reload that
- * changes them is refused, and the old gateway stays. The circuit breaker belongs to the upstream
- * and outlives reloads.
+ * changes them is refused, and the old gateway stays. The circuit breaker and the response cache
+ * belong to the upstream and outlive reloads (a reload that changes `policies.cache` is refused).
  */
 export class GatewayHolder {
   private gw: Gateway;
   readonly breaker: CircuitBreaker | undefined;
+  /** The response cache in front of a URL upstream; none for the built-in backend (nothing to shield). */
+  readonly cache: ResponseCache | undefined;
 
-  constructor(initial: Gateway) {
+  /** `now`: the response cache's clock (tests move it by hand); Date.now by default. */
+  constructor(initial: Gateway, options: { readonly now?: () => number } = {}) {
     this.gw = initial;
     const cb = initial.upstream.circuitBreaker;
     this.breaker = cb === null || initial.backend !== undefined ? undefined : new CircuitBreaker(cb);
+    const policies = initial.config.policies;
+    this.cache =
+      initial.backend !== undefined
+        ? undefined
+        : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }) });
+  }
+
+  /** Closes what the holder opened (the cache's Redis connections), once the server has stopped. */
+  async close(): Promise<void> {
+    await this.cache?.store.close();
   }
 
   get current(): Gateway {
@@ -91,6 +106,9 @@ export class GatewayHolder {
       if (JSON.stringify(next.config[section]) !== JSON.stringify(this.gw.config[section])) {
         problems.push({ path: `$.${section}`, message: 'changed: this section takes effect only on a restart' });
       }
+    }
+    if (JSON.stringify(next.config.policies.cache) !== JSON.stringify(this.gw.config.policies.cache)) {
+      problems.push({ path: '$.policies.cache', message: 'changed: the cache takes effect only on a restart' });
     }
     if (problems.length === 0) this.gw = next;
     return problems;

@@ -2,6 +2,7 @@
 import type { LogConfig } from '../ops/access-log.js';
 import type { HeadersConfig } from '../core/headers.js';
 import type { AuthConfig } from '../policies/auth/index.js';
+import type { CacheConfig } from '../policies/cache/index.js';
 import type { DeprecationConfig } from '../policies/deprecation/index.js';
 import type { ListPetsConfig } from '../policies/list-pets/index.js';
 import type { ResponseContractConfig } from '../policies/response-contract/index.js';
@@ -49,6 +50,7 @@ export interface PolicyConfig {
     readonly 'new-pet': NewPetConfig;
     readonly 'upstream-errors': UpstreamErrorsConfig;
     readonly 'response-contract': ResponseContractConfig;
+    readonly cache: CacheConfig;
   };
 }
 

@@ -21,6 +21,7 @@ import type { Chain } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
 import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
+import type { ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, type OperationId } from './operations.js';
@@ -56,6 +57,8 @@ export interface GatewayView {
 export interface GatewaySource {
   readonly current: GatewayView;
   readonly breaker: CircuitBreaker | undefined;
+  /** The response cache in front of the upstream (the `cache` policy); it outlives reloads. */
+  readonly cache?: ResponseCache | undefined;
 }
 
 /** What forwarding is built from; fixed for the life of the process (a reload cannot change it). */
@@ -208,7 +211,7 @@ export class Pipeline {
     this.front = options.front;
     this.log = options.log;
     this.observer = options.observer;
-    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock);
+    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.cache);
     this.send = f.send;
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;
