@@ -3,6 +3,7 @@ import type { LogConfig } from '../ops/access-log.js';
 import type { HeadersConfig } from '../core/headers.js';
 import type { AuthConfig } from '../policies/auth/index.js';
 import type { CacheConfig } from '../policies/cache/index.js';
+import type { CorsConfig } from '../policies/cors/index.js';
 import type { DeprecationConfig } from '../policies/deprecation/index.js';
 import type { ListPetsConfig } from '../policies/list-pets/index.js';
 import type { ResponseContractConfig } from '../policies/response-contract/index.js';
@@ -42,6 +43,7 @@ export interface PolicyConfig {
   readonly headers: HeadersConfig;
   readonly log: LogConfig;
   readonly policies: {
+    readonly cors: CorsConfig;
     readonly auth: AuthConfig;
     readonly 'rate-limit': RateLimitConfig;
     readonly route: RouteConfig;

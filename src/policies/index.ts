@@ -1,6 +1,8 @@
 /**
  * The policy modules, in the order the chain runs them. This list is the only place that order is
- * written: `auth` first (an unauthenticated client learns nothing else), then `rate-limit` (per key
+ * written: `cors` first (a browser's preflight carries no credentials: it is answered before
+ * authentication, and every answer, denials included, gets its CORS fields), then `auth` (an
+ * unauthenticated client learns nothing else), then `rate-limit` (per key
  * id, so only after auth: a bad key is never counted; before `route`, so a consumer over its limit
  * is refused whatever it asks, unknown paths included), then `route`, then the
  * checks of one operation. Response phases run in the same order: `upstream-errors` makes every
@@ -11,6 +13,7 @@ import type { PolicyConfig } from '../config/types.js';
 import type { PolicyEnv, PolicyModule } from '../core/policy.js';
 import { auth, gatewaySecrets, upstreamAuthOf } from './auth/index.js';
 import { cache } from './cache/index.js';
+import { cors } from './cors/index.js';
 import { deprecation } from './deprecation/index.js';
 import { listPets } from './list-pets/index.js';
 import { newPet } from './new-pet/index.js';
@@ -29,6 +32,7 @@ export type PolicyName = keyof PolicyConfig['policies'];
 export type AnyPolicyModule = { [K in PolicyName]: PolicyModule<PolicyConfig['policies'][K], K> }[PolicyName];
 
 export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze([
+  cors,
   auth,
   rateLimit,
   route,
@@ -40,7 +44,7 @@ export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze([
   cache,
 ]);
 
-export { auth, cache, deprecation, listPets, newPet, rateLimit, responseContract, route, upstreamErrors };
+export { auth, cache, cors, deprecation, listPets, newPet, rateLimit, responseContract, route, upstreamErrors };
 
 /**
  * The environment every policy of a config is created with: `env` plus what policies need to know
