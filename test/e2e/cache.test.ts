@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import tap from 'tap';
+import { RedisCacheStore } from '../../src/cache/index.js';
 import { parsePolicy, formatProblems } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
@@ -155,7 +156,11 @@ forEachEngine(tap, async (t, engine) => {
     const cache = { ttlSeconds: { listPets: 60, getPet: 60 }, store: { redis: { url: redis.url, prefix: `t${Date.now()}:` } } };
     const a = await startCached(t, engine, up.url, cache);
     const b = await startCached(t, engine, up.url, cache);
-    const storeOf = (g: Started) => g.holder.cache!.store as unknown as { ready: Promise<void>; generation: number };
+    const storeOf = (g: Started): RedisCacheStore => {
+      const store = g.holder.cache?.store;
+      if (!(store instanceof RedisCacheStore)) throw new Error('expected the Redis store');
+      return store;
+    };
     await Promise.all([storeOf(a).ready, storeOf(b).ready]);
     const pet = await request(`${a.url}/v1/pets/42`, { headers: bearer(a.key) });
     t.equal(pet.status, 200);
