@@ -78,8 +78,8 @@ export class GatewayHolder {
   /** The response cache in front of a URL upstream; none for the built-in backend (nothing to shield). */
   readonly cache: ResponseCache | undefined;
 
-  /** `now`: the response cache's clock (tests move it by hand); Date.now by default. */
-  constructor(initial: Gateway, options: { readonly now?: () => number } = {}) {
+  /** `now`: the response cache's clock (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
+  constructor(initial: Gateway, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } } = {}) {
     this.gw = initial;
     const cb = initial.upstream.circuitBreaker;
     this.breaker = cb === null || initial.backend !== undefined ? undefined : new CircuitBreaker(cb);
@@ -87,7 +87,7 @@ export class GatewayHolder {
     this.cache =
       initial.backend !== undefined
         ? undefined
-        : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }) });
+        : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
   }
 
   /** Closes what the holder opened (the cache's Redis connections), once the server has stopped. */

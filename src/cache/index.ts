@@ -34,7 +34,8 @@ export function openResponseCache(config: CacheConfig, options: CacheOptions): R
     ttlMs: { listPets: config.ttlSeconds.listPets * 1000, getPet: config.ttlSeconds.getPet * 1000 },
     staleMs: config.staleIfErrorSeconds * 1000,
     sharedCredential: options.sharedCredential,
-    maxEntryBytes: Math.min(options.maxEntryBytes, config.maxBytes),
+    // Held whole up to the upstream's buffering cap; the memory store refuses what exceeds maxBytes.
+    maxEntryBytes: options.maxEntryBytes,
     now,
     flights: new Map(),
     counts,

@@ -303,7 +303,7 @@ async function serve(args: string[]): Promise<number> {
     }
     return superviseWorkers({ workers, env, log, onListening: (banner) => printBanner(`${banner} with ${workers} workers`, ephemeral, undefined) });
   }
-  const holder = new GatewayHolder(createGateway(config, { env, log }));
+  const holder = new GatewayHolder(createGateway(config, { env, log }), { log });
   const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, cacheCounts: () => holder.cache?.counts });
   const running = await startEngine(engine, holder, log, ops.observer);
   const { host, port, shutdownGraceMs } = config.server;
