@@ -89,6 +89,8 @@ forEachEngine(tap, async (t, engine) => {
     t.same(hit.raw, answers[0]!.raw, 'a hit is byte-identical to the miss');
     t.match(hit.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/);
     t.match(hit.headers.age, /^\d+$/, 'Age on a hit');
+    t.equal(hit.headers.deprecation, answers[0]!.headers.deprecation, 'getPet\'s deprecation fields on a hit as on the miss');
+    t.ok(hit.headers.deprecation !== undefined && hit.headers.sunset !== undefined);
     t.equal(hit.headers['content-type'], answers[0]!.headers['content-type']);
     t.same((await up.calls())['GET /v1/pets/42'], 1, 'the hit made no call');
     t.equal(counts.hit, 1);
@@ -118,14 +120,32 @@ forEachEngine(tap, async (t, engine) => {
     const same = await request(`${gw.url}/v1/pets?limit=20&junk=1`, { headers: h });
     t.match(same.headers['cache-status'], /; hit;/, 'limit made explicit, an unknown parameter dropped: the same key');
     t.same(same.raw, first.raw);
-    await request(`${gw.url}/v1/pets?status=sold&limit=5`, { headers: h });
+    const sold = await request(`${gw.url}/v1/pets?status=sold&limit=5`, { headers: h });
     const swapped = await request(`${gw.url}/v1/pets?limit=5&status=sold`, { headers: h });
     t.match(swapped.headers['cache-status'], /; hit;/, 'parameter order does not matter');
+    // The upstream ignores the filter; the response phase applies it to the hit as to the miss.
+    t.equal(swapped.body, '[{"id":1,"name":"a","categoryId":3,"status":"sold"}]', 'the hit is filtered like the miss');
+    t.same(swapped.raw, sold.raw);
     const created = await request(`${gw.url}/v1/pets`, { method: 'POST', headers: { ...h, 'content-type': 'application/json' }, body: '{"name":"new","categoryId":1}' });
     t.equal(created.status, 201);
     const after = await request(`${gw.url}/v1/pets`, { headers: h });
     t.match(after.headers['cache-status'], /fwd=uri-miss/, 'after createPet the list is asked again');
     t.equal((await up.calls())['GET /v1/pets?limit=20'], 2);
+  });
+
+  t.test('the rate limit counts hits', async (t) => {
+    const up = await startUpstream(t, 1);
+    // Its own key id per engine: the rate limit's memory store is one per process.
+    const keysFromEnv = `CACHE_KEYS_${engine.replace(/\W/g, '_').toUpperCase()}`;
+    const key = testKey();
+    const text = policyText({ upstream: { url: up.url }, policies: { auth: { keysFromEnv }, 'rate-limit': { limit: 2, windowSeconds: 3600 }, cache: { ttlSeconds: { getPet: 60 } } } });
+    const loaded = parsePolicy(text, { env: { [keysFromEnv]: key } });
+    if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
+    const { url } = await listenEngine(t, engine, new GatewayHolder(createGateway(loaded.config, { env: { [keysFromEnv]: key } })));
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await request(`${url}/v1/pets/42`, { headers: bearer(key) })).status);
+    t.same(statuses, [200, 200, 429], 'the third request, a hit, is refused');
+    t.equal((await up.calls())['GET /v1/pets/42'], 1);
   });
 
   t.test('stale-if-error: a dead upstream is answered from the stale copy within the window, 502 after', async (t) => {
