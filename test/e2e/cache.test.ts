@@ -206,6 +206,24 @@ forEachEngine(tap, async (t, engine) => {
 
 
 
+forEachEngine(tap, async (t, engine) => {
+  t.test('a Redis store that dies: every request is answered by the upstream, none hangs', async (t) => {
+    const redis = await startRedis();
+    t.teardown(() => redis.stop());
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60 }, store: { redis: { url: redis.url } } });
+    const store = gw.holder.cache?.store;
+    if (store instanceof RedisCacheStore) await store.ready;
+    t.equal((await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key) })).status, 200);
+    await redis.kill();
+    const started = Date.now();
+    const after = await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key), timeoutMs: 5000 });
+    t.equal(after.status, 200, 'answered from the upstream');
+    t.match(after.headers['cache-status'], /fwd=uri-miss/);
+    t.ok(Date.now() - started < 3000, 'without waiting for Redis');
+  });
+});
+
 // parity: the 5xx rule is the cache layer's alone; every engine's transport failures are covered above
 tap.test('stale-if-error on a 5xx answer', async (t) => {
   const up = await startUpstream(t, 1);
