@@ -96,6 +96,20 @@ forEachEngine(tap, async (t, engine) => {
     t.equal(counts.hit, 1);
   });
 
+  t.test('a private answer is never handed to the requests that waited for it: they send their own', async (t) => {
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60 } });
+    const counts = gw.holder.cache!.counts;
+    await up.post('/__hold');
+    const all = Array.from({ length: 5 }, () => request(`${gw.url}/v1/pets/7`, { headers: bearer(gw.key), timeoutMs: 10_000 }));
+    await waitFor('4 requests waiting on the one call', () => counts.miss === 1 && counts.coalesced === 4);
+    await up.post('/__release');
+    const answers = await Promise.all(all);
+    t.ok(answers.every((r) => r.status === 200), 'every request answered');
+    t.equal((await up.calls())['GET /v1/pets/7'], 5, 'one upstream call per request');
+    t.notOk(answers.some((r) => /collapsed|stored/.test(String(r.headers['cache-status']))), 'none shared, none stored');
+  });
+
   t.test('what is not stored: private, no-store, errors; what a hit still gets: authentication', async (t) => {
     const up = await startUpstream(t, 1);
     const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60, listPets: 60 } });

@@ -153,6 +153,14 @@ class Subscriber extends Wrapper {
   flight: Flight | undefined = undefined;
   private started = false;
 
+  constructor(
+    handler: ForwardHandler,
+    /** Its own request: a transport may work through the front's request object (`native`). */
+    readonly request: UpstreamRequest,
+  ) {
+    super(handler);
+  }
+
   /** Starts the handler once; a later call of its own only replaces the control. */
   override onStart(control: UpstreamControl | undefined): void {
     if (this.started) {
@@ -280,7 +288,7 @@ export class Flight implements ForwardHandler {
     this.subs.length = 0;
     for (const sub of rest) {
       sub.flight = undefined;
-      this.next(this.request, sub);
+      this.next(sub.request, sub);
     }
     if (first === undefined) {
       this.control?.abort();
@@ -373,7 +381,7 @@ export function responseCache(cache: ResponseCache, breaker: CircuitBreaker | un
         if (request.operation === 'createPet' && cache.ttlMs.listPets > 0) return next(request, new CreateWatch(handler, cache));
         return next(request, handler);
       }
-      const sub = new Subscriber(handler);
+      const sub = new Subscriber(handler, request);
       sub.onStart(undefined);
       const found = cache.store.get(key);
       if (!(found instanceof Promise)) return lookup(cache, breaker, next, request, key, sub, found);
