@@ -110,6 +110,25 @@ forEachEngine(tap, async (t, engine) => {
     t.notOk(answers.some((r) => /collapsed|stored/.test(String(r.headers['cache-status']))), 'none shared, none stored');
   });
 
+  t.test('the first client leaves: the requests that waited still get the answer', async (t) => {
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60 } });
+    const counts = gw.holder.cache!.counts;
+    await up.post('/__hold');
+    const first = request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key), timeoutMs: 500 }).then(
+      () => 'answered',
+      () => 'left',
+    );
+    await waitFor('the first request in flight', () => counts.miss === 1);
+    const second = request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key), timeoutMs: 10_000 });
+    await waitFor('the second request waiting', () => counts.coalesced === 1);
+    t.equal(await first, 'left', 'the first client hung up');
+    await up.post('/__release');
+    const r = await second;
+    t.equal(r.status, 200, 'the waiting request is answered');
+    t.match(r.body, /9007199254740993/);
+  });
+
   t.test('what is not stored: private, no-store, errors; what a hit still gets: authentication', async (t) => {
     const up = await startUpstream(t, 1);
     const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60, listPets: 60 } });

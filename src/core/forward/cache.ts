@@ -227,7 +227,8 @@ export class Flight implements ForwardHandler {
     private readonly cache: ResponseCache,
     private readonly key: string,
     private readonly op: 'listPets' | 'getPet',
-    private readonly request: UpstreamRequest,
+    /** The request the call was sent with: the first subscriber's, until that one leaves. */
+    private request: UpstreamRequest,
     private readonly next: Send,
     /** The stale copy, when there is one still within the stale-if-error window. */
     private readonly stale: CacheEntry | undefined,
@@ -238,7 +239,12 @@ export class Flight implements ForwardHandler {
     this.subs.push(sub);
   }
 
-  /** A subscriber's client left: when nobody waits any more, the call is abandoned. */
+  /**
+   * A subscriber's client left: when nobody waits any more, the call is abandoned. When the one
+   * whose request the call was sent with leaves, the call is sent again with the next one's: a
+   * transport that works through the front's request object (http-proxy-3, reply-from) ends its
+   * call with that client, and the others would wait for an answer that never comes.
+   */
   leave(sub: Subscriber, reason?: AbortReason): void {
     const i = this.subs.indexOf(sub);
     if (i >= 0) this.subs.splice(i, 1);
@@ -247,10 +253,22 @@ export class Flight implements ForwardHandler {
       this.control?.abort(reason);
       return;
     }
-    if (this.subs.length === 0 && this.mode === 'pending') {
-      this.end();
-      this.control?.abort(reason);
+    if (this.mode !== 'pending' && this.mode !== 'store') return;
+    const heir = this.subs[0];
+    if (heir === undefined) {
+      if (this.mode === 'pending') {
+        this.end();
+        this.control?.abort(reason);
+      }
+      return;
     }
+    if (sub.request !== this.request) return;
+    const old = this.control;
+    this.control = undefined;
+    this.mode = 'pending';
+    this.request = heir.request;
+    old?.abort('abandoned');
+    this.next(this.request, this);
   }
 
   private end(): void {
