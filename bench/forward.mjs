@@ -30,6 +30,7 @@
 //                         end (BENCH_REDIS_SERVER names the binary; fails if there is none); the
 //                         deprecation report is in Redis too, as `serve` keeps it
 //   fastify, http-proxy-3 the other engines, ops on, memory rate limit
+//   cached                engine undici, ops on, the response cache (memory store; repeated requests hit)
 //   monitor               undici + response-contract monitor
 //   builtin, builtin-fastify, builtin-http-proxy-3   the built-in backend, ops on, memory rate limit
 // Every gateway target but baseline is checked before it is measured: getPet answers with (or,
@@ -72,6 +73,8 @@ export const TARGETS = {
   },
   fastify: { name: 'gateway, engine fastify', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'fastify') },
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'http-proxy-3') },
+  // The response cache (policies.cache, memory store): one request repeated per route, so hits.
+  cached: { name: 'gateway, engine undici, response cache', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--cache', 'on') },
   monitor: { name: 'gateway, undici + response-contract monitor', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--contract', 'monitor') },
   builtin: { name: 'gateway, built-in backend (undici)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'undici') },
   'builtin-fastify': { name: 'gateway, built-in backend (fastify)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'fastify') },

@@ -11,6 +11,8 @@ import type { Policy, PolicyEnv, PolicyModule, Problem } from './core/policy.js'
 import { gatewayPolicyEnv, POLICY_MODULES, type PolicyName } from './policies/index.js';
 import { compileHeaderRules, type HeaderRules } from './core/headers.js';
 import { SecretSet } from './core/redact.js';
+import { openResponseCache, type ResponseCache } from './cache/index.js';
+import { upstreamAuthOf } from './policies/auth/index.js';
 
 export interface Gateway {
   readonly config: PolicyConfig;
@@ -67,8 +69,8 @@ export function forwardSettings(gw: Gateway): ForwardSettings {
  * The gateway in force, swapped whole on a reload (SIGHUP, --watch). Each request keeps the gateway
  * it started with, so in-flight requests finish under their policy. What the forwarding layer was
  * built from (the upstream, the listening socket) cannot change without a restart: a reload that
- * changes them is refused, and the old gateway stays. The circuit breaker belongs to the upstream
- * and outlives reloads.
+ * changes them is refused, and the old gateway stays. The circuit breaker and the response cache
+ * belong to the upstream and outlive reloads (a reload that changes `policies.cache` is refused).
  */
 /**
  * What a reload cannot change: the sections read once at start (the listening socket, the upstream
@@ -81,17 +83,34 @@ export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): P
       problems.push({ path: `$.${section}`, message: 'changed: this section takes effect only on a restart' });
     }
   }
+  // The cache (its store, its bound) is built once and outlives reloads, as the breaker does.
+  if (JSON.stringify(next.policies.cache) !== JSON.stringify(current.policies.cache)) {
+    problems.push({ path: '$.policies.cache', message: 'changed: the cache takes effect only on a restart' });
+  }
   return problems;
 }
 
 export class GatewayHolder {
   private gw: Gateway;
   readonly breaker: CircuitBreaker | undefined;
+  /** The response cache in front of a URL upstream; none for the built-in backend (nothing to shield). */
+  readonly cache: ResponseCache | undefined;
 
-  constructor(initial: Gateway) {
+  /** `now`: the response cache's clock (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
+  constructor(initial: Gateway, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } } = {}) {
     this.gw = initial;
     const cb = initial.upstream.circuitBreaker;
     this.breaker = cb === null || initial.backend !== undefined ? undefined : new CircuitBreaker(cb);
+    const policies = initial.config.policies;
+    this.cache =
+      initial.backend !== undefined
+        ? undefined
+        : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
+  }
+
+  /** Closes what the holder opened (the cache's Redis connections), once the server has stopped. */
+  async close(): Promise<void> {
+    await this.cache?.store.close();
   }
 
   get current(): Gateway {

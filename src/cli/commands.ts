@@ -439,8 +439,8 @@ interface ProcessState {
 async function serveProcess(s: ServeSetup): Promise<number> {
   const { log, config } = s;
   const state: ProcessState = { phase: 'starting', admin: undefined };
-  const holder = new GatewayHolder(createGateway(config, { env: s.env, log }));
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config });
+  const holder = new GatewayHolder(createGateway(config, { env: s.env, log }), { log });
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts });
   const running = await startEngine(s.engine, holder, log, ops.observer);
   registerCertificateGauge(ops.metrics.registry, running.server);
   // A start that fails leaves nothing open behind it: the process must end (main.ts), not idle.

@@ -2,6 +2,8 @@
 import type { LogConfig } from '../ops/access-log.js';
 import type { HeadersConfig } from '../core/headers.js';
 import type { AuthConfig } from '../policies/auth/index.js';
+import type { CacheConfig } from '../policies/cache/index.js';
+import type { CorsConfig } from '../policies/cors/index.js';
 import type { DeprecationConfig } from '../policies/deprecation/index.js';
 import type { ListPetsConfig } from '../policies/list-pets/index.js';
 import type { ResponseContractConfig } from '../policies/response-contract/index.js';
@@ -75,6 +77,7 @@ export interface PolicyConfig {
   readonly headers: HeadersConfig;
   readonly log: LogConfig;
   readonly policies: {
+    readonly cors: CorsConfig;
     readonly auth: AuthConfig;
     readonly 'rate-limit': RateLimitConfig;
     readonly route: RouteConfig;
@@ -83,6 +86,7 @@ export interface PolicyConfig {
     readonly 'new-pet': NewPetConfig;
     readonly 'upstream-errors': UpstreamErrorsConfig;
     readonly 'response-contract': ResponseContractConfig;
+    readonly cache: CacheConfig;
   };
 }
 

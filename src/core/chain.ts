@@ -4,7 +4,7 @@
  */
 import type { GatewayError } from './errors.js';
 import { matchRoute, splitTarget } from './operations.js';
-import type { Decision, Exchange, Policy, RequestHead, ResponseBody, UpstreamResponse } from './policy.js';
+import { LocalReply, type Decision, type Exchange, type Policy, type RequestDecision, type RequestHead, type ResponseBody, type UpstreamResponse } from './policy.js';
 
 /**
  * Response phases run in the same order as request phases: `upstream-errors` turns a non-2xx into
@@ -49,7 +49,7 @@ export class Chain {
    * every policy is; a policy that must wait (shared state) returns a promise, and the rest of the
    * chain runs once it settles: then the result is a promise of the decision.
    */
-  decide(ex: Exchange, from = 0): Decision | Promise<Decision> {
+  decide(ex: Exchange, from = 0): RequestDecision | Promise<RequestDecision> {
     if (from === 0) for (const p of this.annotators) p.annotate!(ex);
     const list = this.onRequest;
     for (let i = from; i < list.length; i++) {
@@ -59,11 +59,11 @@ export class Chain {
         const name = list[i]!.name;
         return d.then((r) => {
           if (r === undefined) return this.decide(ex, i + 1);
-          ex.deniedBy = name;
+          if (!(r instanceof LocalReply)) ex.deniedBy = name;
           return r;
         });
       }
-      ex.deniedBy = list[i]!.name;
+      if (!(d instanceof LocalReply)) ex.deniedBy = list[i]!.name;
       return d;
     }
     return undefined;
@@ -73,10 +73,11 @@ export class Chain {
    * Starts an exchange and runs every policy's request phase; `error` is the first denial. For
    * synchronous policies only (unit tests and tools); the exchange uses `open` and `decide`.
    */
-  begin(head: RequestHead): { ex: Exchange; error: GatewayError | undefined } {
+  begin(head: RequestHead): { ex: Exchange; error: GatewayError | undefined; reply?: LocalReply } {
     const ex = this.open(head);
     const d = this.decide(ex);
     if (d instanceof Promise) throw new Error('Chain.begin: a policy decided asynchronously; use decide()');
+    if (d instanceof LocalReply) return { ex, error: undefined, reply: d };
     return { ex, error: d };
   }
 

@@ -21,10 +21,11 @@ import type { Chain } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
 import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
+import type { ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, type OperationId } from './operations.js';
-import type { Exchange, HeaderValue, RequestHead, ResponseBody } from './policy.js';
+import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
 import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamRequest } from './upstream.js';
 
@@ -56,6 +57,8 @@ export interface GatewayView {
 export interface GatewaySource {
   readonly current: GatewayView;
   readonly breaker: CircuitBreaker | undefined;
+  /** The response cache in front of the upstream (the `cache` policy); it outlives reloads. */
+  readonly cache?: ResponseCache | undefined;
 }
 
 /** What forwarding is built from; fixed for the life of the process (a reload cannot change it). */
@@ -210,7 +213,7 @@ export class Pipeline {
     this.front = options.front;
     this.log = options.log;
     this.observer = options.observer;
-    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock);
+    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.cache);
     this.send = f.send;
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;
@@ -342,7 +345,7 @@ export class ActiveRequest implements ForwardHandler {
     } catch (err) {
       return this.crash(err, 'request id');
     }
-    let d: GatewayError | undefined | Promise<GatewayError | undefined>;
+    let d: RequestDecision | Promise<RequestDecision>;
     try {
       d = this.chain.decide(this.ex);
     } catch (err) {
@@ -375,10 +378,10 @@ export class ActiveRequest implements ForwardHandler {
     up.tracestate = trace.tracestate ?? null;
   }
 
-  private decided(d: GatewayError | undefined): void {
+  private decided(d: RequestDecision): void {
     if (d !== undefined) {
       this.pipeline.front.discard(this);
-      return this.sendError(d);
+      return d instanceof LocalReply ? this.reply(d) : this.sendError(d);
     }
     if (this.res.destroyed) return; // the client left while a policy was deciding
     try {
@@ -591,6 +594,18 @@ export class ActiveRequest implements ForwardHandler {
     this.bytesOut = body.length;
     res.writeHead(status, headers);
     endWith(res, body);
+  }
+
+  /** Answers a policy's local reply: its status, no body, the exchange's own headers and its own. */
+  private reply(r: LocalReply): void {
+    const res = this.res;
+    if (res.headersSent || res.destroyed) return;
+    const headers = assignHeaders(assignHeaders({}, this.ex.responseHeaders), r.headers);
+    // RFC 9110 section 8.6: no Content-Length in a 204; any other status says its empty body.
+    if (r.status !== 204) headers['content-length'] = 0;
+    this.status = r.status;
+    res.writeHead(r.status, headers);
+    res.end();
   }
 
   /** Answers `err` in the Error shape with the exchange's own headers (e.g. deprecation). */

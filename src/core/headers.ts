@@ -109,6 +109,9 @@ export const DEFAULT_RESPONSE_ALLOW = [
   'retry-after',
   'vary',
   'content-language',
+  // Caching metadata (RFC 9111 section 5.1, RFC 9211): the response cache layer sets both.
+  'age',
+  'cache-status',
 ] as const;
 
 /** A header field name (RFC 9110 section 5.1: a token). */

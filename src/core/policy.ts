@@ -3,7 +3,9 @@
  *
  * Shaped after Envoy's HTTP filters and Kong's plugin phases: the config of a policy is checked
  * once and frozen; per request a policy only returns a decision: `undefined` to continue, or a
- * GatewayError to stop the chain with that error. Policies never throw and never write to a socket.
+ * GatewayError to stop the chain with that error, or (request phase only) a `LocalReply`: a
+ * non-error answer the gateway gives itself, as Envoy's local reply (a CORS preflight). Policies
+ * never throw and never write to a socket.
  */
 import type { GatewayError } from './errors.js';
 import type { Operation, RouteMatch } from './operations.js';
@@ -74,6 +76,21 @@ export interface Consumer {
 export type Decision = GatewayError | undefined;
 
 /**
+ * A request-phase decision to answer without the upstream and without an error: a status with no
+ * body (e.g. 204), its own fields added to the exchange's response headers (the request id, CORS).
+ * Not a denial: nothing is counted as a rejection.
+ */
+export class LocalReply {
+  constructor(
+    readonly status: number,
+    readonly headers: Readonly<Record<string, string>>,
+  ) {}
+}
+
+/** What the request phase may decide: continue, deny, or answer locally. */
+export type RequestDecision = Decision | LocalReply;
+
+/**
  * An upstream response on its way to the client. The response phase polices what an upstream
  * sends; the built-in reference backend is not an upstream (its answers conform by construction)
  * and does not go through it.
@@ -106,7 +123,7 @@ export interface Policy {
    * Runs once the request line and headers are known, before any body is read. A policy that must
    * ask shared state (a Redis rate limit) returns a promise; every other stays synchronous.
    */
-  onRequest?(ex: Exchange): Decision | Promise<Decision>;
+  onRequest?(ex: Exchange): RequestDecision | Promise<RequestDecision>;
   /** Runs on the complete raw body of an operation that has one, before it is forwarded. */
   onBody?(ex: Exchange, body: Buffer): Decision;
   /**

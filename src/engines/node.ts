@@ -34,7 +34,7 @@ export function nodeEngine(
   const gw = holder.current;
   const upstream = gw.backend !== undefined ? builtinUpstream(gw.backend) : transport(gw.upstreamOrigin!, gw);
   const { handler } = createNodeHandler({ gateways: holder, upstream, settings: forwardSettings(gw), log: options.log, observer: options.observer });
-  return { handler, upstream, holder, close: () => upstream.close() };
+  return { handler, upstream, holder, close: () => Promise.all([upstream.close(), holder.close()]).then(() => undefined) };
 }
 
 /** The standalone server of a node engine: stops accepting, lets in-flight requests finish, closes the transport. */

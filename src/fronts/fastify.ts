@@ -122,7 +122,9 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
   const upstream = gw.backend !== undefined ? builtinUpstream(gw.backend) : replyFromUpstream();
   const pipeline = new Pipeline({ gateways: holder, upstream, settings: forwardSettings(gw), front: hooks, log: opts.log ?? app.log, observer: opts.observer });
   app.decorate('petstoreGateway', { pipeline });
-  app.addHook('onClose', async () => upstream.close());
+  app.addHook('onClose', async () => {
+    await Promise.all([upstream.close(), holder.close()]);
+  });
 
   // The plugin owns /v1: a host route there would be served without authentication.
   app.addHook('onRoute', (route) => {

@@ -135,6 +135,8 @@ export interface OpsOptions {
   readonly log: Logger;
   /** Whether the circuit breaker is open now. */
   readonly breakerOpen: () => boolean;
+  /** The response cache's counts, when there is a cache. */
+  readonly cacheCounts?: () => Readonly<Record<'hit' | 'miss' | 'stale' | 'coalesced', number>> | undefined;
   /** Prometheus default process metrics; off in tests that start many gateways. */
   readonly defaultMetrics?: boolean;
   /**
@@ -174,6 +176,7 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
   const deprecated = deprecatedNow();
   const metrics = new GatewayMetrics({
     breakerOpen: options.breakerOpen,
+    cacheCounts: options.cacheCounts,
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,

@@ -100,6 +100,8 @@ export interface GatewayMetricsOptions {
   readonly breakerOpen?: () => boolean;
   /** How many store commands failed so far (Redis away, ...); read at each scrape. */
   readonly storeErrors?: () => number;
+  /** The response cache's counts of hits, misses, stale answers and coalesced requests; read at each scrape. */
+  readonly cacheCounts?: () => Readonly<Record<'hit' | 'miss' | 'stale' | 'coalesced', number>> | undefined;
   /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
   readonly logDropped?: () => number;
   /** Operations whose calls are counted per consumer (default: getPet, deprecated by the interface). */
@@ -222,6 +224,19 @@ export class GatewayMetrics implements ExchangeObserver {
       'Log lines (access lines and operator messages) dropped because the log destination held its most unwritten bytes (64 MiB).',
       options.logDropped,
     );
+
+    const cacheCounts = options.cacheCounts;
+    new Counter({
+      name: 'petstore_gateway_cache_requests_total',
+      help: 'Cacheable requests by what the response cache did: hit, miss (one upstream call), stale (a stale copy answered for a failing upstream), coalesced (waited for an identical miss).',
+      labelNames: ['result'],
+      registers: [registry],
+      collect() {
+        const counts = cacheCounts?.();
+        this.reset();
+        for (const result of ['hit', 'miss', 'stale', 'coalesced'] as const) this.inc({ result }, counts?.[result] ?? 0);
+      },
+    });
 
     if (options.defaultMetrics !== false) {
       collectDefaultMetrics({ register: registry, ...(options.defaultMetricsPrefix === undefined ? {} : { prefix: options.defaultMetricsPrefix }) });

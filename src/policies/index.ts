@@ -1,14 +1,19 @@
 /**
  * The policy modules, in the order the chain runs them. This list is the only place that order is
- * written: `auth` first (an unauthenticated client learns nothing else), then `rate-limit` (per key
+ * written: `cors` first (a browser's preflight carries no credentials: it is answered before
+ * authentication, and every answer, denials included, gets its CORS fields), then `auth` (an
+ * unauthenticated client learns nothing else), then `rate-limit` (per key
  * id, so only after auth: a bad key is never counted; before `route`, so a consumer over its limit
  * is refused whatever it asks, unknown paths included), then `route`, then the
  * checks of one operation. Response phases run in the same order: `upstream-errors` makes every
- * non-2xx the Error shape, then `list-pets` and `response-contract` look at 2xx bodies. The name of each module is its key under `policies:` in a policy file.
+ * non-2xx the Error shape, then `list-pets` and `response-contract` look at 2xx bodies. `cache` takes no decision (its
+ * layer is in src/core/forward), so its place in the list does not matter. The name of each module is its key under `policies:` in a policy file.
  */
 import type { PolicyConfig } from '../config/types.js';
 import type { PolicyEnv, PolicyModule } from '../core/policy.js';
 import { auth, gatewaySecrets, upstreamAuthOf } from './auth/index.js';
+import { cache } from './cache/index.js';
+import { cors } from './cors/index.js';
 import { deprecation } from './deprecation/index.js';
 import { listPets } from './list-pets/index.js';
 import { newPet } from './new-pet/index.js';
@@ -27,6 +32,7 @@ export type PolicyName = keyof PolicyConfig['policies'];
 export type AnyPolicyModule = { [K in PolicyName]: PolicyModule<PolicyConfig['policies'][K], K> }[PolicyName];
 
 export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze([
+  cors,
   auth,
   rateLimit,
   route,
@@ -35,9 +41,10 @@ export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze([
   newPet,
   upstreamErrors,
   responseContract,
+  cache,
 ]);
 
-export { auth, deprecation, listPets, newPet, rateLimit, responseContract, route, upstreamErrors };
+export { auth, cache, cors, deprecation, listPets, newPet, rateLimit, responseContract, route, upstreamErrors };
 
 /**
  * The environment every policy of a config is created with: `env` plus what policies need to know

@@ -25,6 +25,8 @@ import type { LOG_SCHEMA, LogConfig } from '../../src/ops/access-log.js';
 import type { HEADERS_SCHEMA, SERVER_ADMIN_SCHEMA, SERVER_SCHEMA, UPSTREAM_SCHEMA } from '../../src/config/schema.js';
 import type { HeadersConfig, PolicyConfig, ServerConfig, UpstreamConfig } from '../../src/config/types.js';
 import type { schema as authSchema, AuthConfig } from '../../src/policies/auth/schema.js';
+import type { schema as cacheSchema, CacheConfig } from '../../src/policies/cache/schema.js';
+import type { schema as corsSchema, CorsConfig } from '../../src/policies/cors/schema.js';
 import type { schema as deprecationSchema, DeprecationConfig } from '../../src/policies/deprecation/schema.js';
 import type { schema as listPetsSchema, ListPetsConfig } from '../../src/policies/list-pets/schema.js';
 import type { schema as newPetSchema, NewPetConfig } from '../../src/policies/new-pet/schema.js';
@@ -62,6 +64,8 @@ agree<Agree<ResponseContractConfig, Schema<typeof responseContractSchema>>>();
 agree<Identical<keyof Schema<typeof routeSchema>, never>>();
 agree<RouteConfig extends Schema<typeof routeSchema> ? true : false>();
 agree<Agree<UpstreamErrorsConfig, Schema<typeof upstreamErrorsSchema>>>();
+agree<Agree<CacheConfig, Schema<typeof cacheSchema>>>();
+agree<Agree<CorsConfig, Schema<typeof corsSchema>>>();
 
 agree<Agree<UpstreamConfig, Schema<typeof UPSTREAM_SCHEMA>>>();
 agree<Agree<ServerConfig, Schema<typeof SERVER_SCHEMA>>>();
@@ -79,7 +83,7 @@ agree<Not<Agree<Omit<NewPetConfig, 'maxBytes'> & { readonly maxBytes?: number },
 agree<Not<Agree<{ readonly mode: 'off' | 'monitor' | 'enforce' | 'strict' }, Schema<typeof responseContractSchema>>>>();
 
 // Every policy module's section is covered above (a new module must add its line).
-type Covered = 'auth' | 'deprecation' | 'list-pets' | 'new-pet' | 'rate-limit' | 'response-contract' | 'route' | 'upstream-errors';
+type Covered = 'auth' | 'cache' | 'cors' | 'deprecation' | 'list-pets' | 'new-pet' | 'rate-limit' | 'response-contract' | 'route' | 'upstream-errors';
 agree<Identical<Covered, keyof PolicyConfig['policies']>>();
 
 t.pass('compiled: every config interface agrees with its JSON Schema (checked by tsc -p tsconfig.test.json)');

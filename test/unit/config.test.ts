@@ -77,6 +77,14 @@ const DEFAULTS = {
       maxBodyBytes: 4096,
     },
     'response-contract': { mode: 'enforce', unknownFields: 'drop' },
+    cors: {
+      origins: [],
+      credentials: false,
+      maxAgeSeconds: 600,
+      exposeHeaders: ['X-Request-Id', 'RateLimit', 'RateLimit-Policy', 'Deprecation', 'Sunset', 'Link', 'Retry-After', 'Cache-Status', 'Age'],
+      allowHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'traceparent', 'tracestate'],
+    },
+    cache: { ttlSeconds: { listPets: 0, getPet: 0 }, maxBytes: 67108864, staleIfErrorSeconds: 0, store: 'memory' },
   },
 };
 
@@ -633,7 +641,7 @@ t.test('schema/policy.schema.json is the output of policyFileSchema()', async (t
 
 t.test('policyFileSchema lists every policy module with a default', async (t) => {
   const s = policyFileSchema() as { properties: { policies: { properties: Record<string, { default?: unknown }> } } };
-  t.strictSame(Object.keys(s.properties.policies.properties), ['auth', 'rate-limit', 'route', 'deprecation', 'list-pets', 'new-pet', 'upstream-errors', 'response-contract']);
+  t.strictSame(Object.keys(s.properties.policies.properties), ['cors', 'auth', 'rate-limit', 'route', 'deprecation', 'list-pets', 'new-pet', 'upstream-errors', 'response-contract', 'cache']);
   t.strictSame(Object.keys(s.properties.policies.properties), POLICY_MODULES.map((m) => m.name), 'in the order of the chain');
   for (const [name, p] of Object.entries(s.properties.policies.properties)) t.strictSame(p.default, {}, name);
   // Each call returns a fresh object: the loader's defaults cannot leak between files.

@@ -13,7 +13,7 @@ import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { KeyRing, hashKey } from '../../src/policies/auth/keys.js';
 import { auth } from '../../src/policies/auth/index.js';
-import type { Exchange } from '../../src/core/policy.js';
+import { LocalReply, type Exchange } from '../../src/core/policy.js';
 
 const ROUNDS = 20;
 const CALLS = 2000;
@@ -142,7 +142,7 @@ t.test('the auth policy as a whole rejects near misses in the same time as stran
   let unexpected = 0;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
     // auth decides synchronously (a Promise here would be measured as an unexpected answer).
-    const m = measure(groups, (h) => policy.onRequest!(exchanges.get(h)!), (d) => !(d instanceof Promise) && d?.code === 'invalid_api_key');
+    const m = measure(groups, (h) => policy.onRequest!(exchanges.get(h)!), (d) => !(d instanceof Promise) && !(d instanceof LocalReply) && d?.code === 'invalid_api_key');
     unexpected += m.unexpected;
     const [a, b, c] = m.medians as [number, number, number];
     ratios = [b / a, c / a, c / b];

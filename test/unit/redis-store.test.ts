@@ -6,6 +6,7 @@
  */
 import { createClient } from 'redis';
 import t, { type Test } from 'tap';
+import { GatewayError } from '../../src/core/errors.js';
 import type { Exchange } from '../../src/core/policy.js';
 import { rateLimit } from '../../src/policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, openStore, openStores, storesReady } from '../../src/stores/index.js';
@@ -174,7 +175,8 @@ t.test('the policy on Redis: fail open limits locally (one warning), fail closed
   const whileAway: Array<string | undefined> = [];
   for (let i = 0; i < 5; i++) {
     const start = performance.now();
-    whileAway.push((await ask(open)).d?.code);
+    const d = (await ask(open)).d;
+    whileAway.push(d instanceof GatewayError ? d.code : undefined);
     t.match((await ask(closed)).d, { code: 'service_unavailable', status: 503 }, 'closed: 503');
     t.ok(performance.now() - start < 2 * FAST_MS, 'without a hang');
   }

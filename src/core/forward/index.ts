@@ -1,10 +1,11 @@
 /**
  * Which layers an upstream gets, in which order (outermost, nearest the exchange, first):
  *
- *   exchange -> breaker accounting -> buffering -> total deadline -> body idle -> head deadline
- *            -> retry -> transport
+ *   exchange -> [response cache] -> breaker accounting -> buffering -> total deadline -> body idle
+ *            -> head deadline -> retry -> transport
  *
- * The breaker sits above everything that can fail a call, so it learns each request's outcome
+ * The cache (when the policy file has one) is outermost: a hit is no upstream call, so no other
+ * layer sees it, and a flight's one call is under every deadline. The breaker sits above everything that can fail a call, so it learns each request's outcome
  * once, whatever layer failed it; the head deadline sits above the retry, so a retried read stays
  * under the one deadline its request started with. An upstream whose answers conform by
  * construction (the in-process reference backend) gets no layer at all: it answers before `send`
@@ -16,6 +17,7 @@ import type { Upstream } from '../upstream.js';
 import { bodyIdle } from './body-idle.js';
 import { breakerAccounting } from './breaker.js';
 import { buffering } from './buffer.js';
+import { responseCache, type ResponseCache } from './cache.js';
 import { headDeadline } from './head-deadline.js';
 import { totalDeadline } from './total-deadline.js';
 import { compose, type Layer, type Send } from './layer.js';
@@ -40,10 +42,11 @@ export interface Forwarding {
   readonly breaker: CircuitBreaker | undefined;
 }
 
-export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock): Forwarding {
+export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, cache?: ResponseCache): Forwarding {
   const send: Send = (request, handler) => upstream.send(request, handler);
   if (upstream.conforms) return { send, policed: false, breaker: undefined };
   const layers: Layer[] = [];
+  if (cache !== undefined) layers.push(responseCache(cache, breaker));
   if (breaker !== undefined) layers.push(breakerAccounting(breaker));
   layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
   if (settings.retryIdempotent) layers.push(retryReads());

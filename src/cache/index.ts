@@ -1,0 +1,43 @@
+/**
+ * The response cache of one upstream, built once from the `cache` policy's section (a reload that
+ * changes it is refused, as for the upstream section: the cache outlives reloads). The layer is
+ * src/core/forward/cache.ts; the stores are here.
+ */
+import type { CacheEvent, CacheStore, ResponseCache } from '../core/forward/cache.js';
+import type { CacheConfig } from '../policies/cache/index.js';
+import { caches } from '../policies/cache/index.js';
+import { MemoryCacheStore } from './memory.js';
+import { RedisCacheStore } from './redis.js';
+
+export type { CacheEvent, CacheStore, ResponseCache } from '../core/forward/cache.js';
+export { MemoryCacheStore } from './memory.js';
+export { RedisCacheStore } from './redis.js';
+
+export interface CacheOptions {
+  /** Whether the upstream sees the gateway's own credential (or none) rather than the client's. */
+  readonly sharedCredential: boolean;
+  /** Most body bytes held to store one answer (the upstream's maxBufferedBytes). */
+  readonly maxEntryBytes: number;
+  readonly now?: () => number;
+  /** Where the Redis store reports failures (throttled). */
+  readonly log?: { warn(fields: Record<string, unknown>, message: string): void };
+}
+
+/** The cache a config asks for, or undefined when it caches nothing. */
+export function openResponseCache(config: CacheConfig, options: CacheOptions): ResponseCache | undefined {
+  if (!caches(config)) return undefined;
+  const now = options.now ?? Date.now;
+  const store: CacheStore = config.store === 'memory' ? new MemoryCacheStore(config.maxBytes, now) : new RedisCacheStore(config.store.redis, { now, log: options.log });
+  const counts: Record<CacheEvent, number> = { hit: 0, miss: 0, stale: 0, coalesced: 0 };
+  return {
+    store,
+    ttlMs: { listPets: config.ttlSeconds.listPets * 1000, getPet: config.ttlSeconds.getPet * 1000 },
+    staleMs: config.staleIfErrorSeconds * 1000,
+    sharedCredential: options.sharedCredential,
+    // Held whole up to the upstream's buffering cap; the memory store refuses what exceeds maxBytes.
+    maxEntryBytes: options.maxEntryBytes,
+    now,
+    flights: new Map(),
+    counts,
+  };
+}

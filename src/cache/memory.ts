@@ -1,0 +1,61 @@
+/**
+ * The memory store of the response cache: one lru-cache bounded in bytes (`maxSize` with a
+ * `sizeCalculation`), so a million distinct keys cost at most `maxBytes`, the least recently
+ * used entries dropped first. An entry lives until its stale-if-error window ends.
+ */
+import { LRUCache } from 'lru-cache';
+import type { CacheEntry, CacheStore } from '../core/forward/cache.js';
+
+/** What one entry costs beyond its bytes: the entry object, its header map, lru-cache's slots. */
+const ENTRY_OVERHEAD = 200;
+
+/** Bytes an entry holds: the body, the key and every header name and value (UTF-16 strings: 2 bytes a unit). */
+export function entrySize(key: string, entry: CacheEntry): number {
+  let n = ENTRY_OVERHEAD + entry.body.length + 2 * key.length;
+  for (const name in entry.headers) {
+    const v = entry.headers[name];
+    n += 2 * name.length + 2 * (Array.isArray(v) ? v.join('').length : (v ?? '').length);
+  }
+  return n;
+}
+
+export class MemoryCacheStore implements CacheStore {
+  private readonly entries: LRUCache<string, CacheEntry>;
+  generation = 0;
+
+  constructor(
+    maxBytes: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.entries = new LRUCache<string, CacheEntry>({ maxSize: maxBytes, maxEntrySize: maxBytes, sizeCalculation: (entry, key) => entrySize(key, entry) });
+  }
+
+  get(key: string): CacheEntry | undefined {
+    const entry = this.entries.get(key);
+    if (entry === undefined || this.now() < entry.staleUntil) return entry;
+    this.entries.delete(key);
+    return undefined;
+  }
+
+  set(key: string, entry: CacheEntry): void {
+    this.entries.set(key, entry);
+  }
+
+  dropLists(): void {
+    this.generation++;
+  }
+
+  /** Bytes held now (for tests and the memory bound). */
+  get size(): number {
+    return this.entries.calculatedSize;
+  }
+
+  get count(): number {
+    return this.entries.size;
+  }
+
+  close(): Promise<void> {
+    this.entries.clear();
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,435 @@
+/**
+ * The response cache as a forwarding layer (RFC 9111, as a shared cache), outermost: it sits
+ * above breaker accounting, so a hit is no upstream call and tells the breaker nothing.
+ *
+ * What it stores is the upstream's answer as it arrived (status, fields, body bytes), before the
+ * response phase. A hit is replayed to the handler as if the upstream had answered, so the
+ * response phase (contract checks, list filtering), the header allowlist and the access line
+ * apply to hits exactly as to misses, and the bytes are the same bytes (an int64 stays exact).
+ *
+ * - Key: the operation and its normalised parameters: getPet's petId, listPets' upstream query,
+ *   which `list-pets` rebuilt from the validated values with `limit` explicit. Never the raw query.
+ * - Single flight: identical misses wait for one upstream call (a `Flight`). When its answer may
+ *   not be shared (not a storable 200), the waiters send their own calls: a `private` answer is
+ *   never handed to another client. A transport failure carries no data and is shared.
+ * - stale-if-error (RFC 5861): within the window, a refused, reset or timed-out call or a 5xx
+ *   answer is answered from the stale copy, and Cache-Status says `fwd=stale` with the reason.
+ * - Invalidation: a 2xx to createPet moves the store to a new list generation (RFC 9111 section
+ *   4.4): every list entry is then unreachable at once, in O(1), and ages out of the LRU.
+ */
+import type { CircuitBreaker } from '../breaker.js';
+import type { OperationId } from '../operations.js';
+import type { HeaderValue } from '../policy.js';
+import { UpstreamFailure, type AbortReason, type FailureKind, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
+import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+
+/** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
+export const CACHE_NAME = 'petstore-gateway';
+
+/** One stored upstream answer. Times are milliseconds since the epoch. */
+export interface CacheEntry {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[]>>;
+  readonly body: Buffer;
+  /** When the upstream produced it (the store time less the upstream's Age): the Age is counted from it. */
+  readonly born: number;
+  readonly freshUntil: number;
+  /** Past it, not even a failing upstream makes it worth serving: the store may drop it. */
+  readonly staleUntil: number;
+}
+
+/** Where entries live: this process (lru-cache) or Redis, shared by every instance. */
+export interface CacheStore {
+  /** The current list generation: part of every listPets key, moved on by `dropLists`. */
+  readonly generation: number;
+  /** The entry of `key`, or undefined; a failing shared store answers undefined (a miss), never throws. */
+  get(key: string): CacheEntry | undefined | Promise<CacheEntry | undefined>;
+  /** Stores `entry` under `key` until its `staleUntil`; never throws (a failing store stores nothing). */
+  set(key: string, entry: CacheEntry): void;
+  /** Every listPets entry becomes unreachable, on every instance sharing the store. */
+  dropLists(): void;
+  close(): Promise<void>;
+}
+
+export type CacheEvent = 'hit' | 'miss' | 'stale' | 'coalesced';
+
+/** The cache of one upstream: its store, its rules, its flights in progress and its counts. */
+export interface ResponseCache {
+  readonly store: CacheStore;
+  /** Freshness lifetime per cacheable operation, ms (0: not cached). */
+  readonly ttlMs: Readonly<Record<'listPets' | 'getPet', number>>;
+  /** How long past freshness a stale copy may answer for a failing upstream, ms. */
+  readonly staleMs: number;
+  /**
+   * True when the upstream sees the gateway's own credential (or none), so its answers cannot
+   * depend on who asked; false when the client's Authorization is forwarded, and then an answer is
+   * stored only when the upstream marks it shareable (RFC 9111 section 3.5).
+   */
+  readonly sharedCredential: boolean;
+  /** Most body bytes held to store one answer; a bigger one is not stored. */
+  readonly maxEntryBytes: number;
+  readonly now: () => number;
+  readonly flights: Map<string, Flight>;
+  readonly counts: Record<CacheEvent, number>;
+  /** Where an exception of the layer's own asynchronous work goes (the exchange logs it). */
+  readonly crashed?: (err: unknown) => void;
+}
+
+// ---- Cache-Control --------------------------------------------------------------------------
+
+interface Directives {
+  noStore: boolean;
+  /** private, no-cache: this shared cache may not answer with it (RFC 9111 sections 5.2.2.4, 5.2.2.7). */
+  unshared: boolean;
+  /** public, s-maxage, must-revalidate: shareable although the request carried Authorization (section 3.5). */
+  shareable: boolean;
+  /** s-maxage, else max-age, in seconds. */
+  maxAge: number | undefined;
+}
+
+function fieldText(v: HeaderValue | number): string {
+  return v === undefined ? '' : Array.isArray(v) ? v.join(',') : String(v);
+}
+
+/** The directives that decide storing (RFC 9111 section 5.2.2); an unparseable max-age is none. */
+export function directives(value: HeaderValue): Directives {
+  const d: Directives = { noStore: false, unshared: false, shareable: false, maxAge: undefined };
+  let sMaxAge: number | undefined;
+  for (const part of fieldText(value).split(',')) {
+    const eq = part.indexOf('=');
+    const name = (eq < 0 ? part : part.slice(0, eq)).trim().toLowerCase();
+    const arg = eq < 0 ? '' : part.slice(eq + 1).trim().replace(/^"|"$/g, '');
+    if (name === 'no-store') d.noStore = true;
+    else if (name === 'private' || name === 'no-cache') d.unshared = true;
+    else if (name === 'public' || name === 'must-revalidate') d.shareable = true;
+    else if ((name === 'max-age' || name === 's-maxage') && /^\d{1,10}$/.test(arg)) {
+      if (name === 's-maxage') {
+        sMaxAge = Number(arg);
+        d.shareable = true;
+      } else d.maxAge = Number(arg);
+    }
+  }
+  if (sMaxAge !== undefined) d.maxAge = sMaxAge;
+  return d;
+}
+
+/** Vary names request fields the key does not hold: such an answer is not stored (`accept-encoding` is never forwarded). */
+function variesOnRequest(vary: HeaderValue): boolean {
+  if (vary === undefined) return false;
+  return fieldText(vary)
+    .split(',')
+    .some((n) => n.trim() !== '' && n.trim().toLowerCase() !== 'accept-encoding');
+}
+
+/** Milliseconds the answer stays fresh here, 0 when it must not be stored. */
+function freshness(cache: ResponseCache, request: UpstreamRequest, op: 'listPets' | 'getPet', headers: Readonly<Record<string, HeaderValue>>): number {
+  const d = directives(headers['cache-control']);
+  if (d.noStore || d.unshared || variesOnRequest(headers.vary)) return 0;
+  if (!cache.sharedCredential && request.headers.authorization !== undefined && !d.shareable) return 0;
+  const age = ageOf(headers);
+  const limit = d.maxAge === undefined ? cache.ttlMs[op] : Math.min(cache.ttlMs[op], d.maxAge * 1000);
+  return Math.max(0, limit - age * 1000);
+}
+
+/** The upstream's Age in seconds (RFC 9111 section 5.1); 0 when absent or invalid. */
+function ageOf(headers: Readonly<Record<string, HeaderValue>>): number {
+  const v = headers.age;
+  return typeof v === 'string' && /^\d{1,10}$/.test(v) ? Number(v) : 0;
+}
+
+/** The key of a cacheable request, or undefined. listPets keys carry the list generation. */
+export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string | undefined {
+  if (request.method !== 'GET') return undefined;
+  const op = request.operation;
+  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.petId !== undefined ? `getPet ${request.petId}` : undefined;
+  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? `listPets ${cache.store.generation} ${request.query}` : undefined;
+  return undefined;
+}
+
+// ---- Replaying an answer --------------------------------------------------------------------
+
+/** What a client request waits on: its handler, and the call it is part of. */
+class Subscriber extends Wrapper {
+  flight: Flight | undefined = undefined;
+  private started = false;
+
+  constructor(
+    handler: ForwardHandler,
+    /** Its own request: a transport may work through the front's request object (`native`). */
+    readonly request: UpstreamRequest,
+  ) {
+    super(handler);
+  }
+
+  /** Starts the handler once; a later call of its own only replaces the control. */
+  override onStart(control: UpstreamControl | undefined): void {
+    if (this.started) {
+      this.control = control;
+      if (this.done) control?.abort();
+      return;
+    }
+    this.started = true;
+    this.control = control;
+    this.handler.onStart(this);
+  }
+
+  override abort(reason?: AbortReason): void {
+    const flight = this.flight;
+    this.done = true;
+    if (flight !== undefined) flight.leave(this, reason);
+    else this.control?.abort(reason);
+  }
+
+  /** Answers with a stored entry: head, then the body whole or as one chunk, as the handler asked. */
+  replay(entry: CacheEntry, status: string, now: number): void {
+    if (this.done) return;
+    this.flight = undefined;
+    const headers: Record<string, string | string[]> = {};
+    for (const name in entry.headers) headers[name] = entry.headers[name] as string | string[];
+    headers['content-length'] = String(entry.body.length);
+    headers.age = String(Math.max(0, Math.floor((now - entry.born) / 1000)));
+    headers['cache-status'] = status;
+    const hold = this.handler.onHead(entry.status, headers);
+    if (this.done) return;
+    this.done = true;
+    const body = entry.body;
+    if (hold > 0) this.handler.onBody(body.length > hold ? body.subarray(0, hold) : body, body.length > hold);
+    else {
+      this.handler.onData(body);
+      this.handler.onEnd();
+    }
+  }
+}
+
+function ttlParam(entry: CacheEntry, now: number): string {
+  return `ttl=${Math.floor((entry.freshUntil - now) / 1000)}`;
+}
+
+/** Failures after which a stale copy may answer (RFC 5861 section 4: "an error is any situation that would result in a 500, 502, 503 or 504"). */
+const STALE_FAILURES: ReadonlySet<FailureKind> = new Set<FailureKind>(['refused', 'reset', 'connect_timeout', 'headers_timeout', 'body_timeout']);
+
+/**
+ * One upstream call that several identical requests wait on. It is the handler the layer below
+ * calls; its subscribers are the client requests. Storing mode: the body is held whole (up to
+ * `maxEntryBytes`), stored, and replayed to every subscriber. Pass mode (an answer that may not
+ * be stored or shared): the first subscriber gets the call as it comes, the others send their own.
+ */
+export class Flight implements ForwardHandler {
+  private readonly subs: Subscriber[] = [];
+  private control: UpstreamControl | undefined = undefined;
+  private headers: Readonly<Record<string, HeaderValue>> = {};
+  private mode: 'pending' | 'store' | 'pass' | 'drain' = 'pending';
+  private fresh = 0;
+  private upstreamStatus = 0;
+  private passTo: Subscriber | undefined = undefined;
+
+  constructor(
+    private readonly cache: ResponseCache,
+    private readonly key: string,
+    private readonly op: 'listPets' | 'getPet',
+    /** The request the call was sent with: the first subscriber's, until that one leaves. */
+    private request: UpstreamRequest,
+    private readonly next: Send,
+    /** The stale copy, when there is one still within the stale-if-error window. */
+    private readonly stale: CacheEntry | undefined,
+  ) {}
+
+  join(sub: Subscriber): void {
+    sub.flight = this;
+    this.subs.push(sub);
+  }
+
+  /**
+   * A subscriber's client left: when nobody waits any more, the call is abandoned. When the one
+   * whose request the call was sent with leaves, the call is sent again with the next one's: a
+   * transport that works through the front's request object (http-proxy-3, reply-from) ends its
+   * call with that client, and the others would wait for an answer that never comes.
+   */
+  leave(sub: Subscriber, reason?: AbortReason): void {
+    const i = this.subs.indexOf(sub);
+    if (i >= 0) this.subs.splice(i, 1);
+    if (this.passTo === sub) {
+      this.passTo = undefined;
+      this.control?.abort(reason);
+      return;
+    }
+    if (this.mode !== 'pending' && this.mode !== 'store') return;
+    const heir = this.subs[0];
+    if (heir === undefined) {
+      if (this.mode === 'pending') {
+        this.end();
+        this.control?.abort(reason);
+      }
+      return;
+    }
+    if (sub.request !== this.request) return;
+    const old = this.control;
+    this.control = undefined;
+    this.mode = 'pending';
+    this.request = heir.request;
+    old?.abort('abandoned');
+    this.next(this.request, this);
+  }
+
+  private end(): void {
+    if (this.cache.flights.get(this.key) === this) this.cache.flights.delete(this.key);
+  }
+
+  onStart(control: UpstreamControl): void {
+    this.control = control;
+    if (this.subs.length === 0) control.abort();
+  }
+
+  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+    this.upstreamStatus = status;
+    if (status === 200) {
+      this.fresh = freshness(this.cache, this.request, this.op, headers);
+      if (this.fresh > 0) {
+        this.mode = 'store';
+        this.headers = headers;
+        return this.cache.maxEntryBytes;
+      }
+    }
+    this.end();
+    if (status >= 500 && this.serveStale(`fwd-status=${status}; `)) {
+      // The error body is read and dropped, so the layers below see the call end as it ended.
+      this.mode = 'drain';
+      return 0;
+    }
+    return this.pass(status, headers, errorCode);
+  }
+
+  /** The answer goes to the first subscriber only; every other sends its own call. */
+  private pass(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+    this.mode = 'pass';
+    const [first, ...rest] = this.subs;
+    this.subs.length = 0;
+    for (const sub of rest) {
+      sub.flight = undefined;
+      this.next(sub.request, sub);
+    }
+    if (first === undefined) {
+      this.control?.abort();
+      return 0;
+    }
+    first.flight = this;
+    first.control = this.control;
+    this.passTo = first;
+    const out: Record<string, HeaderValue> = {};
+    for (const name in headers) out[name] = headers[name];
+    out['cache-status'] = `${CACHE_NAME}; fwd=${this.stale === undefined ? 'uri-miss' : 'stale'}; fwd-status=${status}`;
+    return first.onHead(status, out, errorCode);
+  }
+
+  /** Answers every subscriber from the stale copy, when there is one; false otherwise. */
+  private serveStale(fwdStatus: string): boolean {
+    const entry = this.stale;
+    const now = this.cache.now();
+    if (entry === undefined || now >= entry.staleUntil || this.subs.length === 0) return false;
+    const subs = this.subs.splice(0);
+    const status = `${CACHE_NAME}; fwd=stale; ${fwdStatus}${ttlParam(entry, now)}; detail=stale-if-error`;
+    this.cache.counts.stale += subs.length;
+    for (const sub of subs) sub.replay(entry, status, now);
+    return true;
+  }
+
+  onData(chunk: Buffer): void {
+    if (this.mode === 'pass') this.passTo?.onData(chunk);
+  }
+
+  onBody(body: Buffer, truncated: boolean): void {
+    if (this.mode === 'pass') return this.passTo?.onBody(body, truncated);
+    if (this.mode !== 'store') return;
+    this.end();
+    const subs = this.subs.splice(0);
+    if (truncated) {
+      const failure = new UpstreamFailure('invalid_response');
+      for (const sub of subs) sub.onFailure(failure);
+      return;
+    }
+    const now = this.cache.now();
+    const stored: Record<string, string | string[]> = {};
+    for (const name in this.headers) {
+      const v = this.headers[name];
+      // Framing, the upstream's own Age and cache names are replaced by what this cache says.
+      if (v !== undefined && name !== 'transfer-encoding' && name !== 'age' && name !== 'cache-status' && name !== 'connection') stored[name] = v;
+    }
+    const born = now - ageOf(this.headers) * 1000;
+    const entry: CacheEntry = { status: this.upstreamStatus, headers: stored, body, born, freshUntil: now + this.fresh, staleUntil: now + this.fresh + this.cache.staleMs };
+    this.cache.store.set(this.key, entry);
+    const fwd = this.stale === undefined ? 'uri-miss' : 'stale';
+    const status = `${CACHE_NAME}; fwd=${fwd}; fwd-status=200; stored; ${ttlParam(entry, now)}`;
+    for (let i = 0; i < subs.length; i++) (subs[i] as Subscriber).replay(entry, i === 0 ? status : `${status}; collapsed`, now);
+  }
+
+  onEnd(): void {
+    if (this.mode === 'pass') this.passTo?.onEnd();
+  }
+
+  onFailure(failure: UpstreamFailure): void {
+    if (this.mode === 'drain') return;
+    if (this.mode === 'pass') return this.passTo?.onFailure(failure);
+    this.end();
+    if (STALE_FAILURES.has(failure.kind) && this.serveStale('')) return;
+    for (const sub of this.subs.splice(0)) sub.onFailure(failure);
+  }
+}
+
+/** createPet: a 2xx drops every list entry; its answer passes through. */
+class CreateWatch extends Wrapper {
+  constructor(
+    handler: ForwardHandler,
+    private readonly cache: ResponseCache,
+  ) {
+    super(handler);
+  }
+
+  override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+    if (status >= 200 && status < 300) this.cache.store.dropLists();
+    return super.onHead(status, headers, errorCode);
+  }
+}
+
+/** The layer: hits are answered here, misses join or start a flight, createPet invalidates. */
+export function responseCache(cache: ResponseCache, breaker: CircuitBreaker | undefined): Layer {
+  return (next: Send): Send =>
+    (request, handler: ForwardHandler) => {
+      const key = cacheKey(cache, request);
+      if (key === undefined) {
+        if (request.operation === 'createPet' && cache.ttlMs.listPets > 0) return next(request, new CreateWatch(handler, cache));
+        return next(request, handler);
+      }
+      const sub = new Subscriber(handler, request);
+      sub.onStart(undefined);
+      const found = cache.store.get(key);
+      if (!(found instanceof Promise)) return lookup(cache, breaker, next, request, key, sub, found);
+      found.then(
+        (entry) => lookup(cache, breaker, next, request, key, sub, entry),
+        () => lookup(cache, breaker, next, request, key, sub, undefined),
+      ).catch((err: unknown) => cache.crashed?.(err));
+    };
+}
+
+function lookup(cache: ResponseCache, breaker: CircuitBreaker | undefined, next: Send, request: UpstreamRequest, key: string, sub: Subscriber, entry: CacheEntry | undefined): void {
+  if (sub.done) return;
+  const now = cache.now();
+  if (entry !== undefined && now < entry.freshUntil) {
+    cache.counts.hit++;
+    // No upstream call: an admission the breaker gave (its half-open probe) is handed back.
+    breaker?.release();
+    return sub.replay(entry, `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`, now);
+  }
+  const running = cache.flights.get(key);
+  if (running !== undefined) {
+    cache.counts.coalesced++;
+    breaker?.release();
+    return running.join(sub);
+  }
+  cache.counts.miss++;
+  const op = request.operation as Exclude<OperationId, 'createPet'>;
+  const stale = entry !== undefined && now < entry.staleUntil ? entry : undefined;
+  const flight = new Flight(cache, key, op, request, next, stale);
+  cache.flights.set(key, flight);
+  flight.join(sub);
+  next(request, flight);
+}

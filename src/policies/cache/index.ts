@@ -1,0 +1,38 @@
+/**
+ * The `cache` policy: only its config. The cache itself is a forwarding layer
+ * (src/core/forward/cache.ts) built once with the upstream (src/cache), because what it stores is
+ * the upstream's answer before the response phase: a hit is replayed through the same response
+ * phase, header allowlist and access line as a miss. Authentication, scopes, the rate limit and
+ * deprecation headers are request-phase policies, so they run before the layer, for hits as for
+ * misses. No decision is taken here: the chain skips a policy with no phase.
+ */
+import type { Policy, PolicyModule, Problem } from '../../core/policy.js';
+import { schema, type CacheConfig } from './schema.js';
+
+export type { CacheConfig, CacheRedisConfig } from './schema.js';
+
+/** Whether the config caches anything. */
+export function caches(config: CacheConfig): boolean {
+  return config.ttlSeconds.listPets > 0 || config.ttlSeconds.getPet > 0;
+}
+
+function check(config: CacheConfig, path: string): Problem[] {
+  const store = config.store;
+  if (typeof store !== 'object') return [];
+  try {
+    new URL(store.redis.url);
+    return [];
+  } catch {
+    return [{ path: `${path}.store.redis.url`, message: 'is not a valid URL' }];
+  }
+}
+
+const NOTHING: Policy = Object.freeze({ name: 'cache' });
+
+export const cache: PolicyModule<CacheConfig, 'cache'> = {
+  name: 'cache',
+  description: schema.description,
+  schema,
+  check,
+  create: () => NOTHING,
+};

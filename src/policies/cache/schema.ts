@@ -1,0 +1,74 @@
+/** The config of the `cache` policy: its JSON Schema (with defaults) and its TypeScript type. */
+
+export interface CacheRedisConfig {
+  /** `redis[s]://[[user][:password]@]host[:port][/db]`. */
+  readonly url: string;
+  /** Prefix of every key and channel the cache writes. */
+  readonly prefix?: string;
+}
+
+export interface CacheConfig {
+  /** Seconds an answer stays fresh, per operation; 0: that operation is not cached. */
+  readonly ttlSeconds: { readonly listPets: number; readonly getPet: number };
+  readonly maxBytes: number;
+  readonly staleIfErrorSeconds: number;
+  readonly store: 'memory' | { readonly redis: CacheRedisConfig };
+}
+
+const TTL = { type: 'integer', minimum: 0, maximum: 86400 } as const;
+
+export const schema = {
+  type: 'object',
+  description:
+    'A response cache in front of the upstream for listPets and getPet (RFC 9111 as a shared cache): identical concurrent misses make one upstream call, a successful createPet drops the lists, a stale copy answers when the upstream fails (RFC 5861 stale-if-error), and every answer says what happened in Cache-Status (RFC 9211) and Age. Both TTLs 0 (the default): no cache. Takes effect on a restart, not a reload.',
+  additionalProperties: false,
+  properties: {
+    ttlSeconds: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: "Seconds an upstream 200 stays fresh, per operation (the upstream's max-age or s-maxage shortens it); 0: that operation is never cached.",
+      properties: {
+        listPets: { ...TTL, default: 0, description: 'listPets, keyed by its normalised limit and status.' },
+        getPet: { ...TTL, default: 0, description: 'getPet, keyed by petId.' },
+      },
+    },
+    maxBytes: {
+      type: 'integer',
+      minimum: 1024,
+      maximum: 17179869184,
+      default: 67108864,
+      description: 'Most bytes the memory store holds (bodies, headers and keys); the least recently used entries go first. With the Redis store, the bound of the local copy of nothing: Redis bounds itself (maxmemory).',
+    },
+    staleIfErrorSeconds: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 86400,
+      default: 0,
+      description: 'For this many seconds after an entry went stale, a refused, reset or timed-out upstream call, or a 5xx answer, is answered from the stale copy (Cache-Status: fwd=stale) instead of 502/503/504; 0: never.',
+    },
+    store: {
+      default: 'memory',
+      description: 'Where entries live: "memory" (this process, bounded by maxBytes) or {redis: {url}} (one cache for every instance; createPet invalidates the lists on every instance through publish/subscribe).',
+      oneOf: [
+        { type: 'string', enum: ['memory'] },
+        {
+          type: 'object',
+          additionalProperties: false,
+          required: ['redis'],
+          properties: {
+            redis: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['url'],
+              properties: {
+                url: { type: 'string', pattern: '^rediss?://[^\\s]+$', description: 'redis[s]://[[user][:password]@]host[:port][/db]' },
+                prefix: { type: 'string', minLength: 1, maxLength: 64, description: 'Prefix of every key and channel the cache writes; default "petstore-gateway:cache:".' },
+              },
+            },
+          },
+        },
+      ],
+    },
+  },
+} as const;

@@ -1,0 +1,274 @@
+// The response cache (policies.cache) against a slow upstream process that counts its calls
+// (test/fixtures/slow-upstream.mjs), on every engine: concurrent identical misses make one call,
+// hits are the miss's bytes, private and no-store answers are not stored, createPet drops the
+// lists, stale copies answer a dead upstream within the window and 502 after it, and two gateways
+// on one real redis-server share entries and invalidation.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import tap from 'tap';
+import { RedisCacheStore } from '../../src/cache/index.js';
+import { parsePolicy, formatProblems } from '../../src/config/load.js';
+import { createGateway, GatewayHolder } from '../../src/gateway.js';
+import { assertError, type TapTest } from '../helpers/assert.js';
+import { startRedis } from '../helpers/redis.js';
+import { bearer, forEachEngine, listenEngine, policyText, PROJECT_ROOT, request, sleep, testKey, waitFor, type Engine } from '../helpers/servers.js';
+
+interface Upstream {
+  readonly url: string;
+  readonly child: ChildProcess;
+  calls(): Promise<Record<string, number>>;
+  post(path: string): Promise<void>;
+}
+
+async function startUpstream(t: TapTest, delayMs = 50): Promise<Upstream> {
+  const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'slow-upstream.mjs')], { env: { PATH: process.env.PATH, DELAY_MS: String(delayMs) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  });
+  let out = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('slow upstream did not start')), 10_000);
+    child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+      const m = /listening on (\S+)/.exec(out);
+      if (m !== null) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+  });
+  const origin = url.replace(/\/v1$/, '');
+  return {
+    url,
+    child,
+    calls: async () => (await request(`${origin}/__calls`)).json as Record<string, number>,
+    post: async (path) => {
+      await request(`${origin}${path}`, { method: 'POST' });
+    },
+  };
+}
+
+interface Started {
+  readonly url: string;
+  readonly key: string;
+  readonly holder: GatewayHolder;
+}
+
+async function startCached(t: TapTest, engine: Engine, upstreamUrl: string, cache: Record<string, unknown>, now?: () => number): Promise<Started> {
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key };
+  const text = policyText({ upstream: { url: upstreamUrl, timeouts: { headersMs: 10_000 } }, server: { maxConnections: 1000 }, policies: { cache } });
+  const loaded = parsePolicy(text, { env });
+  if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
+  const holder = new GatewayHolder(createGateway(loaded.config, { env }), now === undefined ? {} : { now });
+  const { url } = await listenEngine(t, engine, holder);
+  return { url, key, holder };
+}
+
+forEachEngine(tap, async (t, engine) => {
+  t.test('200 concurrent identical misses make one upstream call; hits are the same bytes', async (t) => {
+    const up = await startUpstream(t);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60 } });
+    const counts = gw.holder.cache!.counts;
+    await up.post('/__hold');
+    const all = Array.from({ length: 200 }, () => request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key), timeoutMs: 20_000 }));
+    await waitFor('199 requests waiting on the one call', () => counts.miss === 1 && counts.coalesced === 199, 15_000);
+    await up.post('/__release');
+    const answers = await Promise.all(all);
+    t.same((await up.calls())['GET /v1/pets/42'], 1, 'one upstream call');
+    t.ok(answers.every((r) => r.status === 200 && r.body === '{"id":9007199254740993,"name":"Rex","categoryId":3,"status":"available"}'), 'every answer is the upstream bytes (int64 exact)');
+    const statuses = answers.map((r) => String(r.headers['cache-status']));
+    t.equal(statuses.filter((s) => s.endsWith('; collapsed')).length, 199, '199 answers say collapsed');
+    t.match(statuses.find((s) => !s.endsWith('; collapsed')), /^petstore-gateway; fwd=uri-miss; fwd-status=200; stored; ttl=\d+$/, 'the first says miss, stored');
+    const hit = await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key) });
+    t.equal(hit.status, 200);
+    t.same(hit.raw, answers[0]!.raw, 'a hit is byte-identical to the miss');
+    t.match(hit.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/);
+    t.match(hit.headers.age, /^\d+$/, 'Age on a hit');
+    t.equal(hit.headers.deprecation, answers[0]!.headers.deprecation, 'getPet\'s deprecation fields on a hit as on the miss');
+    t.ok(hit.headers.deprecation !== undefined && hit.headers.sunset !== undefined);
+    t.equal(hit.headers['content-type'], answers[0]!.headers['content-type']);
+    t.same((await up.calls())['GET /v1/pets/42'], 1, 'the hit made no call');
+    t.equal(counts.hit, 1);
+  });
+
+  t.test('a private answer is never handed to the requests that waited for it: they send their own', async (t) => {
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60 } });
+    const counts = gw.holder.cache!.counts;
+    await up.post('/__hold');
+    const all = Array.from({ length: 5 }, () => request(`${gw.url}/v1/pets/7`, { headers: bearer(gw.key), timeoutMs: 10_000 }));
+    await waitFor('4 requests waiting on the one call', () => counts.miss === 1 && counts.coalesced === 4);
+    await up.post('/__release');
+    const answers = await Promise.all(all);
+    t.ok(answers.every((r) => r.status === 200), 'every request answered');
+    t.equal((await up.calls())['GET /v1/pets/7'], 5, 'one upstream call per request');
+    t.notOk(answers.some((r) => /collapsed|stored/.test(String(r.headers['cache-status']))), 'none shared, none stored');
+  });
+
+  t.test('the first client leaves: the requests that waited still get the answer', async (t) => {
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60 } });
+    const counts = gw.holder.cache!.counts;
+    await up.post('/__hold');
+    const first = request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key), timeoutMs: 500 }).then(
+      () => 'answered',
+      () => 'left',
+    );
+    await waitFor('the first request in flight', () => counts.miss === 1);
+    const second = request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key), timeoutMs: 10_000 });
+    await waitFor('the second request waiting', () => counts.coalesced === 1);
+    t.equal(await first, 'left', 'the first client hung up');
+    await up.post('/__release');
+    const r = await second;
+    t.equal(r.status, 200, 'the waiting request is answered');
+    t.match(r.body, /9007199254740993/);
+  });
+
+  t.test('what is not stored: private, no-store, errors; what a hit still gets: authentication', async (t) => {
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60, listPets: 60 } });
+    for (const id of ['7', '8', '404']) {
+      const a = await request(`${gw.url}/v1/pets/${id}`, { headers: bearer(gw.key) });
+      const b = await request(`${gw.url}/v1/pets/${id}`, { headers: bearer(gw.key) });
+      t.equal(a.status, b.status, `pet ${id}: the same answer twice`);
+      t.notMatch(String(b.headers['cache-status']), /hit|stored/, `pet ${id}: not stored`);
+      t.equal((await up.calls())[`GET /v1/pets/${id}`], 2, `pet ${id}: two upstream calls`);
+    }
+    await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key) });
+    assertError(t, await request(`${gw.url}/v1/pets/42`), 401, 'missing_api_key');
+    t.equal((await up.calls())['GET /v1/pets/42'], 1);
+  });
+
+  t.test('listPets: the key is the normalised query; a created pet drops every list', async (t) => {
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { listPets: 60 } });
+    const h = bearer(gw.key);
+    const first = await request(`${gw.url}/v1/pets`, { headers: h });
+    t.equal(first.status, 200);
+    const same = await request(`${gw.url}/v1/pets?limit=20&junk=1`, { headers: h });
+    t.match(same.headers['cache-status'], /; hit;/, 'limit made explicit, an unknown parameter dropped: the same key');
+    t.same(same.raw, first.raw);
+    const sold = await request(`${gw.url}/v1/pets?status=sold&limit=5`, { headers: h });
+    const swapped = await request(`${gw.url}/v1/pets?limit=5&status=sold`, { headers: h });
+    t.match(swapped.headers['cache-status'], /; hit;/, 'parameter order does not matter');
+    // The upstream ignores the filter; the response phase applies it to the hit as to the miss.
+    t.equal(swapped.body, '[{"id":1,"name":"a","categoryId":3,"status":"sold"}]', 'the hit is filtered like the miss');
+    t.same(swapped.raw, sold.raw);
+    const created = await request(`${gw.url}/v1/pets`, { method: 'POST', headers: { ...h, 'content-type': 'application/json' }, body: '{"name":"new","categoryId":1}' });
+    t.equal(created.status, 201);
+    const after = await request(`${gw.url}/v1/pets`, { headers: h });
+    t.match(after.headers['cache-status'], /fwd=uri-miss/, 'after createPet the list is asked again');
+    t.equal((await up.calls())['GET /v1/pets?limit=20'], 2);
+  });
+
+  t.test('the rate limit counts hits', async (t) => {
+    const up = await startUpstream(t, 1);
+    // Its own key id per engine: the rate limit's memory store is one per process.
+    const keysFromEnv = `CACHE_KEYS_${engine.replace(/\W/g, '_').toUpperCase()}`;
+    const key = testKey();
+    const text = policyText({ upstream: { url: up.url }, policies: { auth: { keysFromEnv }, 'rate-limit': { limit: 2, windowSeconds: 3600 }, cache: { ttlSeconds: { getPet: 60 } } } });
+    const loaded = parsePolicy(text, { env: { [keysFromEnv]: key } });
+    if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
+    const { url } = await listenEngine(t, engine, new GatewayHolder(createGateway(loaded.config, { env: { [keysFromEnv]: key } })));
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await request(`${url}/v1/pets/42`, { headers: bearer(key) })).status);
+    t.same(statuses, [200, 200, 429], 'the third request, a hit, is refused');
+    t.equal((await up.calls())['GET /v1/pets/42'], 1);
+  });
+
+  t.test('stale-if-error: a dead upstream is answered from the stale copy within the window, 502 after', async (t) => {
+    const up = await startUpstream(t, 1);
+    let clock = Date.now();
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 10 }, staleIfErrorSeconds: 60 }, () => clock);
+    const h = bearer(gw.key);
+    const miss = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.equal(miss.status, 200);
+    clock += 30_000; // stale, within the window
+    const exited = once(up.child, 'exit');
+    up.child.kill('SIGKILL');
+    await exited;
+    const stale = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.equal(stale.status, 200, 'the stale copy answers');
+    t.same(stale.raw, miss.raw, 'the same bytes');
+    t.match(stale.headers['cache-status'], /^petstore-gateway; fwd=stale; ttl=-\d+; detail=stale-if-error$/, 'Cache-Status says it is stale');
+    t.match(stale.headers.age, /^3\d$/, 'Age counts from the miss');
+    t.equal(gw.holder.cache!.counts.stale, 1);
+    clock += 60_000; // past the window
+    assertError(t, await request(`${gw.url}/v1/pets/42`, { headers: h }), 502, 'upstream_unavailable', { message: 'any' });
+  });
+
+  t.test('two gateways on one redis-server share entries and invalidation', async (t) => {
+    const redis = await startRedis();
+    t.teardown(() => redis.stop());
+    const up = await startUpstream(t, 1);
+    const cache = { ttlSeconds: { listPets: 60, getPet: 60 }, store: { redis: { url: redis.url, prefix: `t${Date.now()}:` } } };
+    const a = await startCached(t, engine, up.url, cache);
+    const b = await startCached(t, engine, up.url, cache);
+    const storeOf = (g: Started): RedisCacheStore => {
+      const store = g.holder.cache?.store;
+      if (!(store instanceof RedisCacheStore)) throw new Error('expected the Redis store');
+      return store;
+    };
+    await Promise.all([storeOf(a).ready, storeOf(b).ready]);
+    const pet = await request(`${a.url}/v1/pets/42`, { headers: bearer(a.key) });
+    t.equal(pet.status, 200);
+    // The write is not awaited by the request: B may ask before it landed (bounded: 50 tries).
+    let fromB = await request(`${b.url}/v1/pets/42`, { headers: bearer(b.key) });
+    for (let i = 0; i < 50 && !/; hit;/.test(String(fromB.headers['cache-status'])); i++) {
+      await sleep(20);
+      fromB = await request(`${b.url}/v1/pets/42`, { headers: bearer(b.key) });
+    }
+    t.match(fromB.headers['cache-status'], /; hit;/, 'B hits the entry A stored');
+    t.same(fromB.raw, pet.raw, 'B answers A\'s entry, byte for byte');
+    t.ok((await up.calls())['GET /v1/pets/42']! <= 2, 'B made no call once the entry landed');
+    await request(`${a.url}/v1/pets`, { headers: bearer(a.key) });
+    const gen = storeOf(a).generation;
+    const created = await request(`${b.url}/v1/pets`, { method: 'POST', headers: bearer(b.key, { 'content-type': 'application/json' }), body: '{"name":"n","categoryId":1}' });
+    t.equal(created.status, 201);
+    await waitFor('A hears of the invalidation', () => storeOf(a).generation > gen);
+    const list = await request(`${a.url}/v1/pets`, { headers: bearer(a.key) });
+    t.match(list.headers['cache-status'], /fwd=uri-miss/, 'the list is asked again on A');
+  });
+});
+
+
+
+
+forEachEngine(tap, async (t, engine) => {
+  t.test('a Redis store that dies: every request is answered by the upstream, none hangs', async (t) => {
+    const redis = await startRedis();
+    t.teardown(() => redis.stop());
+    const up = await startUpstream(t, 1);
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 60 }, store: { redis: { url: redis.url } } });
+    const store = gw.holder.cache?.store;
+    if (store instanceof RedisCacheStore) await store.ready;
+    t.equal((await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key) })).status, 200);
+    await redis.kill();
+    const started = Date.now();
+    const after = await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key), timeoutMs: 5000 });
+    t.equal(after.status, 200, 'answered from the upstream');
+    t.match(after.headers['cache-status'], /fwd=uri-miss/);
+    t.ok(Date.now() - started < 3000, 'without waiting for Redis');
+  });
+});
+
+// parity: the 5xx rule is the cache layer's alone; every engine's transport failures are covered above
+tap.test('stale-if-error on a 5xx answer', async (t) => {
+  const up = await startUpstream(t, 1);
+  let clock = Date.now();
+  const gw = await startCached(t, 'undici', up.url, { ttlSeconds: { listPets: 5 }, staleIfErrorSeconds: 60 }, () => clock);
+  const h = bearer(gw.key);
+  const miss = await request(`${gw.url}/v1/pets`, { headers: h });
+  clock += 10_000;
+  await up.post('/__fail');
+  const stale = await request(`${gw.url}/v1/pets`, { headers: h });
+  t.equal(stale.status, 200);
+  t.same(stale.raw, miss.raw);
+  t.match(stale.headers['cache-status'], /fwd=stale; fwd-status=503; ttl=-\d+; detail=stale-if-error/);
+});
+
