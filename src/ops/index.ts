@@ -6,11 +6,10 @@
  */
 import { connect } from 'node:net';
 import type { Logger } from 'pino';
-import type { PolicyConfig } from '../config/types.js';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { openDeprecationLedger, openStores } from '../stores/index.js';
-import type { DeprecationLedger } from '../stores/types.js';
-import { AccessLog, droppedLogLines, type ConsumerInfo } from './access-log.js';
+import type { DeprecationLedger, StoreConfig } from '../stores/types.js';
+import { AccessLog, droppedLogLines, type ConsumerInfo, type LogConfig } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics } from './metrics.js';
@@ -133,7 +132,22 @@ export interface OpsOptions {
   readonly defaultMetrics?: boolean;
 }
 
-export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
+/**
+ * What operations read of a validated policy file, written out here so that ops depends on no
+ * policy module and not on the config folder (which composes ops' own schemas): a `PolicyConfig`
+ * fits it as it is.
+ */
+export interface OpsConfig {
+  readonly upstream: { readonly url: string; readonly timeouts: { readonly connectMs: number } };
+  readonly log: LogConfig;
+  readonly policies: {
+    readonly auth: { readonly keys: ReadonlyArray<{ readonly id: string; readonly expires?: string; readonly operations?: ReadonlyArray<string> }> };
+    readonly 'rate-limit': { readonly store: StoreConfig; readonly onStoreError: 'open' | 'closed' };
+    readonly deprecation: { readonly sunset: string };
+  };
+}
+
+export function createOps(config: OpsConfig, options: OpsOptions): Ops {
   const storeConfig = config.policies['rate-limit'].store;
   const ledger = openDeprecationLedger(storeConfig);
   const deprecated: DeprecatedOperation[] = [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }];

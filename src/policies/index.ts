@@ -6,25 +6,36 @@
  * checks of one operation. Response phases run in the same order: `upstream-errors` makes every
  * non-2xx the Error shape, then `list-pets` and `response-contract` look at 2xx bodies. The name of each module is its key under `policies:` in a policy file.
  */
-import type { PolicyConfig } from '../config/types.js';
 import type { PolicyEnv, PolicyModule } from '../core/policy.js';
-import { auth, gatewaySecrets, upstreamAuthOf } from './auth/index.js';
-import { deprecation } from './deprecation/index.js';
-import { listPets } from './list-pets/index.js';
-import { newPet } from './new-pet/index.js';
-import { rateLimit } from './rate-limit/index.js';
-import { responseContract } from './response-contract/index.js';
-import { route } from './route/index.js';
-import { upstreamErrors } from './upstream-errors/index.js';
+import { auth, gatewaySecrets, upstreamAuthOf, type AuthConfig } from './auth/index.js';
+import { deprecation, type DeprecationConfig } from './deprecation/index.js';
+import { listPets, type ListPetsConfig } from './list-pets/index.js';
+import { newPet, type NewPetConfig } from './new-pet/index.js';
+import { rateLimit, type RateLimitConfig } from './rate-limit/index.js';
+import { responseContract, type ResponseContractConfig } from './response-contract/index.js';
+import { route, type RouteConfig } from './route/index.js';
+import { upstreamErrors, type UpstreamErrorsConfig } from './upstream-errors/index.js';
+
+/** The `policies:` section of a validated policy file: each policy's options under its name. */
+export interface PolicyConfigs {
+  readonly auth: AuthConfig;
+  readonly 'rate-limit': RateLimitConfig;
+  readonly route: RouteConfig;
+  readonly deprecation: DeprecationConfig;
+  readonly 'list-pets': ListPetsConfig;
+  readonly 'new-pet': NewPetConfig;
+  readonly 'upstream-errors': UpstreamErrorsConfig;
+  readonly 'response-contract': ResponseContractConfig;
+}
 
 /** The name of a policy module: its key under `policies:` in a policy file. */
-export type PolicyName = keyof PolicyConfig['policies'];
+export type PolicyName = keyof PolicyConfigs;
 
 /**
  * Any one registered module, its config type tied to its name: narrowing `m.name` narrows the
  * config `m.create` takes, so `config.policies[m.name]` fits it with no cast.
  */
-export type AnyPolicyModule = { [K in PolicyName]: PolicyModule<PolicyConfig['policies'][K], K> }[PolicyName];
+export type AnyPolicyModule = { [K in PolicyName]: PolicyModule<PolicyConfigs[K], K> }[PolicyName];
 
 export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze([
   auth,
@@ -49,7 +60,7 @@ export { auth, deprecation, listPets, newPet, rateLimit, responseContract, route
  *   const policies = POLICY_MODULES.map((m) => createPolicy(m, config, penv)); // src/gateway.ts
  *   // penv.secrets!.mask(text) for any upstream text the exchange logs
  */
-export function gatewayPolicyEnv(config: PolicyConfig, env: PolicyEnv): PolicyEnv {
+export function gatewayPolicyEnv(config: { readonly policies: PolicyConfigs }, env: PolicyEnv): PolicyEnv {
   const a = config.policies.auth;
   return { ...env, secrets: gatewaySecrets(a, env), upstreamAuth: upstreamAuthOf(a) };
 }

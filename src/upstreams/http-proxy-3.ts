@@ -10,7 +10,7 @@
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Stream } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
-import type { UpstreamConfig } from '../config/types.js';
+import type { UpstreamConfig } from './config.js';
 import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
 import { StreamedCall, callOfBody } from './streamed-call.js';
 

@@ -16,7 +16,7 @@
 import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth } from '../../core/policy.js';
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
-import { parseDateTime } from '../deprecation/index.js';
+import { parseDateTime } from '../../core/date-time.js';
 import { FailureLimiter } from './brute-force.js';
 import { KeyRing } from './keys.js';
 import { DEFAULT_BRUTE_FORCE, schema, type AuthConfig } from './schema.js';
