@@ -24,7 +24,7 @@ import { createBackendServer } from '../backend/server.js';
 import { formatProblems, loadPolicyFile, type LoadOptions, type Overrides } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
-import { createGateway, GatewayHolder } from '../gateway.js';
+import { compileGateway, GatewayHolder } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { superviseWorkers } from './supervisor.js';
@@ -303,7 +303,7 @@ async function serve(args: string[]): Promise<number> {
     }
     return superviseWorkers({ workers, env, log, onListening: (banner) => printBanner(`${banner} with ${workers} workers`, ephemeral, undefined) });
   }
-  const holder = new GatewayHolder(createGateway(config, { env, log }));
+  const holder = new GatewayHolder(compileGateway(config, { env, log }));
   const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true });
   const running = await startEngine(engine, holder, log, ops.observer);
   const { host, port, shutdownGraceMs } = config.server;
@@ -331,7 +331,7 @@ async function serve(args: string[]): Promise<number> {
   // policy stays; requests in flight finish under the policy they started with.
   const reload = (reason: string) => {
     const next = loadPolicyFile(file, { env }, overrides, { keys: 'required' });
-    const problems = !next.ok ? next.problems : holder.replace(createGateway(next.config, { env, log }, holder.current.backend));
+    const problems = !next.ok ? next.problems : holder.replace(compileGateway(next.config, { env, log }, holder.current.backend));
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) log.error({ file, reason, problems: problems.map((p) => `${p.path}: ${p.message}`) }, 'policy reload refused; the previous policy stays');
     else log.info({ file, reason }, 'policy reloaded');
