@@ -5,28 +5,25 @@
  * is refused whatever it asks, unknown paths included), then `route`, then the
  * checks of one operation. Response phases run in the same order: `upstream-errors` makes every
  * non-2xx the Error shape, then `list-pets` and `response-contract` look at 2xx bodies. The name of each module is its key under `policies:` in a policy file.
+ * The list gives the type of that section too (`PolicyConfigs`): a new policy is its folder and one
+ * line here.
  */
 import type { PolicyEnv, PolicyModule } from '../core/policy.js';
-import { auth, gatewaySecrets, upstreamAuthOf, type AuthConfig } from './auth/index.js';
-import { deprecation, type DeprecationConfig } from './deprecation/index.js';
-import { listPets, type ListPetsConfig } from './list-pets/index.js';
-import { newPet, type NewPetConfig } from './new-pet/index.js';
-import { rateLimit, type RateLimitConfig } from './rate-limit/index.js';
-import { responseContract, type ResponseContractConfig } from './response-contract/index.js';
-import { route, type RouteConfig } from './route/index.js';
-import { upstreamErrors, type UpstreamErrorsConfig } from './upstream-errors/index.js';
+import { auth, gatewaySecrets, upstreamAuthOf } from './auth/index.js';
+import { deprecation } from './deprecation/index.js';
+import { listPets } from './list-pets/index.js';
+import { newPet } from './new-pet/index.js';
+import { rateLimit } from './rate-limit/index.js';
+import { responseContract } from './response-contract/index.js';
+import { route } from './route/index.js';
+import { upstreamErrors } from './upstream-errors/index.js';
+
+const MODULES = [auth, rateLimit, route, deprecation, listPets, newPet, upstreamErrors, responseContract] as const;
+
+type OptionsOf<M> = M extends PolicyModule<infer C, string> ? C : never;
 
 /** The `policies:` section of a validated policy file: each policy's options under its name. */
-export interface PolicyConfigs {
-  readonly auth: AuthConfig;
-  readonly 'rate-limit': RateLimitConfig;
-  readonly route: RouteConfig;
-  readonly deprecation: DeprecationConfig;
-  readonly 'list-pets': ListPetsConfig;
-  readonly 'new-pet': NewPetConfig;
-  readonly 'upstream-errors': UpstreamErrorsConfig;
-  readonly 'response-contract': ResponseContractConfig;
-}
+export type PolicyConfigs = { readonly [M in (typeof MODULES)[number] as M['name']]: OptionsOf<M> };
 
 /** The name of a policy module: its key under `policies:` in a policy file. */
 export type PolicyName = keyof PolicyConfigs;
@@ -37,16 +34,7 @@ export type PolicyName = keyof PolicyConfigs;
  */
 export type AnyPolicyModule = { [K in PolicyName]: PolicyModule<PolicyConfigs[K], K> }[PolicyName];
 
-export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze([
-  auth,
-  rateLimit,
-  route,
-  deprecation,
-  listPets,
-  newPet,
-  upstreamErrors,
-  responseContract,
-]);
+export const POLICY_MODULES: ReadonlyArray<AnyPolicyModule> = Object.freeze(MODULES);
 
 export { auth, deprecation, listPets, newPet, rateLimit, responseContract, route, upstreamErrors };
 

@@ -7,11 +7,8 @@
 import { compileResponseShapes, isJsonMediaType, parseLossless } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import type { OperationId } from '../../core/operations.js';
+import type { SchemaType } from '../../core/options.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
-
-export interface ResponseContractConfig {
-  readonly mode: 'off' | 'monitor' | 'enforce';
-}
 
 export const schema = {
   type: 'object',
@@ -21,6 +18,8 @@ export const schema = {
     mode: { type: 'string', enum: ['off', 'monitor', 'enforce'], default: 'off', description: 'off | monitor | enforce' },
   },
 } as const;
+
+export type ResponseContractConfig = SchemaType<typeof schema>;
 
 const EXPECTED_STATUS: Record<OperationId, number> = { listPets: 200, createPet: 201, getPet: 200 };
 
