@@ -34,7 +34,7 @@ import { join } from 'node:path';
 import { createProxyServer } from 'http-proxy-3';
 import { Pool } from 'undici';
 import { pino } from 'pino';
-import { buildProxyServer, buildServer, buildUndiciServer, createBackendServer } from '../dist/index.js';
+import { createBackendServer } from '../dist/index.js';
 import { logDestination } from '../dist/ops/access-log.js';
 import { createOps } from '../dist/ops/index.js';
 import { closeStores, storesReady } from '../dist/stores/index.js';
@@ -176,16 +176,10 @@ async function main() {
       const ops = createOps(gateway.config, { log, breakerOpen: () => false });
       options = { log, observer: ops.observer };
     }
-    if (engine === 'http-proxy-3' || engine === 'undici') {
-      const handle = engine === 'undici' ? buildUndiciServer(gateway, options) : buildProxyServer(gateway, options);
-      close = closeWith(() => handle.close());
-      return listen(handle.server);
-    }
-    if (engine !== 'fastify') throw new Error(`unknown engine ${engine}`);
-    const app = await buildServer(gateway, options);
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    close = closeWith(() => app.close());
-    return `http://127.0.0.1:${app.server.address().port}`;
+    if (!['undici', 'http-proxy-3', 'fastify'].includes(engine)) throw new Error(`unknown engine ${engine}`);
+    const running = await gateway.listen({ engine, host: '127.0.0.1', port: 0, ...options });
+    close = closeWith(() => running.close());
+    return `http://127.0.0.1:${running.server.address().port}`;
   }
   throw new Error(`unknown target kind ${kind}`);
 }

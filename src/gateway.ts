@@ -41,7 +41,11 @@ function createPolicy<K extends PolicyName>(m: PolicyModule<PolicyConfig['polici
   return m.create(config.policies[m.name], env);
 }
 
-export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: ReferenceBackend): Gateway {
+/**
+ * Compiles a validated config once: the policies, the header rules, the secrets to mask, the
+ * upstream. The library's `createGateway` (src/engines/index.ts) wraps this in what serves it.
+ */
+export function compileGateway(config: PolicyConfig, env: PolicyEnv, backend?: ReferenceBackend): Gateway {
   const penv = gatewayPolicyEnv(config, env);
   const policies = POLICY_MODULES.map((m) => createPolicy(m, config, penv));
   const builtin = config.upstream.url === 'builtin';
@@ -58,6 +62,9 @@ export function createGateway(config: PolicyConfig, env: PolicyEnv, backend?: Re
     backend: builtin ? (backend ?? new ReferenceBackend()) : undefined,
   };
 }
+
+/** @deprecated The former name of `compileGateway`, kept for one release. */
+export const createGateway = compileGateway;
 
 /** What the exchange needs of the upstream section, fixed for the life of a server. */
 export function forwardSettings(gw: Gateway): ForwardSettings {

@@ -61,7 +61,8 @@ export class PetStore {
   get(idText: string): Buffer | undefined {
     const id = Number(idText);
     if (!(id >= 1 && id <= this.all.length)) return undefined;
-    return (this.bodies[id - 1] ??= Buffer.from(this.all[id - 1]!));
+    const text = this.all[id - 1];
+    return text === undefined ? undefined : (this.bodies[id - 1] ??= Buffer.from(text));
   }
 
   /** The first `limit` pets, of one status if given, as JSON array bytes (read-only: shared). */

@@ -5,7 +5,6 @@
  */
 import type { CacheEvent, CacheStore, ResponseCache } from '../core/forward/cache.js';
 import type { CacheConfig } from '../policies/cache/index.js';
-import { caches } from '../policies/cache/index.js';
 import { MemoryCacheStore } from './memory.js';
 import { RedisCacheStore } from './redis.js';
 
@@ -25,7 +24,8 @@ export interface CacheOptions {
 
 /** The cache a config asks for, or undefined when it caches nothing. */
 export function openResponseCache(config: CacheConfig, options: CacheOptions): ResponseCache | undefined {
-  if (!caches(config)) return undefined;
+  // A TTL of 0 for both operations (the default) caches nothing: no store is opened.
+  if (config.ttlSeconds.listPets <= 0 && config.ttlSeconds.getPet <= 0) return undefined;
   const now = options.now ?? Date.now;
   const store: CacheStore = config.store === 'memory' ? new MemoryCacheStore(config.maxBytes, now) : new RedisCacheStore(config.store.redis, { now, log: options.log });
   const counts: Record<CacheEvent, number> = { hit: 0, miss: 0, stale: 0, coalesced: 0 };

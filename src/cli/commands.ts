@@ -19,14 +19,14 @@ import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, logDestination } from '../ops/access-log.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
-import { warnAtStart } from '../ops/security-notices.js';
+import { warnAtStart, warnWeakenings } from '../config/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
 import { formatOf, formatProblems, parsePolicy, readPolicyText, type LoadOptions, type Overrides } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
-import { createGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js';
+import { compileGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { onReloadSignal } from './signals.js';
@@ -439,7 +439,7 @@ interface ProcessState {
 async function serveProcess(s: ServeSetup): Promise<number> {
   const { log, config } = s;
   const state: ProcessState = { phase: 'starting', admin: undefined };
-  const holder = new GatewayHolder(createGateway(config, { env: s.env, log }), { log });
+  const holder = new GatewayHolder(compileGateway(config, { env: s.env, log }), { log });
   const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts });
   const running = await startEngine(s.engine, holder, log, ops.observer);
   registerCertificateGauge(ops.metrics.registry, running.server);
@@ -529,13 +529,14 @@ function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: Runnin
   return (reason, handed) => {
     const text = handed ?? readForReload(s, reason, last);
     if (text === undefined) return;
-    const next = checkReload(s, holder.current.config, text);
-    const problems = next.ok ? holder.replace(createGateway(next.config, { env: s.env, log: s.log }, holder.current.backend)).map((p) => `${p.path}: ${p.message}`) : next.problems;
+    const before = holder.current.config;
+    const next = checkReload(s, before, text);
+    const problems = next.ok ? holder.replace(compileGateway(next.config, { env: s.env, log: s.log }, holder.current.backend)).map((p) => `${p.path}: ${p.message}`) : next.problems;
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) s.log.error({ file: s.file, reason, problems }, 'policy reload refused; the previous policy stays');
     else {
       s.log.info({ file: s.file, reason }, 'policy reloaded');
-      ops.policyReloaded(holder.current.config);
+      warnWeakenings(before, holder.current.config, s.log);
     }
     // The certificate and key are re-read on every reload (a renewal keeps the same paths).
     reloadListenerTls(server, s.log, reason);

@@ -10,17 +10,20 @@ import { LocalReply, type Decision, type Exchange, type Policy, type RequestDeci
  * Response phases run in the same order as request phases: `upstream-errors` turns a non-2xx into
  * the Error shape before `list-pets` and `response-contract` look at 2xx bodies.
  */
+/** A policy that has phase `K`: the chain keeps one list per phase, of the policies that have it. */
+type With<K extends keyof Policy> = Policy & Required<Pick<Policy, K>>;
+
 export class Chain {
-  private readonly annotators: ReadonlyArray<Policy>;
-  private readonly onRequest: ReadonlyArray<Policy>;
-  private readonly onBody: ReadonlyArray<Policy>;
-  private readonly responders: ReadonlyArray<Policy>;
+  private readonly annotators: ReadonlyArray<With<'annotate'>>;
+  private readonly onRequest: ReadonlyArray<With<'onRequest'>>;
+  private readonly onBody: ReadonlyArray<With<'onBody'>>;
+  private readonly responders: ReadonlyArray<With<'onResponseBody'>>;
 
   constructor(readonly policies: ReadonlyArray<Policy>) {
-    this.annotators = policies.filter((p) => p.annotate !== undefined);
-    this.onRequest = policies.filter((p) => p.onRequest !== undefined);
-    this.onBody = policies.filter((p) => p.onBody !== undefined);
-    this.responders = policies.filter((p) => p.onResponseBody !== undefined);
+    this.annotators = policies.filter((p): p is With<'annotate'> => p.annotate !== undefined);
+    this.onRequest = policies.filter((p): p is With<'onRequest'> => p.onRequest !== undefined);
+    this.onBody = policies.filter((p): p is With<'onBody'> => p.onBody !== undefined);
+    this.responders = policies.filter((p): p is With<'onResponseBody'> => p.onResponseBody !== undefined);
   }
 
   /** A fresh exchange for a request head: its route, nothing decided yet. */
@@ -50,20 +53,22 @@ export class Chain {
    * chain runs once it settles: then the result is a promise of the decision.
    */
   decide(ex: Exchange, from = 0): RequestDecision | Promise<RequestDecision> {
-    if (from === 0) for (const p of this.annotators) p.annotate!(ex);
+    if (from === 0) for (const p of this.annotators) p.annotate(ex);
     const list = this.onRequest;
     for (let i = from; i < list.length; i++) {
-      const d = list[i]!.onRequest!(ex);
+      // Indexed, not iterated: a pending policy resumes the loop at i + 1. i < list.length.
+      const p = list[i]!;
+      const d = p.onRequest(ex);
       if (d === undefined) continue;
       if (d instanceof Promise) {
-        const name = list[i]!.name;
+        const name = p.name;
         return d.then((r) => {
           if (r === undefined) return this.decide(ex, i + 1);
           if (!(r instanceof LocalReply)) ex.deniedBy = name;
           return r;
         });
       }
-      if (!(d instanceof LocalReply)) ex.deniedBy = list[i]!.name;
+      if (!(d instanceof LocalReply)) ex.deniedBy = p.name;
       return d;
     }
     return undefined;
@@ -84,7 +89,7 @@ export class Chain {
   /** Runs every policy's body phase on the complete raw body. */
   acceptBody(ex: Exchange, body: Buffer): Decision {
     for (const p of this.onBody) {
-      const d = p.onBody!(ex, body);
+      const d = p.onBody(ex, body);
       if (d !== undefined) {
         ex.deniedBy = p.name;
         return d;
@@ -102,7 +107,7 @@ export class Chain {
   /** Runs every policy's response-body phase on a buffered upstream response. */
   finishResponse(ex: Exchange, res: ResponseBody): ResponseBody {
     let out = res;
-    for (const p of this.responders) out = p.onResponseBody!(ex, out);
+    for (const p of this.responders) out = p.onResponseBody(ex, out);
     return out;
   }
 }

@@ -60,9 +60,10 @@ export function jsonCharset(value: string | string[] | undefined): 'utf-8' | 'ot
       break;
     }
     i = PARAMETER.lastIndex;
-    if (m[1] !== undefined && m[1].toLowerCase() === 'charset') {
+    const [, name, raw] = m;
+    // The value is matched together with the name (one optional group around both).
+    if (name !== undefined && raw !== undefined && name.toLowerCase() === 'charset') {
       charsets++;
-      const raw = m[2]!;
       charset = (raw.startsWith('"') ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw).toLowerCase();
     }
   }

@@ -10,7 +10,7 @@
 import type { GatewayError } from './errors.js';
 import type { Operation, RouteMatch } from './operations.js';
 import type { SecretSet } from './redact.js';
-import type { RateLimitStore, StoreConfig } from '../stores/types.js';
+import type { RateLimitStore, StoreConfig } from './store.js';
 
 export type HeaderValue = string | string[] | undefined;
 /** Request headers as node:http gives them: lower-case names. */

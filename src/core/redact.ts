@@ -94,10 +94,11 @@ export class SecretSet {
 export function credentialSecrets(value: string): string[] {
   const out = [value.trim()];
   const m = /^([A-Za-z][A-Za-z0-9!#$%&'*+.^_`|~-]*)[ \t]+(\S.*)$/.exec(value.trim());
-  if (m !== null) {
-    const token = m[2]!.trim();
+  const [, scheme, rest] = m ?? [];
+  if (scheme !== undefined && rest !== undefined) {
+    const token = rest.trim();
     out.push(token);
-    if (m[1]!.toLowerCase() === 'basic' && /^[A-Za-z0-9+/]+=*$/.test(token)) {
+    if (scheme.toLowerCase() === 'basic' && /^[A-Za-z0-9+/]+=*$/.test(token)) {
       const decoded = Buffer.from(token, 'base64').toString('utf8');
       const colon = decoded.indexOf(':');
       if (colon >= 0) {

@@ -73,6 +73,8 @@ function draw(n: number): number {
 const SCRATCH = Buffer.alloc(64);
 const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
 
+// The `!` on reads of POOL and HEX_DIGITS below: indexes within bounds by construction (a nibble
+// into 16 digits; `draw` reserves the bytes it returns), which noUncheckedIndexedAccess cannot see.
 function hexByte(out: Buffer, o: number, b: number): number {
   out[o] = HEX_DIGITS[b >> 4]!;
   out[o + 1] = HEX_DIGITS[b & 15]!;

@@ -4,7 +4,7 @@
  */
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ServerConfig } from '../config/types.js';
+import type { ServerConfig } from './config.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { markAwaitingContinue } from './body.js';
 import { boundInFlight, shareConnections } from './connections.js';

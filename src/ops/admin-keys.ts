@@ -20,7 +20,7 @@ import { Ajv } from 'ajv';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { RegistryError, REGISTRY_DEFAULTS, type KeyRegistry } from '../registry/registry.js';
 import { ID_PATTERN } from '../registry/records.js';
-import { parseDateTime } from '../policies/deprecation/index.js';
+import { parseDateTime } from '../core/date-time.js';
 
 const BODY_LIMIT = 16 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';

@@ -6,15 +6,13 @@
  */
 import { connect } from 'node:net';
 import type { Logger } from 'pino';
-import type { PolicyConfig } from '../config/types.js';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { openDeprecationLedger, openStores } from '../stores/index.js';
-import type { DeprecationLedger } from '../stores/types.js';
-import { AccessLog, droppedLogLines, type ConsumerInfo } from './access-log.js';
+import type { DeprecationLedger, StoreConfig } from '../stores/types.js';
+import { AccessLog, droppedLogLines, type ConsumerInfo, type LogConfig } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics } from './metrics.js';
-import { securityWeakenings } from './security-notices.js';
 
 /** Runs every observer; one that throws does not keep the others from their record. */
 export class Observers implements ExchangeObserver {
@@ -121,11 +119,6 @@ export interface Ops {
   /** Ready, or why not; while the upstream is marked unreachable, after one connection attempt to it. */
   readiness(phase: Phase): Promise<Readiness>;
   deprecations(): Promise<DeprecationReport>;
-  /**
-   * A new policy took effect (SIGHUP, file change): the access log's consumer fields follow it,
-   * and what it weakens against the previous one is logged as one warning.
-   */
-  policyReloaded(next: PolicyConfig): void;
   /** Flushes the access log (after the drain). */
   close(): Promise<void>;
 }
@@ -144,11 +137,26 @@ export interface OpsOptions {
    * rate limit's `onStoreError`), the access line's consumer details and the deprecation report's
    * sunset read it at each use, so a reload changes them as it changes the chain.
    */
-  readonly current?: () => PolicyConfig;
+  readonly current?: () => OpsConfig;
 }
 
-/** Each consumer's expiry and scopes as a policy gives them, for the access line (issue 14). */
-function consumersOf(config: PolicyConfig): Map<string, ConsumerInfo> {
+/**
+ * What operations read of a validated policy file, written out here so that ops depends on no
+ * policy module and not on the config folder (which composes ops' own schemas): a `PolicyConfig`
+ * fits it as it is.
+ */
+export interface OpsConfig {
+  readonly upstream: { readonly url: string; readonly timeouts: { readonly connectMs: number } };
+  readonly log: LogConfig;
+  readonly policies: {
+    readonly auth: { readonly keys: ReadonlyArray<{ readonly id: string; readonly expires?: string; readonly operations?: ReadonlyArray<string> }> };
+    readonly 'rate-limit': { readonly store: StoreConfig; readonly onStoreError: 'open' | 'closed' };
+    readonly deprecation: { readonly sunset: string };
+  };
+}
+
+/** Each consumer's expiry and scopes as a policy gives them, for the access line. */
+function consumersOf(config: OpsConfig): Map<string, ConsumerInfo> {
   const consumers = new Map<string, ConsumerInfo>();
   for (const k of config.policies.auth.keys) {
     if (k.expires !== undefined || k.operations !== undefined) consumers.set(k.id, { ...(k.expires === undefined ? {} : { expires: k.expires }), ...(k.operations === undefined ? {} : { scopes: [...k.operations] }) });
@@ -156,13 +164,12 @@ function consumersOf(config: PolicyConfig): Map<string, ConsumerInfo> {
   return consumers;
 }
 
-
-export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
+export function createOps(config: OpsConfig, options: OpsOptions): Ops {
   const storeConfig = config.policies['rate-limit'].store;
   const ledger = openDeprecationLedger(storeConfig);
   const current = options.current ?? (() => config);
   // Computed once per policy object (a reload makes a new one), not once per request.
-  let consumersFor: PolicyConfig | undefined;
+  let consumersFor: OpsConfig | undefined;
   let consumers = new Map<string, ConsumerInfo>();
   const consumerInfo = (id: string): ConsumerInfo | undefined => {
     const now = current();
@@ -182,8 +189,6 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
     defaultMetrics: options.defaultMetrics ?? true,
   });
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
-  // The policy the last reload replaced, for the warning on what a reload weakens.
-  let previous = config;
   const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
   if (accessLog !== undefined) list.push(accessLog);
@@ -205,12 +210,6 @@ export function createOps(config: PolicyConfig, options: OpsOptions): Ops {
       return READY;
     },
     deprecations: async () => deprecationReport(await ledger.report(), deprecatedNow()),
-    policyReloaded(next: PolicyConfig): void {
-      const weakened = securityWeakenings(previous, next);
-      // The list is in the message so that two different weakenings are two lines (warnings are throttled per message).
-      if (weakened.length > 0) options.log.warn({ weakened }, `policy reload weakens security: ${weakened.join('; ')}`);
-      previous = next;
-    },
     close: async () => {
       await accessLog?.close();
     },

@@ -13,7 +13,7 @@ import { upstreamTlsOrThrow } from '../tls/upstream.js';
 import type { Socket } from 'node:net';
 import type { Stream } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
-import type { UpstreamConfig } from '../config/types.js';
+import type { UpstreamConfig } from './config.js';
 import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
 import { StreamedCall, callOfBody } from './streamed-call.js';
 

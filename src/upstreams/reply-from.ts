@@ -8,7 +8,7 @@
 import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
-import type { UpstreamConfig } from '../config/types.js';
+import type { UpstreamConfig } from './config.js';
 import { tlsConnect } from './undici.js';
 import type { FailureKind, Upstream, UpstreamHandler, UpstreamRequest } from '../core/upstream.js';
 import { StreamedCall } from './streamed-call.js';

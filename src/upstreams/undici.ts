@@ -4,7 +4,7 @@
  * own timeouts stay as a backstop.
  */
 import { Pool, type Dispatcher } from 'undici';
-import type { UpstreamConfig } from '../config/types.js';
+import type { UpstreamConfig } from './config.js';
 import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
 import { upstreamTlsOrThrow } from '../tls/upstream.js';
 import { failureKind } from './errors.js';

@@ -26,7 +26,7 @@ import { nodeEngine, serveNodeEngine } from '../../src/engines/node.js';
 import { buildUndiciServer } from '../../src/engines/undici.js';
 import { petstoreGateway } from '../../src/fronts/fastify.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
-import { createGateway, type Gateway } from '../../src/gateway.js';
+import { compileGateway, type Gateway } from '../../src/gateway.js';
 import { assertError, assertJson, type TapTest } from '../helpers/assert.js';
 import {
   bearer,
@@ -94,7 +94,7 @@ function gatewayFrom(key: string, policy: PolicyInput): Gateway {
   const env = { PETSTORE_API_KEYS: key };
   const loaded = parsePolicy(policyText(policy), { env });
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
-  return createGateway(loaded.config, { env });
+  return compileGateway(loaded.config, { env });
 }
 
 /** `gw` with the throwing policy last in its chain (after auth, route and the operation's checks). */

@@ -8,7 +8,7 @@
  * punctuation).
  *
  * In process, against each engine (Fastify: buildServer with a loggerInstance; http-proxy-3:
- * buildProxyServer with a log), the policies sharing the logger (createGateway(config, {env, log})).
+ * buildProxyServer with a log), the policies sharing the logger (compileGateway(config, {env, log})).
  * Then the built CLI at LOG_LEVEL=trace, with its stdout and stderr: `serve --port 0
  * --ephemeral-key` (where the only intended print of the key is the startup banner) and a policy
  * file reloaded by SIGHUP, including invalid files that name keys and hashes.
@@ -19,7 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
-import { createGateway, GatewayHolder } from '../../src/gateway.js';
+import { compileGateway, GatewayHolder } from '../../src/gateway.js';
 import { hashKey, newKey } from '../../src/policies/auth/keys.js';
 import type { TapTest } from '../helpers/assert.js';
 import {
@@ -223,7 +223,7 @@ for (const engine of ENGINES) {
     const load = (text: string) => {
       const loaded = parsePolicy(text, { env });
       if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
-      return createGateway(loaded.config, { env, log });
+      return compileGateway(loaded.config, { env, log });
     };
     const holder = new GatewayHolder(load(policy(fileKey)));
     const gw = await listenEngine(t, engine, holder, log);

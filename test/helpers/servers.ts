@@ -20,7 +20,7 @@ import { buildServer } from '../../src/engines/fastify.js';
 import { buildProxyServer } from '../../src/engines/http-proxy-3.js';
 import { buildUndiciServer } from '../../src/engines/undici.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
-import { createGateway, type Gateway, type GatewayHolder } from '../../src/gateway.js';
+import { compileGateway, type Gateway, type GatewayHolder } from '../../src/gateway.js';
 import type { Logger } from 'pino';
 import type { ExchangeObserver } from '../../src/core/record.js';
 
@@ -214,7 +214,7 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
   const env = { ...(options.env ?? {}), PETSTORE_API_KEYS: key };
   const loaded = parsePolicy(policyText(policy), { env });
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
-  const gateway = createGateway(loaded.config, { env });
+  const gateway = compileGateway(loaded.config, { env });
   const engine = options.engine ?? 'undici';
   const { server, port } = await listenEngine(t, engine, gateway, undefined, options.observer);
   return { url: `http://127.0.0.1:${port}`, key, gateway, engine, server };

@@ -10,7 +10,7 @@ import type { PolicyConfig } from '../../src/config/types.js';
 import type { GatewayError } from '../../src/core/errors.js';
 import { Chain } from '../../src/core/chain.js';
 import type { IncomingHeaders, Policy, PolicyEnv } from '../../src/core/policy.js';
-import { createGateway } from '../../src/gateway.js';
+import { compileGateway } from '../../src/gateway.js';
 import { auth } from '../../src/policies/auth/index.js';
 import { deprecation, deprecationHeaders, type DeprecationConfig } from '../../src/policies/deprecation/index.js';
 import { route } from '../../src/policies/route/index.js';
@@ -146,7 +146,7 @@ t.test('annotate runs before any decision: a denied getPet carries the headers',
 
 t.test('the full gateway chain: a 401 getPet has the headers', async (t) => {
   const env: PolicyEnv = { env: { PETSTORE_API_KEYS: 'good-key' }, now: () => BEFORE };
-  const gw = createGateway(load('', env), env);
+  const gw = compileGateway(load('', env), env);
   const { ex, error } = gw.chain.begin({ method: 'GET', target: '/v1/pets/1', headers: {} });
   t.equal(error?.status, 401);
   t.strictSame(ex.responseHeaders, HEADERS);

@@ -1,6 +1,6 @@
 /**
  * Property tests of the policy chain (fast-check), built as the gateway builds it: parsePolicy +
- * createGateway, with one known key in the environment. Requests are generated from a grammar
+ * compileGateway, with one known key in the environment. Requests are generated from a grammar
  * that mixes the interface's paths with ids, dots, encodings and junk, Authorization and
  * Content-Type variants, and bodies from valid NewPet JSON to junk bytes.
  *
@@ -20,7 +20,7 @@ import fc from 'fast-check';
 import { parsePolicy } from '../../src/config/load.js';
 import { CATALOGUE, GatewayError, renderError, type ErrorCode } from '../../src/core/errors.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
-import { createGateway, type Gateway } from '../../src/gateway.js';
+import { compileGateway, type Gateway } from '../../src/gateway.js';
 import { tapText } from '../helpers/assert.js';
 import { INT64_MAX, INT64_MIN, isInt64, newPetProblems, type UnknownFields } from '../helpers/oracle.js';
 
@@ -51,7 +51,7 @@ function variant(name: string, policies: Record<string, unknown>): Variant {
   const lp = loaded.config.policies['list-pets'];
   return {
     name,
-    gateway: createGateway(loaded.config, env),
+    gateway: compileGateway(loaded.config, env),
     clamp: lp.outOfRange === 'clamp',
     rejectUnknownParams: lp.unknownParams === 'reject',
     unknownFields: loaded.config.policies['new-pet'].unknownFields,

@@ -7,7 +7,7 @@ import { parsePolicy } from '../../src/config/load.js';
 import { Chain } from '../../src/core/chain.js';
 import { matchRoute, operationPath, OPERATIONS, splitTarget, type RouteMatch } from '../../src/core/operations.js';
 import type { IncomingHeaders } from '../../src/core/policy.js';
-import { createGateway } from '../../src/gateway.js';
+import { compileGateway } from '../../src/gateway.js';
 import { hashKey } from '../../src/policies/auth/index.js';
 import { route } from '../../src/policies/route/index.js';
 
@@ -167,7 +167,7 @@ t.test('chain order: auth denies before route, route before new-pet', async (t) 
   const loaded = parsePolicy(`policies: { auth: { keys: [ { id: ops, hash: "${hashKey(KEY)}" } ] } }`, { env: {} });
   if (!loaded.ok) return void t.fail('policy rejected', { problems: loaded.problems });
   // A clock before the sunset of getPet, so the deprecation policy lets it through.
-  const gw = createGateway(loaded.config, { env: {}, now: () => Date.parse('2027-01-01T00:00:00Z') });
+  const gw = compileGateway(loaded.config, { env: {}, now: () => Date.parse('2027-01-01T00:00:00Z') });
   const names = gw.chain.policies.map((p) => p.name);
   t.equal(names[0], 'auth', 'auth first');
   t.equal(names[1], 'rate-limit', 'rate-limit second: a limited consumer is refused on any path');

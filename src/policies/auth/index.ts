@@ -20,7 +20,7 @@ import { GatewayError } from '../../core/errors.js';
 import { isValidHost } from '../../core/headers.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth } from '../../core/policy.js';
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
-import { parseDateTime } from '../deprecation/index.js';
+import { parseDateTime } from '../../core/date-time.js';
 import { FailureLimiter } from './brute-force.js';
 import { clientKey, clientResolver } from './client-address.js';
 import { digestOf, KeyRing, type KeyGrant } from './keys.js';

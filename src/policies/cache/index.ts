@@ -11,11 +11,6 @@ import { schema, type CacheConfig } from './schema.js';
 
 export type { CacheConfig, CacheRedisConfig } from './schema.js';
 
-/** Whether the config caches anything. */
-export function caches(config: CacheConfig): boolean {
-  return config.ttlSeconds.listPets > 0 || config.ttlSeconds.getPet > 0;
-}
-
 function check(config: CacheConfig, path: string): Problem[] {
   const store = config.store;
   if (typeof store !== 'object') return [];

@@ -8,18 +8,10 @@
 import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
 import { schema, type DeprecationConfig } from './schema.js';
+import { parseDateTime } from '../../core/date-time.js';
 
 export type { DeprecationConfig } from './schema.js';
-
-/** Milliseconds of an RFC 3339 date-time, or NaN for a day that does not exist (Date.parse would roll 30 February over). */
-export function parseDateTime(text: string): number {
-  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})/.exec(text);
-  if (m === null) return NaN;
-  const [y, mo, d, h, mi, se] = m.slice(1).map(Number) as [number, number, number, number, number, number];
-  const day = new Date(Date.UTC(y, mo - 1, d));
-  if (day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d || h > 23 || mi > 59 || se > 59) return NaN;
-  return Date.parse(text);
-}
+export { parseDateTime };
 
 function check(config: DeprecationConfig, path: string): Problem[] {
   const problems: Problem[] = [];

@@ -1,12 +1,5 @@
-/** The config of the `deprecation` policy (getPet's lifecycle). */
-export interface DeprecationConfig {
-  readonly deprecatedAt: string;
-  readonly sunset: string;
-  readonly successor: string;
-  readonly links: ReadonlyArray<{ readonly href: string; readonly rel: 'deprecation' | 'sunset'; readonly type?: string }>;
-  readonly removeAfterSunset: boolean;
-  readonly brownouts: ReadonlyArray<{ readonly start: string; readonly end: string }>;
-}
+/** The options of the `deprecation` policy (getPet's lifecycle): its JSON Schema, and the type derived from it. */
+import type { SchemaType } from '../../core/options.js';
 
 /** RFC 3339 date-time, with a zone. */
 const DATE_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$';
@@ -69,3 +62,5 @@ export const schema = {
     },
   },
 } as const;
+
+export type DeprecationConfig = SchemaType<typeof schema>;

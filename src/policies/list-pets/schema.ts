@@ -1,9 +1,5 @@
-/** The config of the `list-pets` policy (listPets query and response). */
-export interface ListPetsConfig {
-  readonly outOfRange: 'reject' | 'clamp';
-  readonly unknownParams: 'drop' | 'reject';
-  readonly enforceResponse: boolean;
-}
+/** The options of the `list-pets` policy (listPets query and response): its JSON Schema, and the type derived from it. */
+import type { SchemaType } from '../../core/options.js';
 
 export const schema = {
   type: 'object',
@@ -29,3 +25,5 @@ export const schema = {
     },
   },
 } as const;
+
+export type ListPetsConfig = SchemaType<typeof schema>;

@@ -1,10 +1,5 @@
-/** The config of the `new-pet` policy (createPet request bodies). */
-import type { UnknownFields } from '../../core/contract.js';
-
-export interface NewPetConfig {
-  readonly maxBytes: number;
-  readonly unknownFields: UnknownFields;
-}
+/** The options of the `new-pet` policy (createPet request bodies): its JSON Schema, and the type derived from it. */
+import type { SchemaType } from '../../core/options.js';
 
 export const schema = {
   type: 'object',
@@ -26,3 +21,5 @@ export const schema = {
     },
   },
 } as const;
+
+export type NewPetConfig = SchemaType<typeof schema>;

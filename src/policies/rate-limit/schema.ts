@@ -1,20 +1,6 @@
-/** The config of the `rate-limit` policy (issue 14): its JSON Schema (with defaults) and its TypeScript type. */
+/** The options of the `rate-limit` policy: its JSON Schema (with defaults), and the type derived from it. */
 import { REDIS_DEFAULTS } from '../../stores/defaults.js';
-import type { StoreConfig } from '../../stores/types.js';
-
-export interface RateLimitRuleConfig {
-  readonly limit: number;
-  readonly windowSeconds?: number;
-}
-
-export interface RateLimitConfig {
-  /** Requests per window per consumer; absent: no limit but the `perKey` ones (the default: no limit at all). */
-  readonly limit?: number;
-  readonly windowSeconds: number;
-  readonly perKey: Readonly<Record<string, RateLimitRuleConfig>>;
-  readonly store: StoreConfig;
-  readonly onStoreError: 'open' | 'closed';
-}
+import type { SchemaType } from '../../core/options.js';
 
 const LIMIT = { type: 'integer', minimum: 1, maximum: 1000000000 } as const;
 const WINDOW = { type: 'integer', minimum: 1, maximum: 86400 } as const;
@@ -78,3 +64,7 @@ export const schema = {
     },
   },
 } as const;
+
+export type RateLimitConfig = SchemaType<typeof schema>;
+/** One key's own limit (`perKey`). */
+export type RateLimitRuleConfig = RateLimitConfig['perKey'][string];

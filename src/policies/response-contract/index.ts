@@ -25,12 +25,8 @@ import { compileResponseShapes, isJsonMediaType, parseLossless, unknownPetFields
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import { acceptsCoding, contentCoding } from '../../core/headers.js';
 import type { OperationId } from '../../core/operations.js';
+import type { SchemaType } from '../../core/options.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
-
-export interface ResponseContractConfig {
-  readonly mode: 'off' | 'monitor' | 'enforce';
-  readonly unknownFields: 'drop' | 'refuse' | 'pass';
-}
 
 export const schema = {
   type: 'object',
@@ -57,6 +53,8 @@ function uninvitedCoding(ex: Exchange, res: UpstreamResponse): string | undefine
   const coding = contentCoding(res.headers['content-encoding']);
   return coding === undefined || acceptsCoding(ex.head.headers['accept-encoding'], coding) ? undefined : coding;
 }
+
+export type ResponseContractConfig = SchemaType<typeof schema>;
 
 const EXPECTED_STATUS: Record<OperationId, number> = { listPets: 200, createPet: 201, getPet: 200 };
 

@@ -7,12 +7,13 @@
  */
 import { isInt64Text } from '../../core/contract.js';
 import { GatewayError } from '../../core/errors.js';
+import type { SchemaType } from '../../core/options.js';
 import type { Decision, Exchange, PolicyModule } from '../../core/policy.js';
-
-export type RouteConfig = Record<string, never>;
 
 /** No options: an empty mapping (or none) is the only valid section. */
 export const schema = { type: 'object', additionalProperties: false, properties: {} } as const;
+
+export type RouteConfig = SchemaType<typeof schema>;
 
 const notFound = new GatewayError('not_found');
 const petNotFound = new GatewayError('pet_not_found');

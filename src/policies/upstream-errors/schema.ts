@@ -1,10 +1,5 @@
-/** The config of the `upstream-errors` policy. */
-import type { OperationId } from '../../core/operations.js';
-
-export interface UpstreamErrorsConfig {
-  readonly statusMap: Readonly<Record<OperationId, Readonly<Record<string, number>>>>;
-  readonly maxBodyBytes: number;
-}
+/** The options of the `upstream-errors` policy: its JSON Schema, and the type derived from it. */
+import type { SchemaType } from '../../core/options.js';
 
 const STATUS_MAP = {
   type: 'object',
@@ -37,3 +32,5 @@ export const schema = {
     },
   },
 } as const;
+
+export type UpstreamErrorsConfig = SchemaType<typeof schema>;

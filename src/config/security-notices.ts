@@ -5,7 +5,7 @@
  * when the new policy takes effect. Pure functions of the configs; strengthening and neutral
  * changes say nothing.
  */
-import type { PolicyConfig } from '../config/types.js';
+import type { PolicyConfig } from './types.js';
 import { bruteForceExposureWarning } from '../policies/auth/index.js';
 import type { RateLimitConfig } from '../policies/rate-limit/schema.js';
 
@@ -103,4 +103,11 @@ function contractWeakenings(prev: Policies, next: Policies): string[] {
 export function warnAtStart(config: PolicyConfig, log: { warn(fields: Record<string, unknown>, message: string): void }): void {
   const exposed = bruteForceExposureWarning(config);
   if (exposed !== undefined) log.warn({ host: config.server.host }, exposed);
+}
+
+/** After a reload that took: one warning naming everything the new policy weakens, if anything. */
+export function warnWeakenings(prev: PolicyConfig, next: PolicyConfig, log: { warn(fields: Record<string, unknown>, message: string): void }): void {
+  const weakened = securityWeakenings(prev, next);
+  // The list is in the message so that two different weakenings are two lines (warnings are throttled per message).
+  if (weakened.length > 0) log.warn({ weakened }, `policy reload weakens security: ${weakened.join('; ')}`);
 }

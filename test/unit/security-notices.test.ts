@@ -9,7 +9,7 @@ import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
 import { hashKey } from '../../src/policies/auth/index.js';
 import { createOps } from '../../src/ops/index.js';
-import { securityWeakenings, warnAtStart } from '../../src/ops/security-notices.js';
+import { securityWeakenings, warnAtStart, warnWeakenings } from '../../src/config/security-notices.js';
 import { record } from '../helpers/record.js';
 import { fakeLog } from '../helpers/log.js';
 
@@ -61,11 +61,13 @@ t.test('a reload: the access log names the consumer facts in force, and a weaken
       cb();
     },
   }));
-  const ops = createOps(STRICT, { log: logger, breakerOpen: () => false, defaultMetrics: false });
+  let current = STRICT;
+  const ops = createOps(STRICT, { log: logger, breakerOpen: () => false, defaultMetrics: false, current: () => current });
   t.teardown(() => ops.close());
   ops.observer.onEnd(record({ consumer: 'a' }));
   const next = config({ auth: { keysFromEnv: null, keys: [{ id: 'a', hash: H1, operations: ['listPets', 'getPet'], expires: '2031-01-01T00:00:00Z' }] }, 'rate-limit': { limit: 10, windowSeconds: 60, perKey: { a: { limit: 5 } }, onStoreError: 'closed' }, 'response-contract': { unknownFields: 'refuse' } });
-  ops.policyReloaded(next);
+  current = next;
+  warnWeakenings(STRICT, next, logger);
   ops.observer.onEnd(record({ consumer: 'a' }));
   await ops.close();
   const access = lines.filter((l) => l.log === 'access');
