@@ -807,7 +807,7 @@ function breakerTests(t: TapTest, engine: Engine): void {
     const FIVE = { circuitBreaker: { failures: 5, coolDownMs: 5000 } };
     t.test('five createPets answered 500 do not open it', async (t) => {
       const { stub, gw } = await breakerRig(t, engine, FIVE, (_req, res) => sendJson(res, 500, { message: 'this pet breaks the backend' }));
-      for (let i = 0; i < 5; i++) assertError(t, await call(gw, 'createPet'), 500, 'internal_error', { message: 'any' });
+      for (let i = 0; i < 5; i++) assertError(t, await call(gw, 'createPet'), 500, 'upstream_error', { message: 'any' });
       t.equal((await call(gw, 'createPet')).status, 500, 'the sixth is the upstream’s answer, not the breaker’s 503');
       t.equal(stub.requests.length, 6, 'every request reached the upstream');
     });
