@@ -169,9 +169,11 @@ t.test('chain order: auth denies before route, route before new-pet', async (t) 
   // A clock before the sunset of getPet, so the deprecation policy lets it through.
   const gw = compileGateway(loaded.config, { env: {}, now: () => Date.parse('2027-01-01T00:00:00Z') });
   const names = gw.chain.policies.map((p) => p.name);
-  t.equal(names[0], 'auth', 'auth first');
-  t.equal(names[1], 'rate-limit', 'rate-limit second: a limited consumer is refused on any path');
-  t.equal(names[2], 'route', 'route third');
+  // cors comes before auth (a preflight carries no credentials) and decides nothing without origins.
+  t.equal(names[0], 'cors', 'cors first');
+  t.equal(names[1], 'auth', 'auth before every other decision');
+  t.equal(names[2], 'rate-limit', 'rate-limit next: a limited consumer is refused on any path');
+  t.equal(names[3], 'route', 'then route');
   t.ok(names.indexOf('new-pet') > names.indexOf('route'), 'new-pet after route');
 
   const decide = (method: string, target: string, headers: IncomingHeaders) => {
