@@ -19,10 +19,10 @@ export class PetStore {
   private readonly all: string[] = [];
   /**
    * The bytes (UTF-8) of each pet read at least once, made on its first getPet and answered as
-   * they are from then on (read-only: shared): getPet 1.02-1.03x req/s on the built-in backend
+   * they are from then on (read-only: shared), which makes getPet faster on the built-in backend
    * (co-scheduled, bench/ab.mjs). Made lazily and sparse (createPet touches nothing here): a Buffer
-   * kept for every created pet outlives the young generation (createPet 0.95x), and even an
-   * `undefined` pushed per create cost it 0.98x.
+   * kept for every created pet outlives the young generation and slows createPet, and even an
+   * `undefined` pushed per create cost it (bench/ab.mjs).
    */
   private readonly bodies: (Buffer | undefined)[] = [];
   private readonly byStatus = new Map<PetStatus, string[]>();

@@ -2,7 +2,7 @@
  * The command line: serve, check, hash-key, new-key, backend, schema. Exit codes: 0 ok, 1 runtime
  * failure, 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
  *
- * Output: while serving, stdout carries only pino's JSON lines (NDJSON, issue 13 item 4); human text
+ * Output: while serving, stdout carries only pino's JSON lines (NDJSON); human text
  * (the banner, the ephemeral key, usage errors, policy problems) goes to stderr.
  */
 import cluster from 'node:cluster';
@@ -133,7 +133,7 @@ const COMMAND_HELP: Readonly<Record<string, string>> = {
   keys: KEYS_HELP,
 };
 
-/** Bad usage: one line, then where to read more (never the whole help: issue 12, item 9). */
+/** Bad usage: one line, then where to read more (never the whole help). */
 class UsageError extends Error {
   constructor(
     message: string,
@@ -238,7 +238,7 @@ function loggerOptions(level = 'info'): LoggerOptions {
 }
 
 /**
- * The one validation path of `serve`, `check` and a reload (issue 12, item 9): the file with the
+ * The one validation path of `serve`, `check` and a reload: the file with the
  * command line's overrides, then what a running gateway needs (an API key). With --ephemeral-key and
  * no key configured, a key is made for the run and put in the environment (`env` is changed).
  */
@@ -605,7 +605,7 @@ function installStop(server: PolicyConfig['server'], running: RunningEngine, ops
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-/** The human text of a start, on stderr: stdout stays NDJSON (issue 13, item 4). */
+/** The human text of a start, on stderr: stdout stays NDJSON. */
 function printBanner(banner: string, ephemeral: string | undefined, url: string | undefined): void {
   process.stderr.write(banner + '\n');
   if (ephemeral !== undefined) {
@@ -637,7 +637,7 @@ interface RunningEngine {
 /**
  * The standalone server of an engine: node:http + undici, Fastify + @fastify/http-proxy, or
  * node:http + http-proxy-3. Each engine's module is imported here, when it is chosen, so a run
- * loads one engine's library, not all three (issue 11, item 5).
+ * loads one engine's library, not all three.
  */
 async function startEngine(engine: string, holder: GatewayHolder, log: Logger, observer: ExchangeObserver): Promise<RunningEngine> {
   if (engine === 'fastify') {
@@ -695,7 +695,7 @@ function check(args: string[]): number {
     process.stdout.write(loaded.problems + '\n');
     return EXIT.config;
   }
-  // Issue 14: each key's id, expiry and operations, one indented line each (never a hash or a key).
+  // Each key's id, expiry and operations, one indented line each (never a hash or a key).
   // An ephemeral key (--ephemeral-key) is made per run: said as such, not as a key of the environment.
   const described = describeKeys(loaded.config.policies.auth, { env: loaded.ephemeral === undefined ? env : process.env });
   if (loaded.ephemeral !== undefined) described.push('(ephemeral): made at each start, all operations');

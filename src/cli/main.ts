@@ -10,7 +10,7 @@ const code = await main(process.argv.slice(2));
 // A server command returns -1 and keeps the process alive until a signal stops it.
 if (code >= 0) {
   process.exitCode = code;
-  // A cluster worker that could not start must exit, not idle on its IPC channel (issue 11, item 3),
+  // A cluster worker that could not start must exit, not idle on its IPC channel,
   // and with its code (letting the channel go would make node's cluster exit it with 0). Its stderr
   // (a pipe or a terminal) is written synchronously, so its message is out.
   if (cluster.isWorker) process.exit(code);

@@ -1,5 +1,5 @@
 /**
- * The start-up probe of the upstream (issue 12, item 9): one `GET <upstream.url>/pets?limit=1`, no
+ * The start-up probe of the upstream: one `GET <upstream.url>/pets?limit=1`, no
  * API key, a short timeout, so that an upstream URL without its `/v1` base path is caught at start
  * instead of as a silent 404 on every call. It never stops the gateway: the upstream may come up
  * later, and the probe only says what it saw.

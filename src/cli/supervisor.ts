@@ -5,7 +5,7 @@
  * SIGTERM/SIGINT (each stops gracefully), and exits 0 once all have. SIGHUP is the caller's: the
  * primary validates a reload before any worker sees it.
  *
- * Failures (issue 11, item 3): a worker of the first set that exits before listening (a bad policy,
+ * Failures: a worker of the first set that exits before listening (a bad policy,
  * the port in use) stops the whole gateway with that worker's exit code: nothing would serve, and
  * retrying cannot fix a config or a taken port. A worker that dies later is replaced after a
  * back-off (100 ms doubling to 10 s); a replacement that cannot start, or dies within 10 s of

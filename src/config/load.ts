@@ -39,7 +39,7 @@ export function toJsonPath(pointer: string): string {
 }
 
 /**
- * What a `pattern` expects, said the way a user reads it (issue 12, item 9: "has the wrong format"
+ * What a `pattern` expects, said the way a user reads it ("has the wrong format"
  * is not enough). Keyed by the pattern text of the schemas; a pattern missing here is described by
  * the pattern itself, so every message still says what was expected.
  */
@@ -128,8 +128,8 @@ export interface Overrides {
 
 /**
  * What a running gateway needs beyond a valid file. `serve` refuses a config that accepts no API key
- * (every request would be 401); `check` runs the same rule so it fails exactly when `serve` would
- * (issue 12, item 9). `'ephemeral-allowed'`: `serve --ephemeral-key` may make a key for the run,
+ * (every request would be 401); `check` runs the same rule so it fails exactly when `serve` would.
+ * `'ephemeral-allowed'`: `serve --ephemeral-key` may make a key for the run,
  * which works only when `auth.keysFromEnv` names a variable to put it in.
  */
 export interface LoadOptions {
@@ -268,7 +268,7 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   // below see complete sections.
   const errors = validate(value);
   const problems = schemaProblems(errors);
-  // Every problem in one pass (issue 12, item 9): the cross-field rules (date order, duplicate keys...)
+  // Every problem in one pass: the cross-field rules (date order, duplicate keys...)
   // run also on a section with schema errors. A rule that trips over a value of the wrong type is
   // skipped (that value is reported already), and a rule's problem about a value the schema already
   // blamed (e.g. "is not a valid date" after "must be an RFC 3339 date-time") is dropped.

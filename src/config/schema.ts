@@ -185,7 +185,7 @@ const FIELD_NAMES = (description: string) =>
 
 export const HEADERS_SCHEMA = {
   type: 'object',
-  description: 'Which header fields cross the gateway: both directions by allowlist (issue 12).',
+  description: 'Which header fields cross the gateway: both directions by allowlist.',
   additionalProperties: false,
   default: {},
   properties: {

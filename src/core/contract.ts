@@ -31,7 +31,7 @@ export function isJsonMediaType(value: string | string[] | undefined): boolean {
 const PARAMETER = /[ \t]*;[ \t]*(?:([!#$%&'*+.^_`|~0-9A-Za-z-]+)=([!#$%&'*+.^_`|~0-9A-Za-z-]+|"(?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[\x09\x20-\x7e\x80-\xff])*"))?/y;
 
 /**
- * What the charset of a JSON request body says (issue 12, finding 3): `utf-8` when the
+ * What the charset of a JSON request body says: `utf-8` when the
  * Content-Type is `application/json` with no charset or `charset=utf-8` (any case, quoted or not);
  * `other` for any other charset (utf-7, utf-16, latin1...), a charset given twice, or parameters
  * that do not parse; `not-json` for another media type.
@@ -237,7 +237,7 @@ export function compileResponseShapes(): { pet: (v: LosslessValue) => string[]; 
   return responseShapes;
 }
 
-/** The fields of Pet (pet-store-interface.md, "Pet": the fields of NewPet plus `id`). */
+/** The fields of Pet (docs/interface.md, "Pet": the fields of NewPet plus `id`). */
 const PET_FIELDS = new Set(['id', 'name', 'categoryId', 'status']);
 
 /**
@@ -294,7 +294,7 @@ function buildNewPet(unknownFields: UnknownFields): (value: LosslessValue) => Ne
 }
 
 /**
- * Whether an upstream status may be taken as the final answer to a request (issue 12, finding 6):
+ * Whether an upstream status may be taken as the final answer to a request:
  * an integer 200..599 (RFC 9110 section 15: three digits, classes 1xx-5xx; 600, 999 and 000 are
  * not HTTP), or 101 Switching Protocols only when the request asked for an upgrade (RFC 9110
  * section 15.2.2: a server sends 101 only in answer to Upgrade). Other 1xx are interim answers

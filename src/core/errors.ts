@@ -26,7 +26,7 @@ export const CATALOGUE = {
   malformed_authorization: { status: 401, message: 'The Authorization header must be "Bearer <key>".' },
   invalid_api_key: { status: 401, message: 'The API key is not valid.' },
   expired_api_key: { status: 401, message: 'The API key has expired.' },
-  // 403 (issue 14: a key's operations)
+  // 403 (a key's operations)
   forbidden: { status: 403, message: 'This API key may not call this operation.' },
   // 404 / 405
   not_found: { status: 404, message: 'No operation of this interface is at this path.' },
@@ -59,7 +59,7 @@ export const CATALOGUE = {
 
 export type ErrorCode = keyof typeof CATALOGUE;
 
-/** The optional fields of a GatewayError (issue 11: named fields, not five positional arguments). */
+/** The optional fields of a GatewayError (named fields, not five positional arguments). */
 export interface GatewayErrorOptions {
   /** Shown to the client; the catalogue's message when absent. */
   readonly message?: string | undefined;

@@ -106,9 +106,9 @@ export interface PipelineOptions {
 /**
  * Bodies up to this size end the response as one latin1 string (the same bytes): node joins a
  * string with the response head, so head and body leave in one write instead of a writev of two
- * buffers. That pays for the copy into a string only while the body is small (co-scheduled, as
- * bench/ab.mjs: getPet's 59 bytes +2% req/s as a string; listPets' 1.2 KB (limit=20) 1.02x and
- * 6 KB (limit=100) 1.02-1.03x faster as buffers, against limits of 2 and 16 KiB).
+ * buffers. That pays for the copy into a string only while the body is small: getPet's body is
+ * faster as a string, listPets' bodies (limit=20 and limit=100) faster as buffers; larger limits
+ * measured worse (co-scheduled, bench/ab.mjs).
  */
 export const ONE_WRITE_MAX = 1024;
 
@@ -121,8 +121,8 @@ function endWith(res: ClientResponse, chunk: Buffer): void {
 /**
  * Sets the fields of `from` on `out`, one by one, and returns `out`. Header objects are built with
  * it, not with `{ ...from }`: the spread's clone, given fields afterwards, cost the built-in
- * backend 13-22% of its CPU per request (co-scheduled A/B as bench/ab.mjs does: getPet 1.26x and
- * createPet 1.15x req/s with this loop).
+ * backend a large share of its CPU per request, and getPet and createPet serve more requests with
+ * this loop (co-scheduled A/B, bench/ab.mjs).
  */
 function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly<Record<string, HeaderValue | number | undefined>>): Record<string, HeaderValue | number> {
   for (const name in from) {

@@ -1,5 +1,5 @@
 /**
- * Which header fields cross the gateway (issue 12, findings 1 and 2). Both directions work by
+ * Which header fields cross the gateway. Both directions work by
  * ALLOWLIST: a field reaches the other side only when it is named in the compiled rules, so an
  * upstream's Set-Cookie, Server or `Access-Control-Allow-Origin: *`, and a client's
  * X-HTTP-Method-Override, X-Original-URL or Cookie, never cross unless an operator asks for them.
@@ -151,8 +151,8 @@ export function checkHeaderRules(config: Partial<{ headers: unknown; server: unk
   const problems: Problem[] = [];
   const headers = config.headers as Partial<HeadersConfig> | undefined;
   const lists: [string, unknown, (n: string) => boolean, string][] = [
-    ['$.headers.request.allow', headers?.request?.allow, (n) => REQUEST_NEVER.has(n), 'is never forwarded to the upstream (hop-by-hop, method override, URL rewrite, forwarding or credential field; see the README)'],
-    ['$.headers.response.allow', headers?.response?.allow, neverPasses, 'never reaches the client (hop-by-hop, cookie, banner, CORS or HSTS field; see the README)'],
+    ['$.headers.request.allow', headers?.request?.allow, (n) => REQUEST_NEVER.has(n), 'is never forwarded to the upstream (hop-by-hop, method override, URL rewrite, forwarding or credential field; see docs/security.md)'],
+    ['$.headers.response.allow', headers?.response?.allow, neverPasses, 'never reaches the client (hop-by-hop, cookie, banner, CORS or HSTS field; see docs/security.md)'],
   ];
   for (const [path, list, never, why] of lists) {
     if (!Array.isArray(list)) continue;

@@ -4,7 +4,7 @@
  * like a secret masked. HTML pages, stack traces and credentials never reach a client.
  */
 
-/** Words and shapes that suggest a secret or an internal detail ("API key" with a space too: issue 12). */
+/** Words and shapes that suggest a secret or an internal detail ("API key" with a space too). */
 const SECRETISH =
   /(pass(word|wd)?|secret|token|api[_ -]?key|access[_ -]?key|bearer|authori[sz]ation|credential|private[ _-]?key|session|cookie)|[a-z][a-z0-9+.-]*:\/\/[^\s/@]*@|[A-Za-z0-9+/_=-]{32,}|\b\d{1,3}(\.\d{1,3}){3}\b/i;
 /** Stack frames, exceptions and source positions. */
@@ -40,7 +40,7 @@ const MASKS: ReadonlyArray<[RegExp, string]> = [
 
 /**
  * The secrets the gateway holds in plaintext, masked EXACTLY wherever upstream text is relayed to a
- * client or logged (issue 12, finding 4): a plain string search, so a secret is found whatever its
+ * client or logged: a plain string search, so a secret is found whatever its
  * length or shape, where the heuristics above only catch what looks like one. Compiled once from
  * the config and environment (`gatewaySecrets` in src/policies/auth); immutable.
  */

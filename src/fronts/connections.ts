@@ -1,5 +1,5 @@
 /**
- * Connection accounting of the standalone server (issue 25, items 2 and 5), the same for every
+ * Connection accounting of the standalone server, the same for every
  * engine (Fastify's serverFactory uses createNodeServer too):
  * - at most `maxInFlightPerConnection` requests of one connection are served at once. node's parser
  *   hands every pipelined request of a read to the handler at once, and queues their answers in

@@ -63,7 +63,7 @@ function connectionListsUpgrade(value: string | undefined): boolean {
 }
 
 /**
- * What must be refused before any policy sees the request (issue 12, item 5), or undefined.
+ * What must be refused before any policy sees the request, or undefined.
  * RFC 9112 section 3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, and to any
  * request with more than one Host field. node joins nothing for Host (it keeps the first), so the
  * raw header list is counted.
@@ -92,7 +92,7 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  * `maxConnectionsPerAddress` connections per peer address.
  *
  * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
- * serverFactory uses this function too), before the engine's handler runs (issue 12, item 5):
+ * serverFactory uses this function too), before the engine's handler runs:
  * - HTTP/1.1 without Host, or two Host fields: 400 invalid_request, then close (node's
  *   `requireHostHeader` would send an empty 400, and it accepts a second Host).
  * - `Expect: 100-continue`: no `100 Continue` on receipt of the head, only once the request phase

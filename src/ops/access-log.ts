@@ -1,5 +1,5 @@
 /**
- * The access log (issue 13, "Access log"): one JSON line per finished request, written once from
+ * The access log: one JSON line per finished request, written once from
  * the ExchangeRecord after the response (Envoy's access log, Kong's log phase), in pino's NDJSON
  * format on the process's pino destination.
  *
@@ -8,7 +8,7 @@
  * copies fields one by one, never the record or a header map as a whole, so a field added to the
  * record later cannot leak into the log by accident.
  *
- * Cost (issue 15): the line is built here from its known fields (every string JSON-escaped:
+ * Cost: the line is built here from its known fields (every string JSON-escaped:
  * printable ASCII without `"` or `\\` as it is, anything else through JSON.stringify, so nothing
  * a client sends can break out of its field) rather than by pino's
  * generic serialiser, and lines are handed to the destination in batches, as nginx's
@@ -26,7 +26,7 @@ import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
  * Most bytes one write of the log destination carries. sonic-boom keeps one write in flight and
  * writes at most one queued chunk of `maxWrite` bytes (16 KiB by default) per completed write,
  * which comes back through the event loop: at 1,000 connections the gateway made more than that
- * per turn of the loop and the queue grew without end (RSS +15 MB/s, 16 KiB chunks held by
+ * per turn of the loop and the queue grew without end (RSS grew steadily, 16 KiB chunks held by
  * sonic-boom, seen in a heap snapshot; even with /dev/null as the file). With 1 MiB a write
  * takes what has queued since the last one, and RSS stays flat (bench/scaling.mjs).
  */
@@ -133,9 +133,9 @@ export interface AccessLogOptions {
 }
 
 /**
- * Pending bytes (as UTF-16 code units) past which the batch is written at once. 64 KiB cut a
- * line's share of the writes by 0.3-0.4 µs, but RSS then grew by 28-51 MB in 6 s at 1,000
- * connections in 3 of 4 runs, the reader of the pipe being busy (bench/scaling.mjs; 16 KiB: flat).
+ * Pending bytes (as UTF-16 code units) past which the batch is written at once. A larger batch
+ * cuts a line's share of the writes a little, but RSS then grows under many connections, the
+ * reader of the pipe being busy; at this size it stays flat (bench/scaling.mjs).
  */
 export const ACCESS_BATCH_CHARS = 16 * 1024;
 
@@ -228,7 +228,7 @@ const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 /** A string field, escaped as JSON; an absent one is left out (as pino leaves out undefined). */
 function str(name: string, value: string | undefined): string {
   if (value === undefined) return '';
-  // JSON.stringify only when needed: ids, routes and addresses are plain (a 4x cheaper line).
+  // JSON.stringify only when needed: ids, routes and addresses are plain (a much cheaper line).
   return PLAIN.test(value) ? `,"${name}":"${value}"` : `,"${name}":${JSON.stringify(value)}`;
 }
 

@@ -1,5 +1,5 @@
 /**
- * The admin listener (issue 13, "Admin listener"): a node:http server of its own, on its own port
+ * The admin listener: a node:http server of its own, on its own port
  * (default 127.0.0.1:9464, OpenTelemetry's port for a process's Prometheus endpoint), separate
  * from the API so that probes and scrapes never pass the API's policies and the API never exposes
  * these. It serves exactly:

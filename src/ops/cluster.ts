@@ -1,6 +1,6 @@
 /**
- * The admin listener for `serve --workers N` (issue 13: "the admin listener answers for the whole
- * process group"). It runs in the primary, which serves no API traffic and so has no metrics,
+ * The admin listener for `serve --workers N`: the admin listener answers for the whole
+ * process group. It runs in the primary, which serves no API traffic and so has no metrics,
  * readiness or ledger of its own worth reporting; it asks the workers over the cluster IPC channel:
  *
  * - metrics: prom-client's AggregatorRegistry (`clusterMetrics()`): each worker answers with its

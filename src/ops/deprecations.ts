@@ -1,5 +1,5 @@
 /**
- * Who still calls a deprecated operation (issue 13, `GET /deprecations`): the report an operator
+ * Who still calls a deprecated operation (`GET /deprecations`): the report an operator
  * sends to the teams that must move before the sunset (getPet: 5 December 2030). The counts live
  * in a DeprecationLedger (src/stores: in memory, or in Redis shared by every instance); this module
  * feeds it from finished requests and shapes its rows into the report.

@@ -1,5 +1,5 @@
 /**
- * The gateway's metrics (issue 13), named after the OpenTelemetry HTTP semantic conventions in their
+ * The gateway's metrics, named after the OpenTelemetry HTTP semantic conventions in their
  * Prometheus form (`http.server.request.duration` -> `http_server_request_duration_seconds`, the
  * attribute `http.request.method` -> label `http_request_method`, ...), plus the gateway's own
  * `petstore_gateway_*` counters.

@@ -4,7 +4,7 @@
  *
  * Why not prom-client's own children (`histogram.labels(...).observe(v)`): a bound child still
  * validates its labels, builds a hash string and a value pair on every call (prom-client 15
- * lib/histogram.js `observe`), about 0.3-0.9 µs per observation and garbage on every request;
+ * lib/histogram.js `observe`), a cost per observation and garbage on every request;
  * these series cost an array index and two additions (bench/ops.mjs). The exposition, its format,
  * the registry and the cluster aggregation stay prom-client's:
  * each counter and histogram is registered as a metric object whose `get()` returns prom-client's

@@ -5,7 +5,7 @@
  * `limit` requests per `windowMs` means one request every T = windowMs / limit, with a burst of
  * `limit` at once (burst tolerance windowMs - T). Unlike a fixed window, a client that spent its
  * burst at the end of one window gets only what it has earned since (one request per T) at the
- * start of the next: never 2x at a boundary (issue 14). Retry-After is exact: the moment the TAT
+ * start of the next: never 2x at a boundary. Retry-After is exact: the moment the TAT
  * has come back within the tolerance.
  *
  * The same arithmetic runs in Lua in the Redis store (src/stores/redis.ts); keep the two equal.

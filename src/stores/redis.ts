@@ -1,6 +1,6 @@
 /**
  * The shared store: one Redis for every gateway instance and every worker, so a consumer has one
- * limit however many processes serve it (issue 14), and the /deprecations report covers them all.
+ * limit however many processes serve it, and the /deprecations report covers them all.
  *
  * node-redis 6 with our own Lua GCRA (src/stores/gcra.ts in Lua) rather than rate-limiter-flexible:
  * one EVALSHA per decision that reads and writes one key atomically and takes the time from Redis

@@ -24,7 +24,7 @@ const PROXY_KINDS: ReadonlyMap<string, FailureKind> = new Map();
  * `options.buffer.pipe(proxyReq)`, synchronously inside `proxy.web`; `send` sets this just before
  * that call and clears it after, so one `buffer` object in the proxy's options serves every call.
  * Per-call options would cost more than they carry: `proxy.web` merges them into a copy of the
- * proxy's options (`{ ...options, ...perCall }`, about 0.4 µs in V8), and a call without them
+ * proxy's options (`{ ...options, ...perCall }`), and a call without them
  * takes a plain copy.
  */
 let startingBody: Buffer | undefined;
@@ -128,7 +128,7 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
   const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port: base.port, href: origin };
   // The request line is the exchange's path, verbatim: `toProxy` takes `req.url` as it is (set to
   // that path below) and `prependPath: false` adds no target path, so http-proxy-3 parses no URL
-  // per request (its default parses the target's path and the request's, about 1 µs each). The Host
+  // per request (its default parses the target's path and the request's). The Host
   // field is set here (the exchange forwards none), so `changeOrigin` is not needed.
   // No proxyTimeout: the exchange's deadlines are the timeouts (and abort the call); a socket idle
   // timeout here would also fire while the exchange holds the body back for a slow client.

@@ -1,5 +1,5 @@
 /**
- * Failed authentications per client address (issue 14): GCRA over an lru-cache of at most
+ * Failed authentications per client address: GCRA over an lru-cache of at most
  * `maxAddresses` addresses (1,000,000 by default), so a flood of distinct addresses keeps memory
  * flat; the least recently failed address is forgotten first.
  *
@@ -40,7 +40,7 @@ export class FailureLimiter {
   fail(address: string): void {
     const now = this.now();
     // No TTL per entry (a TAT in the past means no failures left to count): lru-cache clears its
-    // whole preallocated arrays when its last live entry expires, ~500 µs at 1,000,000 entries,
+    // whole preallocated arrays when its last live entry expires, costly at a large `max`,
     // which one guesser alone would trigger on nearly every failure. Old entries leave by LRU order.
     const tats = (this.tats ??= new LRUCache<string, number>({ max: this.maxAddresses }));
     const step = gcra(tats.get(address), now, this.rule);

@@ -3,7 +3,7 @@
  * "Authentication"), challenged as RFC 6750 section 3 describes. It runs first in the chain, so an
  * unauthenticated client learns nothing about routes or schemas.
  *
- * Issue 14: a key may expire (401, error="invalid_token", "The access token expired") and may be
+ * A key may expire (401, error="invalid_token", "The access token expired") and may be
  * limited to some operations (403 forbidden, error="insufficient_scope", RFC 6750 section 3.1);
  * failed guesses are limited per client address (429 too_many_auth_failures).
  *
@@ -48,7 +48,7 @@ export function buildKeyRing(config: AuthConfig, env: PolicyEnv): KeyRing {
 
 /**
  * Every secret of this config the gateway holds in plaintext, to mask in upstream text it relays or
- * logs (issue 12, finding 4): the keys of `keysFromEnv` and the `upstreamAuthorization.fromEnv`
+ * logs: the keys of `keysFromEnv` and the `upstreamAuthorization.fromEnv`
  * credential with its token part. Keys given as hashes are not known in plaintext.
  */
 export function gatewaySecrets(config: AuthConfig, env: PolicyEnv): SecretSet {
@@ -101,7 +101,7 @@ function check(config: AuthConfig, path: string, env: PolicyEnv): Problem[] {
 }
 
 /**
- * One line per key for `check` (issue 14): id, expiry and operations. Never a hash or a key.
+ * One line per key for `check`: id, expiry and operations. Never a hash or a key.
  * `now` marks keys that have already expired.
  */
 export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {

@@ -22,7 +22,7 @@ export function newKey(): string {
   return 'psg_' + randomBytes(32).toString('base64url');
 }
 
-/** What a key may do besides authenticate (issue 14): built once per key, read per request. */
+/** What a key may do besides authenticate: built once per key, read per request. */
 export interface KeyGrant {
   /** Epoch milliseconds after which the key is refused; undefined: never. */
   readonly expiresMs: number | undefined;
@@ -99,8 +99,8 @@ export class KeyRing {
 
 /** The SHA-256 digest of a presented key, base64: what a ring and the key registry look up. */
 export function digestOf(presented: string): string {
-  // crypto.hash: one call, no Hash object per request (a quarter of createHash's cost here),
+  // crypto.hash: one call, no Hash object per request (far cheaper than createHash here),
   // and its digest as a base64 string: a Buffer made in C++ for it costs more than the hash
-  // (the whole grant 0.74 µs; the Buffer digest alone 1.39 µs: `node bench/ops.mjs`).
+  // (the Buffer digest alone costs more than the whole grant: `node bench/ops.mjs`).
   return hash('sha256', presented, 'base64');
 }

@@ -9,7 +9,7 @@ export type UpstreamAuthorization = 'drop' | 'forward' | { readonly fromEnv: str
 export interface KeyEntry {
   readonly id: string;
   readonly hash: string;
-  /** RFC 3339; after it the key is refused with 401 (issue 14). */
+  /** RFC 3339; after it the key is refused with 401. */
   readonly expires?: string;
   /** The operationIds the key may call; absent: all of them. */
   readonly operations?: readonly OperationId[];
@@ -49,7 +49,7 @@ const ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]*$';
 
 export const schema = {
   type: 'object',
-  description: 'Bearer API keys (pet-store-interface.md, "Authentication"). Runs first, on every request.',
+  description: 'Bearer API keys (docs/interface.md, "Authentication"). Runs first, on every request.',
   additionalProperties: false,
   properties: {
     keys: {

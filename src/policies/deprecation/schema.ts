@@ -8,7 +8,7 @@ const URI_REFERENCE = '^[^\\s<>"]+$';
 
 export const schema = {
   type: 'object',
-  description: 'getPet is deprecated and removed on 5 December 2030 (pet-store-interface.md, "Versioning"): its headers, its removal and rehearsals of it.',
+  description: 'getPet is deprecated and removed on 5 December 2030 (docs/interface.md, "Versioning"): its headers, its removal and rehearsals of it.',
   additionalProperties: false,
   properties: {
     deprecatedAt: {

@@ -3,7 +3,7 @@ import type { SchemaType } from '../../core/options.js';
 
 export const schema = {
   type: 'object',
-  description: 'listPets: the `limit` (1..100, default 20) and `status` query parameters, and what the response may hold (pet-store-interface.md, "listPets").',
+  description: 'listPets: the `limit` (1..100, default 20) and `status` query parameters, and what the response may hold (docs/interface.md, "listPets").',
   additionalProperties: false,
   properties: {
     outOfRange: {

@@ -1,6 +1,6 @@
 /**
  * The `new-pet` policy: what createPet accepts as a body. The media type is checked before the body
- * is read (415: application/json in UTF-8 only, issue 12), the size while it is read (413, enforced by the front with `maxBytes`: src/fronts/body.ts), then the
+ * is read (415: application/json in UTF-8 only), the size while it is read (413, enforced by the front with `maxBytes`: src/fronts/body.ts), then the
  * JSON and the NewPet schema once it is complete (400, every violation in one message). The
  * upstream receives the client's bytes unchanged; only `unknownFields: strip` rewrites them, and
  * losslessly.
@@ -13,7 +13,7 @@ import { schema, type NewPetConfig } from './schema.js';
 export type { NewPetConfig } from './schema.js';
 
 const unsupported = new GatewayError('unsupported_media_type');
-// Issue 12, finding 3: JSON is UTF-8 (RFC 8259 section 8.1); a body labelled in another charset
+// JSON is UTF-8 (RFC 8259 section 8.1); a body labelled in another charset
 // would be validated as UTF-8 here and read otherwise by an upstream that honours the label.
 const notUtf8 = new GatewayError('unsupported_media_type', { message: 'The request body must be application/json in UTF-8: send no charset, or charset=utf-8.' });
 // A BOM is refused, not stripped: RFC 8259 section 8.1 says senders MUST NOT add one, and the

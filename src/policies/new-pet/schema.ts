@@ -3,7 +3,7 @@ import type { SchemaType } from '../../core/options.js';
 
 export const schema = {
   type: 'object',
-  description: 'createPet request bodies: media type, size and the NewPet schema (pet-store-interface.md, "NewPet").',
+  description: 'createPet request bodies: media type, size and the NewPet schema (docs/interface.md, "NewPet").',
   additionalProperties: false,
   properties: {
     maxBytes: {

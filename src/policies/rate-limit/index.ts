@@ -1,5 +1,5 @@
 /**
- * The `rate-limit` policy (issue 14): requests per consumer, counted per API key id across
+ * The `rate-limit` policy: requests per consumer, counted per API key id across
  * operations. It runs right after `auth`, so a bad key is answered 401 and never counted against
  * anyone, and a refused request never reaches the upstream.
  *
@@ -36,7 +36,7 @@ function rule(limit: number, windowSeconds: number): Rule {
   return Object.freeze({ limit, windowMs: windowSeconds * 1000, policyHeader: `${POLICY_NAME};q=${limit};w=${windowSeconds}` });
 }
 
-/** Whole seconds, rounded up: never shorter than the real wait (issue 14). */
+/** Whole seconds, rounded up: never shorter than the real wait. */
 function seconds(ms: number): number {
   const s = Math.ceil(ms / 1000);
   return Math.max(s , 0);
@@ -61,7 +61,7 @@ export function limitsAnyone(config: RateLimitConfig): boolean {
 }
 
 /**
- * What `serve --workers N` must say at start (issue 14) when each worker would count on its own:
+ * What `serve --workers N` must say at start when each worker would count on its own:
  * the memory store with N > 1. undefined when there is nothing to say.
  */
 export function perWorkerNotice(config: RateLimitConfig, workers: number): string | undefined {
@@ -130,7 +130,7 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
       } catch (err) {
         return storeFailed(ex, id, r, err);
       }
-      // The memory store answers synchronously: no promise on its path (issue 14).
+      // The memory store answers synchronously: no promise on its path.
       if (d instanceof Promise) return d.then((v) => decide(ex, r, v), (err: unknown) => storeFailed(ex, id, r, err));
       return decide(ex, r, d);
     },

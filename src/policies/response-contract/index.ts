@@ -9,7 +9,7 @@
  * upstream's HTML page, truncated JSON or internal fields must not reach them through it.
  *
  * Fields the interface does not define (`unknownFields`): `drop` by default. Pet is "all fields of
- * NewPet plus id" (pet-store-interface.md, "Pet"), so anything else is the upstream's internals
+ * NewPet plus id" (docs/interface.md, "Pet"), so anything else is the upstream's internals
  * (an `internalNote`), never something a client may rely on; dropping it leaks nothing and keeps
  * the answer, whereas `refuse` would turn every answer into a 502 as soon as an upstream adds a
  * harmless field. `refuse` is for operators who want such an upstream to fail loudly; `pass`

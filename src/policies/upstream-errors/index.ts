@@ -12,7 +12,7 @@
  * - A 1xx/3xx final answer is not part of the interface: 502 upstream_contract_violation.
  * - An upstream 401/403 when the upstream sees the gateway's credential (`upstreamAuthorization`
  *   `drop` or `fromEnv`): the client's key was valid, the gateway's was refused, so the client gets
- *   502 upstream_auth_failed and the operator an error line (issue 12, finding 4). When the upstream
+ *   502 upstream_auth_failed and the operator an error line. When the upstream
  *   sees the client's own key (`forward`), its 401 is the client's: relayed in the Error shape.
  * - Every 401 the client gets carries a Bearer challenge (RFC 9110 section 15.5.2, RFC 6750 section 3).
  * - No secret the gateway holds (env.secrets, and the client's forwarded key) is relayed or logged.
@@ -120,7 +120,7 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
         (status === 503 || status === 429) && typeof retryAfter === 'string' && /^[\w ,:]{1,64}$/.test(retryAfter) ? { 'retry-after': retryAfter } : {};
       // A 401 must carry a challenge (RFC 9110 section 15.5.2); the token it names is the client's.
       // Set on the exchange too: the exchange passes a rewritten response's headers through the
-      // upstream allowlist, which never lets an upstream WWW-Authenticate through (issue 12).
+      // upstream allowlist, which never lets an upstream WWW-Authenticate through.
       if (status === 401) headers['www-authenticate'] = ex.responseHeaders['www-authenticate'] = challenge;
 
       const code = codeFor(op, status);
