@@ -4,7 +4,7 @@
  * finish or floods the connection with frames.
  */
 import { Server as HttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createSecureServer, type Http2Session, type SecureServerOptions } from 'node:http2';
+import { constants as h2constants, createSecureServer, type Http2Session, type SecureServerOptions, type ServerHttp2Stream } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { ServerConfig } from '../config/types.js';
@@ -65,6 +65,40 @@ function applyHttp1Settings(server: object, http: Record<string, unknown>): void
 }
 
 /**
+ * Streams a client may reset before their answer within RESET_WINDOW_MS before its session is
+ * ended (GOAWAY ENHANCE_YOUR_CALM, RFC 9113 section 11.4; CVE-2023-44487). nghttp2 has a reset
+ * rate limit of its own, but whether and when it ends the session differs between the nghttp2
+ * versions node ships (node 20 ends a rapid-reset flood with GOAWAY; node 24 stops reading the session's streams
+ * after about 1,000 resets without ending it):
+ * this bound is the gateway's, the same on every node. A browser cancels a few streams when a
+ * page navigates away, far below it.
+ */
+const MAX_RESETS = 500;
+const RESET_WINDOW_MS = 10_000;
+
+/** Ends a session whose client resets more than MAX_RESETS streams within RESET_WINDOW_MS. */
+function limitResets(session: Http2Session): void {
+  let windowStart = 0;
+  let resets = 0;
+  const closed = function (this: ServerHttp2Stream): void {
+    // A stream that ended with RST_STREAM (a client's CANCEL, mostly; the gateway resets a stream
+    // only when its upstream call failed, which the circuit breaker bounds).
+    if (this.rstCode === undefined || this.rstCode === h2constants.NGHTTP2_NO_ERROR) return;
+    const now = performance.now();
+    if (now - windowStart > RESET_WINDOW_MS) {
+      windowStart = now;
+      resets = 0;
+    }
+    if (++resets === MAX_RESETS + 1 && !session.destroyed) {
+      // GOAWAY first, so the client learns why; the streams still open may finish, no new one starts.
+      session.goaway(h2constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      session.close();
+    }
+  };
+  session.on('stream', (stream: ServerHttp2Stream) => stream.once('close', closed));
+}
+
+/**
  * node:http2's server lacks two connection methods the gateway's shutdown uses: here
  * `closeIdleConnections` also tells every HTTP/2 session to finish its streams and close (GOAWAY,
  * RFC 9113 section 6.8), and `closeAllConnections` destroys them.
@@ -72,6 +106,7 @@ function applyHttp1Settings(server: object, http: Record<string, unknown>): void
 function trackSessions(server: Server): void {
   const sessions = new Set<Http2Session>();
   server.on('session', (session: Http2Session) => {
+    limitResets(session);
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
   });
