@@ -330,6 +330,7 @@ export class ActiveRequest implements ForwardHandler {
       bytesIn: this.bytesIn,
       bytesOut: this.bytesOut,
       clientAddress: this.head.remoteAddress,
+      protocol: this.head.httpVersion,
       consumer: ex.keyId,
       limit: list === undefined ? undefined : String(list.limit),
       statusFilter: list?.status,

@@ -35,6 +35,8 @@ export interface ExchangeRecord {
   readonly bytesIn: number;
   readonly bytesOut: number;
   readonly clientAddress: string | undefined;
+  /** The HTTP version the client spoke ('1.1', '1.0', '2.0'), as node reports it. */
+  readonly protocol: string | undefined;
   /** The id of the API key that authenticated the request (never the key). */
   readonly consumer: string | undefined;
   /** listPets' `limit` as applied (20 when the client sent none) and `status` filter; no other query value is kept. */

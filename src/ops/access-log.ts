@@ -156,6 +156,7 @@ export interface AccessLine {
   readonly bytesIn: number;
   readonly bytesOut: number;
   readonly client: string | undefined;
+  readonly protocol: string | undefined;
   readonly consumer: string | undefined;
   readonly consumerExpires: string | undefined;
   readonly consumerScopes: readonly string[] | undefined;
@@ -185,6 +186,7 @@ export function accessLine(r: ExchangeRecord, consumerInfo?: (consumer: string) 
     bytesIn: r.bytesIn,
     bytesOut: r.bytesOut,
     client: r.clientAddress,
+    protocol: r.protocol,
     consumer: r.consumer,
     consumerExpires: info?.expires,
     consumerScopes: info?.scopes,
@@ -343,6 +345,7 @@ export class AccessLog implements ExchangeObserver {
       num('bytesIn', record.bytesIn) +
       num('bytesOut', record.bytesOut) +
       str('client', record.clientAddress) +
+      str('protocol', record.protocol) +
       (consumer === undefined ? '' : this.consumerPart(consumer)) +
       str('limit', record.limit) +
       str('statusFilter', record.statusFilter) +

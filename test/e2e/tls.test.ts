@@ -78,6 +78,8 @@ forEachEngine(t, async (t, engine) => {
     t.strictSame(view(records[1]!), view(records[0]!), 'listPets: the same record');
     t.strictSame(view(records[3]!), view(records[2]!), 'a denial: the same record');
     t.match(view(records[2]!), { status: 401, errorCode: 'missing_api_key', rejectedBy: 'auth' });
+    // What differs is recorded: the protocol the client spoke (the access line's `protocol`).
+    t.strictSame(records.map((r) => r.protocol), ['1.1', '2.0', '1.1', '2.0'], 'the protocol of each request');
   });
 
   t.test('HTTP/2: a header list over server.maxHeaderBytes is reset, never forwarded', async (t) => {

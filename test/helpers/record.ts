@@ -18,6 +18,7 @@ export function record(over: Partial<ExchangeRecord> = {}): ExchangeRecord {
     bytesIn: 0,
     bytesOut: 321,
     clientAddress: '127.0.0.1',
+    protocol: '1.1',
     consumer: 'team-a',
     limit: undefined,
     statusFilter: undefined,
