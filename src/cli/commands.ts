@@ -7,7 +7,7 @@
  */
 import cluster from 'node:cluster';
 import { existsSync, readFileSync, watch } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -34,6 +34,7 @@ import { DEFAULT_LIMITS, superviseWorkers } from './supervisor.js';
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
 import { closeRegistries, registriesReady, setRegistryLog } from '../registry/index.js';
+import { PIPELINE_OVERFLOW } from '../fronts/connections.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -443,6 +444,10 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts });
   const running = await startEngine(s.engine, holder, log, ops.observer);
   registerCertificateGauge(ops.metrics.registry, running.server);
+  // Throttled with a count like every warning (src/ops/log-throttle.ts): a flood closes many.
+  running.server.on(PIPELINE_OVERFLOW, (socket: Socket) =>
+    log.warn({ client: socket.remoteAddress, maxPipelinedPerConnection: config.server.maxPipelinedPerConnection }, 'closed a connection that pipelined more requests than server.maxPipelinedPerConnection'),
+  );
   // A start that fails leaves nothing open behind it: the process must end (main.ts), not idle.
   const release = async () => {
     await state.admin?.close();

@@ -25,6 +25,8 @@ export interface ServerConfig {
   readonly maxConnectionsPerAddress: number;
   /** Most requests of one connection served at once; pipelined ones past it wait, unread. */
   readonly maxInFlightPerConnection: number;
+  /** Most parsed requests of one connection waiting their turn; past it the connection is closed. */
+  readonly maxPipelinedPerConnection: number;
   readonly maxHeaderBytes: number;
   readonly shutdownGraceMs: number;
   /** From SIGTERM, how long the API listener keeps accepting while /readyz says draining. */

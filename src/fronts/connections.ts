@@ -7,6 +7,14 @@
  *   per connection. Past the bound, the requests already parsed wait (no exchange, no policy, no
  *   upstream call) and the connection is not read any further: TCP back-pressure reaches the
  *   client, whose bytes stay unparsed in its own buffers.
+ * - at most `maxPipelinedPerConnection` of those parsed requests waiting. node parses a whole read
+ *   (64 KiB) at once, whatever the pause, so a read of small heads leaves hundreds of requests
+ *   waiting, each a request and a response object; served a few per turn of the event loop, they
+ *   live long enough to be promoted to V8's old generation, and the heap (hence RSS) grew by
+ *   100-250 MB under a flood whose live data was 10 MB. Past the bound the connection is closed,
+ *   unanswered, with a warning: no ordinary client pipelines that far ahead (browsers and node's
+ *   own clients do not pipeline at all), and the requests not answered may be retried
+ *   (RFC 9112 section 9.3.2).
  * - at most `maxConnectionsPerAddress` connections from one peer address, so one client (holding
  *   connections idle, or half-sent heads) cannot take all of `maxConnections` from the others.
  *   Trusted proxies (`trustedProxies`) are exempt: their connections carry many clients.
@@ -26,14 +34,22 @@ interface Lane {
 }
 
 const LANE = Symbol('petstore-gateway connection lane');
+/** The server event `createNodeServer` emits, with the socket, when it closes a connection past `maxPipelinedPerConnection`. */
+export const PIPELINE_OVERFLOW = 'petstore-gateway:pipeline-overflow';
 type LaneSocket = Socket & { [LANE]?: Lane };
 
 /**
  * Wraps `handler` so that at most `limit` requests per connection are served at once; the rest of
  * a pipelined burst waits, and the socket is not read meanwhile. Answers still leave in order
  * (node keeps them in request order), so a waiting request never answers before an earlier one.
+ * A connection with more than `maxWaiting` requests waiting is destroyed, and `onOverflow` told.
  */
-export function boundInFlight(limit: number, handler: RequestHandler): RequestHandler {
+export function boundInFlight(
+  limit: number,
+  handler: RequestHandler,
+  maxWaiting = Infinity,
+  onOverflow: (socket: Socket) => void = () => undefined,
+): RequestHandler {
   const run = (lane: Lane, socket: Socket, req: IncomingMessage, res: ServerResponse) => {
     lane.inFlight++;
     const finished = () => {
@@ -76,7 +92,16 @@ export function boundInFlight(limit: number, handler: RequestHandler): RequestHa
         if (created.paused) socket.pause();
       });
     }
+    // The rest of a read parsed after the connection was closed below: nothing will be answered.
+    if (socket.destroyed) return;
     if (lane.inFlight < limit) return run(lane, socket, req, res);
+    if (lane.waiting.length >= maxWaiting) {
+      // Dropping what waits lets it be collected now, while still young (see the top of the file).
+      lane.waiting.length = 0;
+      socket.destroy();
+      onOverflow(socket);
+      return;
+    }
     lane.waiting.push([req, res]);
     lane.paused = true;
     socket.pause();

@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import type { ServerConfig } from './config.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { markAwaitingContinue } from './body.js';
-import { boundInFlight, shareConnections } from './connections.js';
+import { boundInFlight, PIPELINE_OVERFLOW, shareConnections } from './connections.js';
 import { attachListenerTls, ListenerTls } from '../tls/listener.js';
 import { secureServer } from '../tls/server.js';
 
@@ -88,8 +88,9 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  * near the configured time.
  *
  * Connection accounting (src/fronts/connections.ts): at most `maxInFlightPerConnection` requests
- * of a connection served at once (pipelined ones wait, the socket unread), and at most
- * `maxConnectionsPerAddress` connections per peer address.
+ * of a connection served at once (pipelined ones wait, the socket unread), a connection with more
+ * than `maxPipelinedPerConnection` waiting is closed (the server emits PIPELINE_OVERFLOW with its
+ * socket), and at most `maxConnectionsPerAddress` connections per peer address.
  *
  * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
  * serverFactory uses this function too), before the engine's handler runs:
@@ -126,9 +127,9 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
   // HTTP/1.1 pipelining has no bound of its own: the gate paces it per connection. An HTTP/2
   // session bounds its streams itself (SETTINGS_MAX_CONCURRENT_STREAMS, src/tls/server.ts), and its
   // streams share one socket that the gate must not pause.
-  const gated = boundInFlight(limits.maxInFlightPerConnection, serve);
+  const gated = boundInFlight(limits.maxInFlightPerConnection, serve, limits.maxPipelinedPerConnection, (socket) => server.emit(PIPELINE_OVERFLOW, socket));
   const entry = (req: IncomingMessage, res: ServerResponse) => (req.httpVersionMajor === 2 ? serve(req, res) : gated(req, res));
-  const server = createListener(limits, entry);
+  const server: Server = createListener(limits, entry);
   // With a listener, node does not send `100 Continue` by itself on receipt of the head: the front
   // sends it once the request phase passed (src/fronts/body.ts), so an unauthenticated client is
   // never invited to send its body.

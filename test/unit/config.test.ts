@@ -40,6 +40,7 @@ const DEFAULTS = {
     maxConnections: 10000,
     maxConnectionsPerAddress: 1000,
     maxInFlightPerConnection: 8,
+    maxPipelinedPerConnection: 64,
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
     drainDelayMs: 0,
