@@ -446,7 +446,7 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   registerCertificateGauge(ops.metrics.registry, running.server);
   // Throttled with a count like every warning (src/ops/log-throttle.ts): a flood closes many.
   running.server.on(PIPELINE_OVERFLOW, (socket: Socket) =>
-    log.warn({ client: socket.remoteAddress, maxPipelinedPerConnection: config.server.maxPipelinedPerConnection }, 'closed a connection that pipelined more requests than server.maxPipelinedPerConnection'),
+    log.warn({ client: socket.remoteAddress, maxPipelinedPerConnection: config.server.maxPipelinedPerConnection, refuseMs: config.server.pipelineOverflowRefuseMs }, 'closed a connection that pipelined more requests than server.maxPipelinedPerConnection; its address is refused for server.pipelineOverflowRefuseMs'),
   );
   // A start that fails leaves nothing open behind it: the process must end (main.ts), not idle.
   const release = async () => {

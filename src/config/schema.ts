@@ -135,6 +135,14 @@ export const SERVER_SCHEMA = {
       description:
         'Most requests of one connection parsed and waiting their turn (past maxInFlightPerConnection). node parses a whole read (64 KiB) at once; a connection with more waiting than this is closed without answering them, with a warning (pipeline_overflow). Ordinary clients do not pipeline; raise it only for a client that pipelines deep bursts.',
     },
+    pipelineOverflowRefuseMs: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 3600000,
+      default: 10000,
+      description:
+        'After a connection is closed past maxPipelinedPerConnection, new connections from its address are refused at the socket for this long (each would cost a whole read parsed before it could be closed). Addresses in trustedProxies are exempt. 0: not refused.',
+    },
     maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 65536, default: 16384, description: 'Largest request head (request line and headers): 431 past it.' },
     shutdownGraceMs: { type: 'integer', minimum: 0, maximum: 600000, default: 10000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.' },
     drainDelayMs: {

@@ -27,6 +27,8 @@ export interface ServerConfig {
   readonly maxInFlightPerConnection: number;
   /** Most parsed requests of one connection waiting their turn; past it the connection is closed. */
   readonly maxPipelinedPerConnection: number;
+  /** After such a close, how long new connections from that address are refused (0: not at all). */
+  readonly pipelineOverflowRefuseMs: number;
   readonly maxHeaderBytes: number;
   readonly shutdownGraceMs: number;
   /** From SIGTERM, how long the API listener keeps accepting while /readyz says draining. */

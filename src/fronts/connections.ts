@@ -14,7 +14,10 @@
  *   100-250 MB under a flood whose live data was 10 MB. Past the bound the connection is closed,
  *   unanswered, with a warning: no ordinary client pipelines that far ahead (browsers and node's
  *   own clients do not pipeline at all), and the requests not answered may be retried
- *   (RFC 9112 section 9.3.2).
+ *   (RFC 9112 section 9.3.2). The address is then refused new connections for
+ *   `pipelineOverflowRefuseMs`: each new connection costs the gateway a whole read parsed before it
+ *   can be closed, and an attacker that reconnected at once kept the heap growing and the other
+ *   clients waiting (hundreds of ms) as much as before.
  * - at most `maxConnectionsPerAddress` connections from one peer address, so one client (holding
  *   connections idle, or half-sent heads) cannot take all of `maxConnections` from the others.
  *   Trusted proxies (`trustedProxies`) are exempt: their connections carry many clients.
@@ -108,20 +111,38 @@ export function boundInFlight(
   };
 }
 
+/** Most addresses refused at once after an overflow; past it the oldest refusal is lifted early. */
+const MAX_REFUSED = 10_000;
+
 /**
  * Refuses, at the socket, a connection from an address that already holds `perAddress` of them
  * (the way node refuses one past `maxConnections`: closed without an answer, since nothing of the
- * request has been read).
+ * request has been read), or that `refuse` was told about less than `refuseMs` ago.
  */
-export function shareConnections(server: Server, perAddress: number, trustedProxies: readonly string[]): void {
+export function shareConnections(
+  server: Server,
+  perAddress: number,
+  trustedProxies: readonly string[],
+  refuseMs = 0,
+  now: () => number = () => performance.now(),
+): { refuse(address: string | undefined): void } {
   const trusted = trustedProxies.length === 0 ? () => false : proxyAddr.compile([...trustedProxies]);
   const open = new Map<string, number>();
+  // Address -> until when its connections are refused (in insertion order, oldest first).
+  const refused = new Map<string, number>();
+  const isRefused = (address: string): boolean => {
+    const until = refused.get(address);
+    if (until === undefined) return false;
+    if (until > now()) return true;
+    refused.delete(address);
+    return false;
+  };
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress;
     if (address === undefined) return;
     if (trusted(address, 0)) return;
     const n = open.get(address) ?? 0;
-    if (n >= perAddress) {
+    if (n >= perAddress || isRefused(address)) {
       socket.destroy();
       return;
     }
@@ -132,4 +153,12 @@ export function shareConnections(server: Server, perAddress: number, trustedProx
       else open.set(address, left);
     });
   });
+  return {
+    refuse(address) {
+      if (address === undefined || refuseMs === 0 || trusted(address, 0)) return;
+      refused.delete(address);
+      if (refused.size >= MAX_REFUSED) refused.delete(refused.keys().next().value as string);
+      refused.set(address, now() + refuseMs);
+    },
+  };
 }

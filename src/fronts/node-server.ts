@@ -90,7 +90,7 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  * Connection accounting (src/fronts/connections.ts): at most `maxInFlightPerConnection` requests
  * of a connection served at once (pipelined ones wait, the socket unread), a connection with more
  * than `maxPipelinedPerConnection` waiting is closed (the server emits PIPELINE_OVERFLOW with its
- * socket), and at most `maxConnectionsPerAddress` connections per peer address.
+ * socket) and its address refused for `pipelineOverflowRefuseMs`, and at most `maxConnectionsPerAddress` connections per peer address.
  *
  * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
  * serverFactory uses this function too), before the engine's handler runs:
@@ -127,7 +127,10 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
   // HTTP/1.1 pipelining has no bound of its own: the gate paces it per connection. An HTTP/2
   // session bounds its streams itself (SETTINGS_MAX_CONCURRENT_STREAMS, src/tls/server.ts), and its
   // streams share one socket that the gate must not pause.
-  const gated = boundInFlight(limits.maxInFlightPerConnection, serve, limits.maxPipelinedPerConnection, (socket) => server.emit(PIPELINE_OVERFLOW, socket));
+  const gated = boundInFlight(limits.maxInFlightPerConnection, serve, limits.maxPipelinedPerConnection, (socket) => {
+    share.refuse(socket.remoteAddress);
+    server.emit(PIPELINE_OVERFLOW, socket);
+  });
   const entry = (req: IncomingMessage, res: ServerResponse) => (req.httpVersionMajor === 2 ? serve(req, res) : gated(req, res));
   const server: Server = createListener(limits, entry);
   // With a listener, node does not send `100 Continue` by itself on receipt of the head: the front
@@ -149,7 +152,7 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
     (socket as Socket).end(rawErrorResponse(error));
   });
   server.maxConnections = limits.maxConnections;
-  shareConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies);
+  const share = shareConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies, limits.pipelineOverflowRefuseMs);
   return server;
 }
 

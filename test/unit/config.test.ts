@@ -41,6 +41,7 @@ const DEFAULTS = {
     maxConnectionsPerAddress: 1000,
     maxInFlightPerConnection: 8,
     maxPipelinedPerConnection: 64,
+    pipelineOverflowRefuseMs: 10000,
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
     drainDelayMs: 0,
