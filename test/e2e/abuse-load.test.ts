@@ -210,11 +210,12 @@ forEachEngine(t, async (t, engine) => {
     const during = p99(loaded.times);
     t.ok(loaded.times.length >= 10, `the other consumer was sampled during the flood (${loaded.times.length} times)`);
     t.ok(Math.max(...loaded.times) < 2000, `the other consumer is answered promptly, every time (worst ${Math.max(...loaded.times).toFixed(0)} ms)`);
-    // The issue's goal. Not reached on a 2-core machine where the load generator (this process)
-    // and the gateway share the cores: each new flooding connection costs the gateway a whole
-    // 64 KiB read parsed in one go (hundreds of requests built, then dropped) before it can close it.
+    // The issue's goal, not reached here: the gateway, this process (the attacker's connection
+    // churn and the other consumer) and other work share 2 cores. The gateway's part is the first
+    // overflow of each connection (a whole 64 KiB read parsed before it can be closed) and then an
+    // accept and a close per refused connection.
     t.ok(during <= 2 * before, `the other consumer's p99 within 2x of unloaded (${before.toFixed(1)} ms unloaded, ${during.toFixed(1)} ms flooded)`, {
-      todo: 'the loaded p99 is 10-100x the unloaded one on a shared 2-core machine',
+      todo: 'not reached on a 2-core machine shared with the load generator',
     });
     t.ok([...unloaded.ready, ...loaded.ready].every((s) => s === 200), `/readyz answers 200 throughout (${loaded.ready.filter((s) => s !== 200).length} misses)`);
 
