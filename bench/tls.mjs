@@ -20,7 +20,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AUTH, KEY, ROOT, envNum, fmt, isMain, median, startProcess, startTarget, stopProcess } from './lib.mjs';
+import { AUTH, KEY, ROOT, envNum, fmt, isMain, median, startProcess, startTarget, stopProcess, table } from './lib.mjs';
 
 const SECONDS = envNum('BENCH_TLS_SECONDS', 5, 1, 600);
 const ROUNDS = envNum('BENCH_TLS_ROUNDS', 3, 1, 50);
@@ -164,7 +164,25 @@ export async function runTls() {
     for (const [k, v] of Object.entries(result)) log(`  ${k.padEnd(28)} ${fmt(v)} req/s`);
     log(`  gateway https ÷ http: ${fmt(gwRatio, 2)}; nginx https ÷ http: ${fmt(ngRatio, 2)}; target: gateway ≥ nginx − 0.05: ${gwRatio >= ngRatio - 0.05 ? 'met' : 'not met'}`);
     log(`  gateway h2 ÷ https/1.1: ${fmt(med(`gateway ${h2}`) / med('gateway https/1.1'), 2)}; target ≥ 1: ${med(`gateway ${h2}`) >= med('gateway https/1.1') ? 'met' : 'not met'}`);
-    return { result, gwRatio, ngRatio };
+    const h2Ratio = med(`gateway ${h2}`) / med('gateway https/1.1');
+    const tlsMet = gwRatio >= ngRatio - 0.05;
+    const h2Met = h2Ratio >= 1;
+    const markdown = [
+      '### TLS and HTTP/2: the gateway beside nginx',
+      '',
+      `Engine ${ENGINE}, ${PATH}, ${ROUNDS} interleaved rounds × ${SECONDS} s (order rotated each round), medians; wrk -t 1 -c ${CONNECTIONS} for HTTP/1.1, h2load -c ${H2_CONNECTIONS} -m ${STREAMS} for HTTP/2; the gateway (\`serve\`) and nginx (one worker, keep-alive upstream) proxy to the same upstream process, with the same ECDSA P-256 certificate.${missing.length === 0 ? '' : ` Not installed, rows skipped: ${missing.join(', ')}.`}`,
+      '',
+      table(['server', 'protocol', 'req/s (median)', 'per round'], [...figures.entries()].map(([k, v]) => [k.split(' ')[0], k.split(' ').slice(1).join(' '), fmt(med(k)), v.map((x) => fmt(x)).join(' ')])),
+      '',
+      table(
+        ['goal', 'measured', 'verdict'],
+        [
+          ['gateway https ÷ http ≥ nginx https ÷ http − 0.05', `gateway ${fmt(gwRatio, 2)}, nginx ${fmt(ngRatio, 2)}`, Number.isFinite(gwRatio) && Number.isFinite(ngRatio) ? (tlsMet ? 'met' : '**not met**') : 'not measured'],
+          [`gateway HTTP/2 (${STREAMS} streams per connection) ≥ gateway HTTPS/1.1`, `${fmt(h2Ratio, 2)}×`, Number.isFinite(h2Ratio) ? (h2Met ? 'met' : '**not met**') : 'not measured'],
+        ],
+      ),
+    ].join('\n');
+    return { result, gwRatio, ngRatio, h2Ratio, tlsMet, h2Met, markdown };
   } finally {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
