@@ -30,8 +30,9 @@
 // BENCH_COST_RUNS (3 runs), BENCH_COST_SECONDS (2 s per run), BENCH_COST_WARMUP (2 s per route) for
 // the costs pairs (BENCH_ROUTES applies).
 import { spawnSync } from 'node:child_process';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { REDIS_SERVER, ROOT, envNum, fmt, machine, median, ratio, redisServerVersion, runJsonChild, table, writeSection } from './lib.mjs';
+import { REDIS_SERVER, ROOT, envNum, fmt, machine, median, pin, ratio, redisServerVersion, runJsonChild, table, writeSection } from './lib.mjs';
 import { DEFAULT_TARGETS, ROUTES, runForward } from './forward.mjs';
 import { runPeers } from './peers.mjs';
 import { runAb } from './ab.mjs';
@@ -115,6 +116,8 @@ async function runCosts() {
   for (const [a, b, what] of pairs) {
     log(`bench: costs: ${b} against ${a}`);
     const r = await runAb({ ...o, ab: `${a},${b}` });
+    // runAb pins this process to the load generator's CPUs; the next pair and sections get them all back.
+    if (cpus().length >= 2) pin(process.pid, `0-${cpus().length - 1}`);
     out.push({ what, ...r, verdicts: Object.fromEntries(Object.entries(r.rps).map(([route, xs]) => [route, median(xs)])) });
   }
   const rows = out.flatMap((p) => Object.entries(p.verdicts).map(([route, x]) => [p.what.split(':')[0], ROUTES[route].name, ratio(x), x >= 0.97 ? 'met' : '**not met**']));
