@@ -93,20 +93,7 @@ function exchange(key) {
 }
 
 if (isMain(import.meta.url)) {
-  const rounds = envNum('BENCH_REG_ROUNDS', 7, 1, 100);
-  const passMs = envNum('BENCH_REG_MS', 150, 10, 10_000);
-  const redis = await startRedis();
-  try {
-    const cases = await registryCases(redis.url);
-    for (const c of cases) for (let i = 0; i < 200_000; i++) c.fn(i);
-    const results = microRounds(cases, rounds, passMs);
-    console.log(`# auth with the key registry\n\n${JSON.stringify(machine())}\n`);
-    console.log(table(['case', 'µs per op (median)', 'range'], results.map((r) => [r.name, fmt(r.ns / 1000, 3), `${fmt(r.min / 1000, 3)} - ${fmt(r.max / 1000, 3)}`])));
-    const ratio = results[2].ns / results[0].ns;
-    console.log(`\nregistry key / file key: ${fmt(ratio, 3)} (budget ${BUDGET}): ${ratio <= BUDGET ? 'within' : 'OVER'}; Redis round trips per request: 0`);
-    process.exitCode = ratio <= BUDGET ? 0 : 1;
-  } finally {
-    await closeRegistries();
-    await redis.stop();
-  }
+  const r = await runRegistry();
+  console.log(r.markdown);
+  process.exitCode = r.ratio <= BUDGET ? 0 : 1;
 }
