@@ -49,10 +49,10 @@ export async function runAb(o = {}) {
   const log = o.log ?? ((s) => process.stderr.write(s + '\n'));
   const [idA, idB] = (o.ab ?? process.env.BENCH_AB ?? 'baseline,core').split(',').map((s) => s.trim());
   for (const id of [idA, idB]) if (!(id in TARGETS)) throw new Error(`BENCH_AB: unknown target ${id}`);
-  const EPOCHS = envNum('BENCH_AB_EPOCHS', 6, 1, 200);
-  const RUNS = envNum('BENCH_AB_RUNS', 4, 1, 100);
-  const SECONDS = envNum('BENCH_AB_SECONDS', 2, 0.5, 30);
-  const WARMUP = envNum('BENCH_AB_WARMUP', 4, 0.5, 60);
+  const EPOCHS = o.epochs ?? envNum('BENCH_AB_EPOCHS', 6, 1, 200);
+  const RUNS = o.runs ?? envNum('BENCH_AB_RUNS', 4, 1, 100);
+  const SECONDS = o.seconds ?? envNum('BENCH_AB_SECONDS', 2, 0.5, 30);
+  const WARMUP = o.warmup ?? envNum('BENCH_AB_WARMUP', 4, 0.5, 60);
   const CONNECTIONS = envNum('BENCH_CONNECTIONS', 50, 2, 2000);
   const half = Math.max(1, Math.floor(CONNECTIONS / 2));
   const GENERATOR = process.env.BENCH_AB_LOADGEN ?? 'autocannon';

@@ -32,6 +32,9 @@
 //   fastify, http-proxy-3 the other engines, ops on, memory rate limit
 //   cached                engine undici, ops on, the response cache (memory store; repeated requests hit)
 //   monitor               undici + response-contract monitor
+//   contract              undici + response-contract enforce (against undici: the contract's cost)
+//   bound-on, bound-off   the undici engine's handler on a bare node:http server, every policy on, ops off,
+//                         with and without the per-connection in-flight bound (bench/target.mjs gateway-handler)
 //   builtin, builtin-fastify, builtin-http-proxy-3   the built-in backend, ops on, memory rate limit
 // Every gateway target but baseline is checked before it is measured: getPet answers with (or,
 // without a rate limit, without) RateLimit and RateLimit-Policy; for redis, the limit's key is in
@@ -75,6 +78,9 @@ export const TARGETS = {
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'http-proxy-3') },
   // The response cache (policies.cache, memory store): one request repeated per route, so hits.
   cached: { name: 'gateway, engine undici, response cache', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--cache', 'on') },
+  contract: { name: 'gateway, undici + response-contract enforce', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--contract', 'enforce') },
+  'bound-on': { name: 'undici handler on node:http, ops off, in-flight bound on', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => startTarget('gateway-handler', up.url, '--bound', 'on') },
+  'bound-off': { name: 'undici handler on node:http, ops off, in-flight bound off', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => startTarget('gateway-handler', up.url, '--bound', 'off') },
   monitor: { name: 'gateway, undici + response-contract monitor', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--contract', 'monitor') },
   builtin: { name: 'gateway, built-in backend (undici)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'undici') },
   'builtin-fastify': { name: 'gateway, built-in backend (fastify)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'fastify') },

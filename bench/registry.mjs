@@ -42,25 +42,58 @@ export async function registryCases(redisUrl) {
   ];
 }
 
+/** Commands Redis has processed so far (INFO stats), read over a connection of its own. */
+async function commandsProcessed(url) {
+  const { createClient } = await import('redis');
+  const client = createClient({ url, socket: { connectTimeout: 2000, reconnectStrategy: false } });
+  await client.connect();
+  try {
+    return Number(/total_commands_processed:(\d+)/.exec(String(await client.info('stats')))?.[1] ?? NaN);
+  } finally {
+    await client.quit();
+  }
+}
+
+/**
+ * For `npm run bench` (bench/run.mjs): the same rounds, with the Redis commands counted while they
+ * run (INFO before and after; its own INFO and the connection around it are taken off), so the
+ * round trips per request are measured, not assumed.
+ */
+export async function runRegistry({ rounds = envNum('BENCH_REG_ROUNDS', 7, 1, 100), passMs = envNum('BENCH_REG_MS', 150, 10, 10_000) } = {}) {
+  const redis = await startRedis();
+  try {
+    const cases = await registryCases(redis.url);
+    let calls = 0;
+    const counted = cases.map((c) => ({ name: c.name, fn: (i) => (calls++, c.fn(i)) }));
+    for (const c of cases) for (let i = 0; i < 200_000; i++) c.fn(i);
+    // What one reading costs in commands (the client's handshake, INFO, QUIT), measured, taken off.
+    const first = await commandsProcessed(redis.url);
+    const before = await commandsProcessed(redis.url);
+    const results = microRounds(counted, rounds, passMs);
+    const commands = Math.max(0, (await commandsProcessed(redis.url)) - before - (before - first));
+    const ratio = results[2].ns / results[0].ns;
+    const markdown = [
+      '### Key registry: the cost of a registry key',
+      '',
+      `${JSON.stringify(machine())}; ${rounds} interleaved rounds of ${passMs} ms per case (median). The auth policy's request phase (dist), no sockets; the registry filled from a real redis-server.`,
+      '',
+      table(['case', 'µs per op (median)', 'range'], results.map((r) => [r.name, fmt(r.ns / 1000, 3), `${fmt(r.min / 1000, 3)} - ${fmt(r.max / 1000, 3)}`])),
+      '',
+      `Registry key ÷ file key: **${fmt(ratio, 3)}** (goal ≤ ${BUDGET}: ${ratio <= BUDGET ? 'met' : '**not met**'}). Redis commands while ${fmt(calls)} requests were decided: ${fmt(commands)} (${fmt(commands / Math.max(1, calls), 6)} per request; goal: none per request; what remains is the registry's periodic sync).`,
+    ].join('\n');
+    return { results, ratio, budget: BUDGET, calls, commands, markdown };
+  } finally {
+    await closeRegistries();
+    await redis.stop();
+  }
+}
+
 function exchange(key) {
   return { head: { method: 'GET', target: '/v1/pets', headers: { authorization: `Bearer ${key}` }, remoteAddress: '127.0.0.1' }, operation: { id: 'listPets' }, upstreamHeaders: {}, responseHeaders: {} };
 }
 
 if (isMain(import.meta.url)) {
-  const rounds = envNum('BENCH_REG_ROUNDS', 7, 1, 100);
-  const passMs = envNum('BENCH_REG_MS', 150, 10, 10_000);
-  const redis = await startRedis();
-  try {
-    const cases = await registryCases(redis.url);
-    for (const c of cases) for (let i = 0; i < 200_000; i++) c.fn(i);
-    const results = microRounds(cases, rounds, passMs);
-    console.log(`# auth with the key registry\n\n${JSON.stringify(machine())}\n`);
-    console.log(table(['case', 'µs per op (median)', 'range'], results.map((r) => [r.name, fmt(r.ns / 1000, 3), `${fmt(r.min / 1000, 3)} - ${fmt(r.max / 1000, 3)}`])));
-    const ratio = results[2].ns / results[0].ns;
-    console.log(`\nregistry key / file key: ${fmt(ratio, 3)} (budget ${BUDGET}): ${ratio <= BUDGET ? 'within' : 'OVER'}; Redis round trips per request: 0`);
-    process.exitCode = ratio <= BUDGET ? 0 : 1;
-  } finally {
-    await closeRegistries();
-    await redis.stop();
-  }
+  const r = await runRegistry();
+  console.log(r.markdown);
+  process.exitCode = r.ratio <= BUDGET ? 0 : 1;
 }

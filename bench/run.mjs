@@ -9,27 +9,42 @@
 //                         with the goals against the peers (written between the `peers` markers)
 //   5. bench/scaling.mjs  connections 10..1,000, memory under 1,000 connections and distinct keys, body size over sockets
 //   6. bench/workers.mjs  serve --workers 1 vs 2 (when the CLI has --workers)
-//   7. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
+//   7. bench/tls.mjs      HTTPS/1.1 (wrk) and HTTP/2 (h2load) beside nginx with the same certificate
+//   8. bench/registry.mjs a registry key against a file key in the auth policy, Redis commands counted
+//   9. bench/cache.mjs    the response cache's memory bound under 1,000,000 distinct keys (fresh process,
+//                         --expose-gc); the forward matrix's `cached` target against `undici` and `builtin`
+//  10. costs              bench/ab.mjs pairs: the per-connection in-flight bound off vs on, the response
+//                         contract off vs enforce, each loaded together on one core
+//  11. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
 // then the targets of the issue, each met or not and by how much.
 //
 //   npm run build && node bench/run.mjs [--no-write]
 //
 // Every knob is an environment variable, documented at the top of each script (BENCH_TARGETS, when
 // set, is the forward matrix's whole target list: redis is then added only if it names it); BENCH_SKIP takes a
-// comma list of chain,growth,forward,peers,scaling,workers to leave out (their section then says so);
-// BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (30) bounds the whole run.
+// comma list of chain,growth,forward,peers,scaling,workers,tls,registry,cache,costs to leave out (their
+// section then says so); BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (45) bounds the whole run.
+// Sections 7-10 write their own blocks of BENCHMARKS.md (markers tls, registry, cache, costs), each
+// with its figures and the goals of its issue. Their knobs: BENCH_TLS_* (bench/tls.mjs), BENCH_REG_*
+// (bench/registry.mjs), BENCH_CACHE_* (bench/cache.mjs), BENCH_COST_EPOCHS (4 process pairs),
+// BENCH_COST_RUNS (3 runs), BENCH_COST_SECONDS (2 s per run), BENCH_COST_WARMUP (2 s per route) for
+// the costs pairs (BENCH_ROUTES applies).
 import { spawnSync } from 'node:child_process';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { REDIS_SERVER, ROOT, fmt, machine, ratio, redisServerVersion, runJsonChild, table, writeSection } from './lib.mjs';
+import { REDIS_SERVER, ROOT, envNum, fmt, machine, median, pin, ratio, redisServerVersion, runJsonChild, table, writeSection } from './lib.mjs';
 import { DEFAULT_TARGETS, ROUTES, runForward } from './forward.mjs';
 import { runPeers } from './peers.mjs';
+import { runAb } from './ab.mjs';
+import { runRegistry } from './registry.mjs';
+import { runTls } from './tls.mjs';
 import { runProfile } from './profile.mjs';
 import { runScaling } from './scaling.mjs';
 import { runWorkers } from './workers.mjs';
 
 const started = Date.now();
 // A run is bounded as a whole too: children are killed on exit (bench/lib.mjs).
-const MAX_MINUTES = Number(process.env.BENCH_MAX_MINUTES ?? 30);
+const MAX_MINUTES = Number(process.env.BENCH_MAX_MINUTES ?? 45);
 setTimeout(() => {
   process.stderr.write(`bench: still running after ${MAX_MINUTES} min (BENCH_MAX_MINUTES): stopped\n`);
   process.exit(1);
@@ -65,16 +80,97 @@ function forwardTargets() {
   if (version === undefined) {
     redisNote = `not measured: ${REDIS_SERVER} is not installed on this machine, so the forward matrix left out its redis target`;
     log(`bench: note: ${REDIS_SERVER} not found: the forward matrix runs without the redis target (install redis-server to include it)`);
-    return DEFAULT_TARGETS;
+    return [...DEFAULT_TARGETS, 'cached'];
   }
   redisNote = `redis-server ${version} (started by bench/forward.mjs for its redis target: the gateway, engine undici, with its rate limit in Redis)`;
-  return [...DEFAULT_TARGETS, 'redis'];
+  // `cached`: the response cache against forwarding (undici) and the built-in backend (issue 29's goals).
+  return [...DEFAULT_TARGETS, 'cached', 'redis'];
 }
 const forward = await section('forward', () => runForward({ log, targets: forwardTargets() }));
 const peers = await section('peers', () => runPeers({ log }));
 const scaling = await section('scaling', () => runScaling({ log }));
 const workers = await section('workers', () => runWorkers({ log }));
+const tls = await section('tls', () => runTls());
+const registry = await section('registry', () => (redisServerVersion() === undefined ? { markdown: `### Key registry: the cost of a registry key\n\nNot measured: ${REDIS_SERVER} is not installed.` } : runRegistry()));
+const cacheBound = await section('cache', () => runJsonChild('cache.mjs', { execArgv: ['--expose-gc'] }));
+const costs = await section('costs', () => runCosts());
 const profile = process.env.BENCH_PROFILE === '1' ? await section('profile', () => runProfile({ log })) : undefined;
+
+/**
+ * What the per-connection in-flight bound and the response contract cost (goal: each at most 3% of
+ * req/s on each route): two bench/ab.mjs pairs, each B against A loaded at the same time on one core.
+ */
+async function runCosts() {
+  const o = {
+    log,
+    epochs: envNum('BENCH_COST_EPOCHS', 4, 1, 200),
+    runs: envNum('BENCH_COST_RUNS', 3, 1, 100),
+    seconds: envNum('BENCH_COST_SECONDS', 2, 0.5, 30),
+    warmup: envNum('BENCH_COST_WARMUP', 2, 0.5, 60),
+  };
+  const pairs = [
+    ['bound-off', 'bound-on', 'the per-connection in-flight bound (server.maxInFlightPerConnection, 8): the undici handler on node:http, every policy on, ops off, without (A) and with (B) the bound'],
+    ['undici', 'contract', 'the response contract: the gateway (engine undici, everything on) without (A) and with (B) response-contract in enforce mode'],
+  ];
+  const out = [];
+  for (const [a, b, what] of pairs) {
+    log(`bench: costs: ${b} against ${a}`);
+    const r = await runAb({ ...o, ab: `${a},${b}` });
+    // runAb pins this process to the load generator's CPUs; the next pair and sections get them all back.
+    if (cpus().length >= 2) pin(process.pid, `0-${cpus().length - 1}`);
+    out.push({ what, ...r, verdicts: Object.fromEntries(Object.entries(r.rps).map(([route, xs]) => [route, median(xs)])) });
+  }
+  const rows = out.flatMap((p) => Object.entries(p.verdicts).map(([route, x]) => [p.what.split(':')[0], ROUTES[route].name, ratio(x), x >= 0.97 ? 'met' : '**not met**']));
+  const markdown = [
+    '### What the per-connection bound and the response contract cost',
+    '',
+    'Goal: each costs at most 3% of req/s on each route (req/s with ÷ req/s without ≥ 0.97).',
+    '',
+    table(['cost of', 'route', 'req/s with ÷ without (median over process pairs)', 'verdict'], rows),
+    '',
+    ...out.flatMap((p) => [`#### ${p.what}`, '', p.markdown, '']),
+  ].join('\n');
+  return { pairs: out, markdown };
+}
+
+/** The response cache: its memory bound, and the `cached` target against forwarding and the built-in backend. */
+function cacheMarkdown() {
+  const lines = ['### The response cache', ''];
+  if (cacheBound === undefined) lines.push('The memory bound was skipped (BENCH_SKIP).');
+  else {
+    const c = cacheBound;
+    lines.push(
+      table(
+        ['goal', 'measured', 'verdict'],
+        [[`memory bound under ${fmt(c.keys)} distinct keys (maxBytes ${fmt(c.maxBytes)})`, `at most ${fmt(c.worstHeldBytes)} bytes held by the store's count, ${fmt(c.entries)} entries at the end; heap after GC +${fmt(c.heapGrowthMb, 1)} MB`, c.held ? 'met' : '**not met**']],
+      ),
+    );
+  }
+  lines.push('');
+  const routes = forward === undefined ? [] : forward.routes.filter((r) => forward.summary[r].cached !== undefined && forward.summary[r].undici !== undefined);
+  if (routes.length === 0) lines.push('The `cached` target was not measured (forward skipped, or BENCH_TARGETS without cached and undici).');
+  else {
+    const pair = (r, other) => {
+      const c = forward.summary[r].cached.rounds;
+      const o = forward.summary[r][other]?.rounds;
+      return o === undefined ? NaN : median(c.map((x, i) => x.rps / o[i].rps));
+    };
+    lines.push(
+      'From the forward matrix (req/s paired by round, median). Goals: cached ≥ 2× the same gateway forwarding (undici) and ≥ the built-in backend. createPet is not cacheable: its row shows the cost of a miss path, not a goal.',
+      '',
+      table(
+        ['route', 'cached ÷ undici (goal ≥ 2)', 'cached ÷ builtin (goal ≥ 1)', 'verdict'],
+        routes.map((r) => {
+          const f = pair(r, 'undici');
+          const b = pair(r, 'builtin');
+          const goal = r === 'create' ? 'no goal (POST)' : f >= 2 && (Number.isNaN(b) || b >= 1) ? 'met' : '**not met**';
+          return [ROUTES[r].name, ratio(f), ratio(b), goal];
+        }),
+      ),
+    );
+  }
+  return lines.join('\n');
+}
 
 // ---------------------------------------------------------------------------------------------
 // The targets of the issue
@@ -207,11 +303,20 @@ function autocannonVersion() {
 
 console.log(md);
 if (peers !== undefined) console.log('\n' + peers.markdown);
+const extra = [
+  ['tls', tls?.markdown ?? '### TLS and HTTP/2: the gateway beside nginx\n\nSkipped (BENCH_SKIP).'],
+  ['registry', registry?.markdown ?? '### Key registry: the cost of a registry key\n\nSkipped (BENCH_SKIP).'],
+  ['cache', cacheMarkdown()],
+  ['costs', costs?.markdown ?? '### What the per-connection bound and the response contract cost\n\nSkipped (BENCH_SKIP).'],
+];
+for (const [, text] of extra) console.log('\n' + text);
 if (profile !== undefined) console.log('\n' + profile.markdown);
 if (!process.argv.includes('--no-write')) {
   const file = join(ROOT, 'BENCHMARKS.md');
   writeSection(file, 'bench', md);
   if (peers !== undefined) writeSection(file, 'peers', peers.markdown);
+  // A skipped section keeps the figures of its last run in the file.
+  for (const [name, text] of extra) if (!(name === 'cache' ? skip.has('cache') && skip.has('forward') : skip.has(name))) writeSection(file, name, text);
   if (profile !== undefined) writeSection(file, 'profile', profile.markdown);
   log(`bench: wrote ${file} (${elapsed()})`);
 }

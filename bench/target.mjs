@@ -19,6 +19,12 @@
 //                                                       connection before it is ready, and closes it on SIGTERM; with --ops on
 //                                                       the deprecation report is kept in Redis too, as `serve` does), or no
 //                                                       rate-limit section at all (off)
+//   node bench/target.mjs gateway-handler URL [--bound on|off]
+//                                                       the undici engine's node:http handler (createUndiciHandler, every
+//                                                       policy on, ops off) on a bare node:http server, with (on, the
+//                                                       default) or without the per-connection in-flight bound the gateway's
+//                                                       listener puts in front of it (dist/fronts/connections.js, limit 8):
+//                                                       the pair differs only in that bound, to measure its cost
 // Every upstream and built-in backend serves SEED_PETS (150) animals. With BENCH_PROFILE_FILE set,
 // SIGUSR2 starts the CPU profiler and SIGTERM writes the profile there (bench/profile.mjs).
 import { rmSync, writeFileSync } from 'node:fs';
@@ -180,6 +186,19 @@ async function main() {
     const running = await gateway.listen({ engine, host: '127.0.0.1', port: 0, ...options });
     close = closeWith(() => running.close());
     return `http://127.0.0.1:${running.server.address().port}`;
+  }
+  if (kind === 'gateway-handler') {
+    const { createUndiciHandler } = await import('../dist/index.js');
+    const { boundInFlight } = await import('../dist/fronts/connections.js');
+    const engine = createUndiciHandler(benchGateway({ upstream: url + '/v1' }));
+    // The listener's default (server.maxInFlightPerConnection, 8).
+    const handler = flag('--bound', 'on') === 'on' ? boundInFlight(8, engine.handler) : engine.handler;
+    const server = createServer(handler);
+    close = async () => {
+      await new Promise((r) => server.close(r));
+      await engine.close();
+    };
+    return listen(server);
   }
   throw new Error(`unknown target kind ${kind}`);
 }

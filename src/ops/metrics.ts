@@ -15,6 +15,8 @@
  * - `http_response_status_code`: a status of KNOWN_STATUSES, or its class (`4xx`, `5xx`...) for
  *   any other status 100..599; else the series carries `error_type` instead (`aborted` when the
  *   client went away before any status, `_OTHER` otherwise);
+ * - `network_protocol_version` (server durations only): the HTTP version the client spoke, `1.0`,
+ *   `1.1` or `2` (OpenTelemetry's network.protocol.version: HTTP/2 is `2`), any other value `_OTHER`;
  * - `consumer`: a configured key id (bounded by the config), capped anyway at `maxConsumers`
  *   (past it, `_OTHER`), as is every other label that comes from a record (`policy`, `code`).
  *
@@ -45,6 +47,15 @@ const METHOD_INDEX = new Map<string, number>(KNOWN_METHODS.map((m, i) => [m, i])
 const METHOD_NAMES = [...KNOWN_METHODS, OTHER];
 const OTHER_METHOD = KNOWN_METHODS.length;
 const ROUTES = ['/v1/pets', '/v1/pets/{petId}', 'unknown'] as const;
+/**
+ * The client's protocol, as OpenTelemetry's network.protocol.version writes it (`2`, not node's
+ * `2.0`); index 3 is `_OTHER`. A label of four values at most: the record's version comes from
+ * node's parser, but a fourth value must not grow the series whatever it is.
+ */
+const PROTOCOLS = ['1.1', '2', '1.0', OTHER] as const;
+const PROTOCOL_INDEX = new Map<string | undefined, number>([['1.1', 0], ['2.0', 1], ['1.0', 2]]);
+/** Method × route pairs: the protocol index multiplies this in a server series' key. */
+const METHOD_ROUTES = (KNOWN_METHODS.length + 1) * 4;
 /** Status slots 0..599 are statuses; these two are the error types of a request without one. */
 const SLOT_ABORTED = 600;
 const SLOT_OTHER = 601;
@@ -261,10 +272,11 @@ export class GatewayMetrics implements ExchangeObserver {
     const m = methodIndex(r.method);
     const ri = routeIndex(r.route);
     const mr = m * 4 + ri;
-    const key = mr * SLOTS + statusSlot(r.status);
+    const p = PROTOCOL_INDEX.get(r.protocol) ?? 3;
+    const key = (p * METHOD_ROUTES + mr) * SLOTS + statusSlot(r.status);
     let server = this.serverChildren.get(key);
     if (server === undefined) {
-      server = this.bind(this.serverDuration, m, ri, statusSlot(r.status), undefined);
+      server = this.bind(this.serverDuration, m, ri, statusSlot(r.status), undefined, PROTOCOLS[p]);
       this.serverChildren.set(key, server);
     }
     server.observe(r.durationMs / 1000);
@@ -298,8 +310,9 @@ export class GatewayMetrics implements ExchangeObserver {
   }
 
   /** Binds one child, the only place label objects are built (once per series). */
-  private bind(h: SeriesHistogram, method: number, route: number, slot: number, errorType: string | undefined): HistogramChild {
+  private bind(h: SeriesHistogram, method: number, route: number, slot: number, errorType: string | undefined, protocol?: string): HistogramChild {
     const labels: Record<string, string> = { http_request_method: METHOD_NAMES[method] ?? OTHER, http_route: ROUTES[route] ?? 'unknown' };
+    if (protocol !== undefined) labels.network_protocol_version = protocol;
     if (errorType !== undefined) labels.error_type = errorType;
     else if (slot === SLOT_ABORTED) labels.error_type = 'aborted';
     else if (slot === SLOT_OTHER) labels.error_type = OTHER;

@@ -194,7 +194,7 @@ function val(s: Scrape, name: string, labels: Record<string, string>): number {
 
 const SERVER = 'http_server_request_duration_seconds';
 const CLIENT = 'http_client_request_duration_seconds';
-const server = (method: string, route: string, status: number) => ({ http_request_method: method, http_route: route, http_response_status_code: String(status) });
+const server = (method: string, route: string, status: number) => ({ http_request_method: method, http_route: route, http_response_status_code: String(status), network_protocol_version: '1.1' });
 
 /** The gateway's own series (name and labels); process/Node default metrics come and go with GC kinds. */
 function gatewaySeries(s: Scrape): Set<string> {

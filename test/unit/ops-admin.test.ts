@@ -82,7 +82,7 @@ t.test('metrics: Prometheus text with the content type of the registry', async (
   t.equal(res.headers['content-type'], a.metrics.registry.contentType);
   t.match(res.headers['content-type'], /^text\/plain; version=0\.0\.4/);
   const s = parseExposition(res.body);
-  t.equal(value(s, 'http_server_request_duration_seconds_count', { http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: '200' }), 1);
+  t.equal(value(s, 'http_server_request_duration_seconds_count', { http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: '200', network_protocol_version: '1.1' }), 1);
   t.equal(value(s, 'petstore_gateway_rejections_total', { policy: 'rate-limit', code: 'too_many_requests' }), 1);
 
   a.breakMetrics();

@@ -51,7 +51,7 @@ t.test('a primary answers for two workers', async (t) => {
   t.same(ready.json, { status: 'ready' });
 
   const s = parseExposition((await request(`${base}/metrics`)).body);
-  const list = { http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: '200' };
+  const list = { http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: '200', network_protocol_version: '1.1' };
   t.equal(value(s, 'http_server_request_duration_seconds_count', list), 3, 'worker 1: 1, worker 2: 2');
   t.equal(value(s, 'http_server_request_duration_seconds_bucket', { ...list, le: '0.01' }), 3, 'buckets summed');
   t.equal(value(s, 'petstore_gateway_deprecated_requests_total', { operation: 'getPet', consumer: 'team-a' }), 2);

@@ -35,17 +35,19 @@ t.test('known traffic gives known values', async (t) => {
   const s = parseExposition(await m.registry.metrics());
   t.equal(s.types.get(SERVER), 'histogram');
   const ok = { http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: '200' };
-  t.equal(value(s, `${SERVER}_count`, ok), 2, 'two listPets 200');
-  t.equal(value(s, `${SERVER}_sum`, ok), 0.033, 'seconds, not milliseconds');
-  t.equal(value(s, `${SERVER}_bucket`, { ...ok, le: '0.005' }), 1);
-  t.equal(value(s, `${SERVER}_bucket`, { ...ok, le: '0.05' }), 2);
-  t.equal(value(s, `${SERVER}_bucket`, { ...ok, le: '+Inf' }), 2);
-  const buckets = find(s, `${SERVER}_bucket`, ok).map((b) => b.labels.le);
+  // Server durations also carry the client's protocol (upstream calls do not: that is the gateway's own).
+  const okServer = { ...ok, network_protocol_version: '1.1' };
+  t.equal(value(s, `${SERVER}_count`, okServer), 2, 'two listPets 200');
+  t.equal(value(s, `${SERVER}_sum`, okServer), 0.033, 'seconds, not milliseconds');
+  t.equal(value(s, `${SERVER}_bucket`, { ...okServer, le: '0.005' }), 1);
+  t.equal(value(s, `${SERVER}_bucket`, { ...okServer, le: '0.05' }), 2);
+  t.equal(value(s, `${SERVER}_bucket`, { ...okServer, le: '+Inf' }), 2);
+  const buckets = find(s, `${SERVER}_bucket`, okServer).map((b) => b.labels.le);
   t.same(buckets, [...OTEL_DURATION_BUCKETS.map(String), '+Inf'], "OpenTelemetry's buckets");
-  const slow = { http_request_method: 'GET', http_route: '/v1/pets/{petId}', http_response_status_code: '404' };
+  const slow = { http_request_method: 'GET', http_route: '/v1/pets/{petId}', http_response_status_code: '404', network_protocol_version: '1.1' };
   t.equal(value(s, `${SERVER}_bucket`, { ...slow, le: '10' }), 0, '20 s is past the last finite bucket');
   t.equal(value(s, `${SERVER}_bucket`, { ...slow, le: '+Inf' }), 1);
-  t.equal(value(s, `${SERVER}_count`, { http_request_method: 'GET', http_route: '/v1/pets', error_type: 'aborted' }), 1, 'no status: error_type aborted');
+  t.equal(value(s, `${SERVER}_count`, { http_request_method: 'GET', http_route: '/v1/pets', error_type: 'aborted', network_protocol_version: '1.1' }), 1, 'no status: error_type aborted');
 
   t.equal(value(s, `${CLIENT}_count`, ok), 2, 'upstream calls that answered 200');
   t.equal(value(s, `${CLIENT}_count`, { http_request_method: 'GET', http_route: '/v1/pets', error_type: 'headers_timeout' }), 1);
@@ -110,6 +112,7 @@ t.test('a flood of hostile records creates no series beyond the bounded set', as
         rejectedBy: rnd(2) === 0 ? 'auth' : `policy-${junk()}`,
         errorCode: `code-${junk()}`,
         consumer: `key-${junk()}`,
+        protocol: rnd(4) === 0 ? junk() : (['1.1', '2.0', '1.0'][rnd(3)] as string),
       }),
     );
   }
@@ -120,7 +123,9 @@ t.test('a flood of hostile records creates no series beyond the bounded set', as
   t.ok(methods.has('_OTHER'));
   t.same([...routes].sort(), ['/v1/pets', '/v1/pets/{petId}', 'unknown'], 'a raw path never becomes a route');
   const serverSeries = find(s, `${SERVER}_count`).length;
-  t.ok(serverSeries <= (KNOWN_METHODS.length + 1) * 3 * (statuses.length + 1), `server series bounded: ${serverSeries}`);
+  const protocols = new Set(find(s, `${SERVER}_count`).map((x) => x.labels.network_protocol_version));
+  t.same([...protocols].sort(), ['1.0', '1.1', '2', '_OTHER'], 'protocols fold: any other version is _OTHER');
+  t.ok(serverSeries <= (KNOWN_METHODS.length + 1) * 3 * (statuses.length + 1) * 4, `server series bounded: ${serverSeries}`);
   t.ok(find(s, `${SERVER}_count`).every((x) => x.labels.http_response_status_code === undefined || /^[1-5]xx$/.test(String(x.labels.http_response_status_code)) || Number(x.labels.http_response_status_code) <= 599), 'no status past 599');
   const consumers = find(s, 'petstore_gateway_deprecated_requests_total');
   t.ok(consumers.length <= 51, `consumer series capped: ${consumers.length}`);
@@ -136,7 +141,8 @@ t.test('a record that would break a metric does not throw', async (t) => {
   t.doesNotThrow(() => m.onEnd(record({ durationMs: -1, upstreamMs: 1 })));
   const s = parseExposition(await m.registry.metrics());
   const ok = { http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: '200' };
-  t.equal(value(s, `${SERVER}_count`, ok), 0, 'NaN and negative durations are not observations');
+  const okServer = { ...ok, network_protocol_version: '1.1' };
+  t.equal(value(s, `${SERVER}_count`, okServer), 0, 'NaN and negative durations are not observations');
   t.equal(value(s, `${CLIENT}_count`, ok), 1, 'only the finite upstream duration');
   t.equal(value(s, `${CLIENT}_sum`, ok), 0.001);
 });
@@ -147,7 +153,7 @@ t.test('registry.resetMetrics() zeroes every series', async (t) => {
   m.reloaded(true);
   m.registry.resetMetrics();
   const s = parseExposition(await m.registry.metrics());
-  t.equal(value(s, `${SERVER}_count`, { http_request_method: 'GET', http_route: '/v1/pets/{petId}', http_response_status_code: '200' }), 0);
+  t.equal(value(s, `${SERVER}_count`, { http_request_method: 'GET', http_route: '/v1/pets/{petId}', http_response_status_code: '200', network_protocol_version: '1.1' }), 0);
   t.equal(value(s, 'petstore_gateway_deprecated_requests_total', { operation: 'getPet', consumer: 'team-a' }), 0);
   t.equal(value(s, 'petstore_gateway_upstream_failures_total', { kind: 'reset' }), 0);
   t.equal(value(s, 'petstore_gateway_policy_reloads_total', { result: 'success' }), 0);
