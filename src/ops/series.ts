@@ -1,12 +1,13 @@
 /**
  * Series for the hot path, through prom-client's public API: each counter and histogram is a
- * prom-client `Counter` / `Histogram` in the gateway's own Registry, and a series is its bound
- * child (`metric.labels(...)`), bound once per label set so a request builds no label object.
- * The registry, the exposition, `resetMetrics()` and the cluster aggregation are prom-client's own.
+ * prom-client `Counter` / `Histogram` in the gateway's own Registry, bound once per label set so a
+ * request builds no label object. The registry, the exposition, `resetMetrics()` and the cluster
+ * aggregation are prom-client's own.
  *
- * Cost: a bound child still validates and hashes its labels on every call (prom-client 15);
- * bench/ops.mjs measures it against plain numbers at well under 3% of a route's CPU per request
- * (BENCHMARKS.md, "Libraries").
+ * Cost: a histogram series is a bound child (`histogram.labels(...)`), which still validates and
+ * hashes its labels on every observation (prom-client 15); a counter series is a plain number
+ * handed to prom-client at each scrape (its `collect()` hook). bench/ops.mjs measures both against
+ * the plain numbers they replace (BENCHMARKS.md, "Libraries").
  */
 import { Counter, Histogram, type Registry } from 'prom-client';
 
@@ -21,40 +22,59 @@ export interface HistogramSeries {
   observe(value: number): void;
 }
 
-/**
- * A prom-client Counter whose bound series stay exported (at 0) after `Registry.resetMetrics()`:
- * prom-client's reset forgets every labelled series, and a `rate()` needs the series to exist
- * before its first increment.
- */
-class KeptCounter extends Counter {
-  // Not initialised here: prom-client's constructor calls reset() before subclass fields exist.
-  private bound: Array<Record<string, string>> | undefined;
-
-  keep(labels: Record<string, string>): void {
-    (this.bound ??= []).push(labels);
-    this.inc(labels, 0);
-  }
-
-  override reset(): void {
-    super.reset();
-    for (const labels of this.bound ?? []) this.inc(labels, 0);
+/** One counter series as a plain number, published into the prom-client Counter at each scrape. */
+class CountedSeries implements CounterSeries {
+  value = 0;
+  /** How much of `value` the prom-client Counter holds already. */
+  published = 0;
+  constructor(readonly labels: Readonly<Record<string, string>>) {}
+  inc(): void {
+    this.value++;
   }
 }
 
-/** A counter metric in a prom-client Registry; see KeptCounter for what a reset keeps. */
+/**
+ * A counter metric in a prom-client Registry. A series counts in a plain number and prom-client's
+ * `collect()` hook (called at each scrape) adds what was counted since the last one: a bound
+ * Counter child validates and hashes its labels on every `inc()`, which a request would pay.
+ * Bound series stay exported (at 0) after `Registry.resetMetrics()`: prom-client's reset forgets
+ * every labelled series, and a `rate()` needs the series to exist before its first increment.
+ */
 export class SeriesCounter {
-  private readonly counter: KeptCounter;
+  private readonly series: CountedSeries[] = [];
 
   constructor(registry: Registry, name: string, help: string, labelNames: readonly string[]) {
-    this.counter = new KeptCounter({ name, help, labelNames, registers: [registry] });
+    const series = this.series;
+    new (class extends Counter {
+      override reset(): void {
+        super.reset();
+        // Called by prom-client's constructor too, before `series` holds anything.
+        for (const s of series) {
+          s.value = 0;
+          s.published = 0;
+          this.inc(s.labels, 0);
+        }
+      }
+    })({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect() {
+        for (const s of series) {
+          const value = s.value;
+          this.inc(s.labels, value - s.published);
+          s.published = value;
+        }
+      },
+    });
   }
 
   /** A new series, exported at 0 from now on (the caller keeps it and never binds the same labels twice). */
   bind(labels: Record<string, string>): CounterSeries {
-    const fixed = Object.freeze({ ...labels });
-    this.counter.keep(fixed);
-    const child = this.counter.labels(fixed);
-    return { inc: () => child.inc() };
+    const s = new CountedSeries(Object.freeze({ ...labels }));
+    this.series.push(s);
+    return s;
   }
 }
 
