@@ -14,6 +14,7 @@
 // (BENCH_OPS_ROUTE_US, default 45 and 60 µs: the undici engine, BENCHMARKS.md).
 // BENCH_OPS_BASE=<a built checkout> takes A of the metrics pair from that checkout's dist/.
 import { hash, randomUUID } from 'node:crypto';
+import { Readable, Stream, Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { AccessLog, accessLine, logDestination } from '../dist/ops/access-log.js';
@@ -121,6 +122,27 @@ async function libraries() {
   const logger = pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, logDestination('/dev/null')).child({ log: 'access' });
   const ownLine = new AccessLog({ destination: '/dev/null' });
   pairs.push(['pino: own line writer (A) vs logger.info(fields) (B)', (i) => ownLine.onEnd(records[i & 3]), (i) => logger.info(accessLine(records[i & 3]), 'request')]);
+  // http-proxy-3's `buffer` option: the request body handed over as the engine does (a Stream whose
+  // pipe() ends the upstream request with the body, in per-call options) against a Readable per
+  // request (Readable.from), piped into a Writable as http-proxy-3 pipes it into its ClientRequest.
+  const proxyOptions = { target: { host: '127.0.0.1:1', port: 1 }, selfHandleResponse: true, toProxy: true, prependPath: false, secure: true };
+  const body = Buffer.from('{"name":"Rex","categoryId":1,"status":"available"}');
+  const sink = () => new Writable({ write: (_c, _e, done) => done() });
+  class BodySource extends Stream {
+    constructor(b) {
+      super();
+      this.b = b;
+    }
+    pipe(d) {
+      d.end(this.b);
+      return d;
+    }
+  }
+  pairs.push([
+    'http-proxy-3: body as a one-write Stream (A) vs Readable.from (B)',
+    () => ({ ...proxyOptions, ...{ buffer: new BodySource(body) } }).buffer.pipe(sink()),
+    () => ({ ...proxyOptions, ...{ buffer: Readable.from([body]) } }).buffer.pipe(sink()),
+  ]);
   const baseDir = process.env.BENCH_OPS_BASE;
   if (baseDir !== undefined) {
     const base = await import(pathToFileURL(`${baseDir}/dist/ops/metrics.js`).href);
