@@ -312,9 +312,8 @@ export class AccessLog implements ExchangeObserver {
     const parent = options.logger ?? pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, own);
     this.ownDestination = own !== undefined;
     this.logger = parent.child({ log: 'access' });
-    // pino's symbols (pino.symbols, for integrations) rather than logger.info(): where the logger
-    // writes, how it writes time, its bindings. logger.info costs 4-6 CPU µs more a line, 9-13% of a
-    // route (BENCHMARKS.md, "Libraries"); the "pino's shape" test fails if pino changes them.
+    // pino.symbols (exposed for integrations), not logger.info(): that costs over 3% of a route's req/s (BENCHMARKS.md, "Libraries").
+    // Where the logger writes, how it writes time, its bindings; the "pino's shape" test fails if pino changes them.
     const internals = this.logger as unknown as Record<symbol, unknown>;
     this.stream = own ?? (internals[pino.symbols.streamSym] as LineStream);
     this.time = internals[pino.symbols.timeSym] as () => string;

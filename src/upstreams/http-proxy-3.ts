@@ -21,9 +21,8 @@ const PROXY_KINDS: ReadonlyMap<string, FailureKind> = new Map();
 
 /**
  * The request body as http-proxy-3 takes it (its `buffer` option, a Stream it calls `.pipe(proxyReq)`
- * on): the whole body (or none) handed over with `end`, in one write with the head. A Readable per
- * request (`Readable.from`, a PassThrough) costs 4-6 CPU µs more, 7-10% of this engine's route
- * (BENCHMARKS.md, "Libraries").
+ * on): the whole body (or none) handed over with `end`, in one write with the head.
+ * Not a Readable per request (`Readable.from`): that costs over 3% of a route's req/s (BENCHMARKS.md, "Libraries").
  */
 class BodySource extends Stream {
   constructor(private readonly body: Buffer | undefined) {
