@@ -7,8 +7,17 @@
 //   npm run build && node bench/ops.mjs
 //
 // Environment: BENCH_OPS_N (50000 calls per round), BENCH_OPS_ROUNDS (5).
+//
+// Then the libraries by their public API against the code they replace (or that stays), as pairs
+// measured in interleaved rounds (A, B, A, B...: a load from elsewhere hits both alike), with the
+// median of each, B/A, B-A in µs, and that difference as a share of a route's CPU per request
+// (BENCH_OPS_ROUTE_US, default 45 and 60 µs: the undici engine, BENCHMARKS.md).
+// BENCH_OPS_BASE=<a built checkout> takes A of the metrics pair from that checkout's dist/.
 import { hash, randomUUID } from 'node:crypto';
-import { AccessLog, accessLine } from '../dist/ops/access-log.js';
+import { Readable, Stream, Writable } from 'node:stream';
+import { pathToFileURL } from 'node:url';
+import { pino } from 'pino';
+import { AccessLog, accessLine, logDestination } from '../dist/ops/access-log.js';
 import { GatewayMetrics } from '../dist/ops/metrics.js';
 import { requestIdOf, traceContextOf } from '../dist/core/request-id.js';
 import { KeyRing, hashKey, newKey } from '../dist/policies/auth/keys.js';
@@ -78,4 +87,74 @@ const cases = [
 console.log(`node ${process.version}, ${N} calls x ${ROUNDS} rounds, median µs per call`);
 console.log(`${(await measure(() => {})).toFixed(3).padStart(8)} µs  (the loop and its event-loop turns alone)`);
 for (const [name, fn] of cases) console.log(`${(await measure(fn)).toFixed(3).padStart(8)} µs  ${name}`);
+await libraries();
 await access.close();
+
+/**
+ * Median µs per call of `a` and of `b`, measured in alternating rounds, in CPU time of this
+ * process (process.cpuUsage): on a shared machine, time spent waiting for a core is not counted.
+ */
+async function interleaved(a, b) {
+  const ra = [];
+  const rb = [];
+  const round = async (fn, out, keep) => {
+    const c0 = process.cpuUsage();
+    for (let i = 0; i < N; i++) {
+      fn(i);
+      if ((i & 63) === 63) await new Promise(setImmediate);
+    }
+    const c = process.cpuUsage(c0);
+    if (keep) out.push((c.user + c.system) / N);
+  };
+  for (let r = 0; r < ROUNDS + 1; r++) {
+    await round(a, ra, r > 0); // round 0 warms up both
+    await round(b, rb, r > 0);
+  }
+  const median = (xs) => xs.sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+  return [median(ra), median(rb)];
+}
+
+async function libraries() {
+  const routeUs = (process.env.BENCH_OPS_ROUTE_US ?? '45,60').split(',').map(Number);
+  const pairs = [];
+  // pino: the access line as the gateway writes it, against logger.info() of the same fields on
+  // the same kind of logger (ISO time, pid, child binding) and destination.
+  const logger = pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, logDestination('/dev/null')).child({ log: 'access' });
+  const ownLine = new AccessLog({ destination: '/dev/null' });
+  pairs.push(['pino: own line writer (A) vs logger.info(fields) (B)', (i) => ownLine.onEnd(records[i & 3]), (i) => logger.info(accessLine(records[i & 3]), 'request')]);
+  // http-proxy-3's `buffer` option: the request body handed over as the engine does (a Stream whose
+  // pipe() ends the upstream request with the body, in per-call options) against a Readable per
+  // request (Readable.from), piped into a Writable as http-proxy-3 pipes it into its ClientRequest.
+  const proxyOptions = { target: { host: '127.0.0.1:1', port: 1 }, selfHandleResponse: true, toProxy: true, prependPath: false, secure: true };
+  const body = Buffer.from('{"name":"Rex","categoryId":1,"status":"available"}');
+  const sink = () => new Writable({ write: (_c, _e, done) => done() });
+  class BodySource extends Stream {
+    constructor(b) {
+      super();
+      this.b = b;
+    }
+    pipe(d) {
+      d.end(this.b);
+      return d;
+    }
+  }
+  pairs.push([
+    'http-proxy-3: body as a one-write Stream (A) vs Readable.from (B)',
+    () => ({ ...proxyOptions, ...{ buffer: new BodySource(body) } }).buffer.pipe(sink()),
+    () => ({ ...proxyOptions, ...{ buffer: Readable.from([body]) } }).buffer.pipe(sink()),
+  ]);
+  const baseDir = process.env.BENCH_OPS_BASE;
+  if (baseDir !== undefined) {
+    const base = await import(pathToFileURL(`${baseDir}/dist/ops/metrics.js`).href);
+    const a = new base.GatewayMetrics({ defaultMetrics: false });
+    const b = new GatewayMetrics({ defaultMetrics: false });
+    pairs.push([`prom-client: metrics.onEnd of ${baseDir} (A) vs this build (B)`, (i) => a.onEnd(records[i & 3]), (i) => b.onEnd(records[i & 3])]);
+  }
+  console.log(`\nlibraries, interleaved, median CPU µs per call; share = (B-A) / a route's ${routeUs.join(' or ')} µs`);
+  for (const [name, a, b] of pairs) {
+    const [ua, ub] = await interleaved(a, b);
+    const share = routeUs.map((u) => `${(((ub - ua) / u) * 100).toFixed(1)}%`).join(' / ');
+    console.log(`${ua.toFixed(3).padStart(8)} ${ub.toFixed(3).padStart(8)}  B/A ${(ub / ua).toFixed(2)}  B-A ${(ub - ua).toFixed(3)} µs  share ${share}  ${name}`);
+  }
+  await ownLine.close();
+}

@@ -16,7 +16,7 @@ import { pino, type Logger, type LoggerOptions } from 'pino';
 import type { ExchangeObserver } from '../core/record.js';
 import { type AdminHandle, type AdminOptions, READY, startAdmin } from '../ops/admin.js';
 import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
-import { exitWhenWritten, logDestination } from '../ops/access-log.js';
+import { exitWhenWritten, processLogger } from '../ops/access-log.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
 import { warnAtStart, warnWeakenings } from '../config/security-notices.js';
@@ -327,7 +327,7 @@ async function serve(args: string[]): Promise<number> {
   }
   // Stdout is NDJSON (operator messages and access lines, one writer); written asynchronously so a
   // slow reader of stdout does not hold the event loop, flushed at exit.
-  const log = pino(loggerOptions(loaded.config.log.level), logDestination());
+  const log = processLogger(loggerOptions(loaded.config.log.level));
   setStoreLog(log);
   const setup: ServeSetup = { file, text: loaded.text, config: loaded.config, env, overrides, engine, workers, watch: values.watch === true, ephemeral: loaded.ephemeral, log };
   if (!cluster.isWorker) warnAtStart(loaded.config, log);

@@ -19,7 +19,7 @@
  * past it are dropped and counted). `flush()` hands over what is pending at once
  * (close() and the process's exit do it), so an exit loses no line.
  */
-import { pino, type DestinationStream, type Level, type Logger } from 'pino';
+import { pino, type DestinationStream, type Level, type Logger, type LoggerOptions } from 'pino';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 
 /**
@@ -60,13 +60,29 @@ function countDropped(data: unknown): void {
  * arrive in batches (AccessLog); sonic-boom's own batching (minLength) is not used.
  */
 export function logDestination(dest: number | string = 1): DestinationStream {
+  return ownDestination(dest);
+}
+
+function ownDestination(dest: number | string): LineStream & DestinationStream {
   const stream = pino.destination({ dest, sync: false, maxWrite: LOG_MAX_WRITE, maxLength: LOG_MAX_PENDING });
   stream.on('drop', countDropped);
   return stream;
 }
 
+/** The destination of each logger `processLogger` made, which `exitWhenWritten` ends. */
+const destinations = new WeakMap<Logger, LineStream>();
+
+/** The process's logger on its own `logDestination` (stdout by default), known to `exitWhenWritten`. */
+export function processLogger(options: LoggerOptions, dest: number | string = 1): Logger {
+  const stream = ownDestination(dest);
+  const logger = pino(options, stream);
+  destinations.set(logger, stream);
+  return logger;
+}
+
 /**
- * Exits with `code` once the logger's destination has written every line it holds, in order.
+ * Exits with `code` once the destination of a logger made by `processLogger` has written every
+ * line it holds, in order.
  * sonic-boom's `flush(cb)` calls back at once when lines are not batched (pino.destination's
  * minLength 0), even while an asynchronous write is in flight; `process.exit` then runs pino's exit
  * hook, whose synchronous write can land the last lines ("stopped") on stdout BEFORE the write in
@@ -78,8 +94,9 @@ export function exitWhenWritten(logger: Logger, code: number): void {
   const exit = (): never => process.exit(code);
   const timer = setTimeout(exit, 2000);
   timer.unref();
-  const dest = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as LineStream;
-  if (typeof dest.end !== 'function' || typeof dest.once !== 'function') return void logger.flush(() => exit());
+  const dest = destinations.get(logger);
+  // A logger `processLogger` did not make: pino's flush is all there is.
+  if (dest?.end === undefined || dest.once === undefined) return void logger.flush(() => exit());
   dest.once('close', exit);
   try {
     dest.end();
@@ -291,12 +308,14 @@ export class AccessLog implements ExchangeObserver {
   constructor(options: AccessLogOptions = {}) {
     this.consumerInfo = options.consumerInfo;
     this.flushMs = options.flushMs ?? 20;
-    const parent = options.logger ?? pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, logDestination(options.destination ?? 1));
-    this.ownDestination = options.logger === undefined;
+    const own = options.logger === undefined ? ownDestination(options.destination ?? 1) : undefined;
+    const parent = options.logger ?? pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, own);
+    this.ownDestination = own !== undefined;
     this.logger = parent.child({ log: 'access' });
-    // pino's documented symbols (pino.symbols): where the logger writes, how it writes time, its bindings.
+    // pino.symbols (exposed for integrations), not logger.info(): that costs over 3% of a route's req/s (BENCHMARKS.md, "Libraries").
+    // Where the logger writes, how it writes time, its bindings; the "pino's shape" test fails if pino changes them.
     const internals = this.logger as unknown as Record<symbol, unknown>;
-    this.stream = internals[pino.symbols.streamSym] as LineStream;
+    this.stream = own ?? (internals[pino.symbols.streamSym] as LineStream);
     this.time = internals[pino.symbols.timeSym] as () => string;
     this.bindings = internals[pino.symbols.chindingsSym] as string;
     if (!exitHook) {

@@ -23,7 +23,7 @@
  * Envoy fixes its stat names and tags when the config loads so that the hot path only increments;
  * likewise every series is bound once, the first time its label set is seen, and kept in a Map
  * under a number computed from small indices, so recording a request builds no label object and no
- * key string, and costs a few additions (src/ops/series.ts; prom-client formats them at scrape).
+ * key string, and costs a bound prom-client child's call (src/ops/series.ts).
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
@@ -62,6 +62,8 @@ const SLOT_OTHER = 601;
 /** Slots 602..606: the classes 1xx..5xx, for a status outside KNOWN_STATUSES. */
 const SLOT_CLASS = 601;
 const SLOTS = 1024;
+/** Every label a duration series may carry (`bind` below sets a subset); prom-client checks them. */
+const DURATION_LABELS: readonly string[] = ['http_request_method', 'http_route', 'http_response_status_code', 'error_type'];
 
 /**
  * The status codes that keep their own label value: the interface's successes (200, 201), every
@@ -199,18 +201,20 @@ export class GatewayMetrics implements ExchangeObserver {
       'http_server_request_duration_seconds',
       'Duration of HTTP server requests, from arrival to the last byte written (OpenTelemetry http.server.request.duration).',
       OTEL_DURATION_BUCKETS,
+      DURATION_LABELS,
     );
     this.clientDuration = new SeriesHistogram(
       registry,
       'http_client_request_duration_seconds',
       'Duration of upstream requests, from sending to the end of the answer or the failure (OpenTelemetry http.client.request.duration).',
       OTEL_DURATION_BUCKETS,
+      DURATION_LABELS,
     );
-    const rejections = new SeriesCounter(registry, 'petstore_gateway_rejections_total', 'Requests a policy answered itself with an error, by policy and catalogue code.');
+    const rejections = new SeriesCounter(registry, 'petstore_gateway_rejections_total', 'Requests a policy answered itself with an error, by policy and catalogue code.', ['policy', 'code']);
     this.rejections = new CappedChildren(rejections, ['policy', 'code'], cap);
-    const deprecated = new SeriesCounter(registry, 'petstore_gateway_deprecated_requests_total', 'Calls of a deprecated operation (getPet, sunset 2030-12-05) by consumer (API key id).');
+    const deprecated = new SeriesCounter(registry, 'petstore_gateway_deprecated_requests_total', 'Calls of a deprecated operation (getPet, sunset 2030-12-05) by consumer (API key id).', ['operation', 'consumer']);
     this.deprecated = new CappedChildren(deprecated, ['operation', 'consumer'], cap);
-    const failures = new SeriesCounter(registry, 'petstore_gateway_upstream_failures_total', 'Upstream calls that failed without an answer, by failure kind.');
+    const failures = new SeriesCounter(registry, 'petstore_gateway_upstream_failures_total', 'Upstream calls that failed without an answer, by failure kind.', ['kind']);
     // Every kind is bound (and so exported as 0) from the start: a rate() needs the series before its first failure.
     this.failures = Object.fromEntries(FAILURE_KINDS.map((k) => [k, failures.bind({ kind: k })])) as Record<FailureKind, CounterChild>;
 
@@ -225,7 +229,7 @@ export class GatewayMetrics implements ExchangeObserver {
         this.set(breakerOpen?.() === true ? 1 : 0);
       },
     });
-    const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.');
+    const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.', ['result']);
     this.reloads = { success: reloads.bind({ result: 'success' }), failure: reloads.bind({ result: 'failure' }) };
 
     countedElsewhere(registry, 'petstore_gateway_store_errors_total', 'Commands of the shared store (rate limits, deprecation ledger) that failed.', options.storeErrors);

@@ -11,7 +11,7 @@ import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } 
 import { Agent as HttpsAgent } from 'node:https';
 import { upstreamTlsOrThrow } from '../tls/upstream.js';
 import type { Socket } from 'node:net';
-import type { Stream } from 'node:stream';
+import { Stream } from 'node:stream';
 import { createProxyServer } from 'http-proxy-3';
 import type { UpstreamConfig } from './config.js';
 import { UpstreamFailure, type FailureKind, type Upstream, type UpstreamHandler, type UpstreamRequest } from '../core/upstream.js';
@@ -20,29 +20,21 @@ import { StreamedCall, callOfBody } from './streamed-call.js';
 const PROXY_KINDS: ReadonlyMap<string, FailureKind> = new Map();
 
 /**
- * The body of the call being started. http-proxy-3 hands the request body over with
- * `options.buffer.pipe(proxyReq)`, synchronously inside `proxy.web`; `send` sets this just before
- * that call and clears it after, so one `buffer` object in the proxy's options serves every call.
- * Per-call options would cost more than they carry: `proxy.web` merges them into a copy of the
- * proxy's options (`{ ...options, ...perCall }`), and a call without them
- * takes a plain copy.
+ * The request body as http-proxy-3 takes it (its `buffer` option, a Stream it calls `.pipe(proxyReq)`
+ * on): the whole body (or none) handed over with `end`, in one write with the head.
+ * Not a Readable per request (`Readable.from`): that costs over 3% of a route's req/s (BENCHMARKS.md, "Libraries").
  */
-let startingBody: Buffer | undefined;
+class BodySource extends Stream {
+  constructor(private readonly body: Buffer | undefined) {
+    super();
+  }
 
-/**
- * The request body as http-proxy-3 takes it: it only calls `.pipe(proxyReq)`, so the whole body
- * (or none) is handed over with `end`, in one write with the head, without a Readable per request
- * (`Readable.from` cost an async iterator and several ticks per call).
- */
-const bodySource = {
-  pipe<T extends NodeJS.WritableStream>(destination: T): T {
-    const body = startingBody;
-    startingBody = undefined;
-    if (body === undefined) destination.end();
-    else destination.end(body);
+  override pipe<T extends NodeJS.WritableStream>(destination: T): T {
+    if (this.body === undefined) destination.end();
+    else destination.end(this.body);
     return destination;
-  },
-} as unknown as Stream;
+  }
+}
 
 /** Where the client's request and the upstream request keep their call: no map, no closures per call. */
 const CALL = Symbol('petstore-gateway http-proxy-3 call');
@@ -104,7 +96,7 @@ function watchIdle(agent: Agent): (socket: Socket) => void {
 
 function onUpgrade(this: ClientRequest & WithCall, _res: IncomingMessage, socket: { destroy(): void }): void {
   socket.destroy();
-  this[CALL]!.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
+  this[CALL]?.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
 }
 
 /**
@@ -124,15 +116,17 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
   // Registered after the agent's own 'free' listener: a socket the agent keeps is watched until reused.
   agent.on('free', watchIdle(agent));
   // The origin parsed once, as http-proxy-3 reads a target (protocol, host, hostname, port, href).
+  // The port as a number, as http-proxy-3's target type has it (a URL's is empty for the default).
   const base = new URL(origin);
-  const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port: base.port, href: origin };
+  const port = base.port === '' ? (base.protocol === 'https:' ? 443 : 80) : Number(base.port);
+  const target = { protocol: base.protocol, host: base.host, hostname: base.hostname, port, href: origin };
   // The request line is the exchange's path, verbatim: `toProxy` takes `req.url` as it is (set to
   // that path below) and `prependPath: false` adds no target path, so http-proxy-3 parses no URL
   // per request (its default parses the target's path and the request's). The Host
   // field is set here (the exchange forwards none), so `changeOrigin` is not needed.
   // No proxyTimeout: the exchange's deadlines are the timeouts (and abort the call); a socket idle
   // timeout here would also fire while the exchange holds the body back for a slow client.
-  const proxy = createProxyServer({ target: target as unknown as URL, agent, selfHandleResponse: true, toProxy: true, prependPath: false, buffer: bodySource, secure: true });
+  const proxy = createProxyServer({ target, agent, selfHandleResponse: true, toProxy: true, prependPath: false, secure: true });
   // A listener for every error the proxy may emit outside a call's own callback.
   proxy.on('error', (err) => onProxyError?.(err));
   // One listener per event, dispatching to the call of each request (not one listener per call).
@@ -171,12 +165,8 @@ export function httpProxy3Upstream(origin: string, config: UpstreamConfig, onPro
       req[CALL] = call;
       handler.onStart(call);
       if (call.stopped) return;
-      startingBody = request.body;
-      try {
-        proxy.web(req, res, onWebError);
-      } finally {
-        startingBody = undefined;
-      }
+      // The body as a per-call option (http-proxy-3 merges it into a copy of the proxy's options).
+      proxy.web(req, res, { buffer: new BodySource(request.body) }, onWebError);
     },
     close: async () => {
       proxy.close();

@@ -9,7 +9,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 import { Pool, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from './config.js';
-import { tlsConnect } from './undici.js';
+import { poolOptions } from './undici.js';
 import type { FailureKind, Upstream, UpstreamHandler, UpstreamRequest } from '../core/upstream.js';
 import { StreamedCall } from './streamed-call.js';
 
@@ -98,14 +98,7 @@ const onResponse = (request: unknown, _reply: unknown, res: unknown): void => ca
  * abort signal taken from its headers.
  */
 export function replyFromPool(origin: string, config: UpstreamConfig): Pool {
-  const { timeouts } = config;
-  const pool = new Pool(origin, {
-    connections: config.connections,
-    connectTimeout: timeouts.connectMs,
-    headersTimeout: timeouts.headersMs,
-    bodyTimeout: timeouts.bodyMs,
-    ...tlsConnect(config),
-  });
+  const pool = new Pool(origin, poolOptions(config));
   const request = pool.request.bind(pool) as (opts: Dispatcher.RequestOptions, cb: unknown) => void;
   // reply-from calls request(opts, callback): the call's signal joins the options here. The casts:
   // undici types `request` as a set of overloads, which one wrapper function cannot be assigned to.

@@ -71,22 +71,26 @@ class UndiciCall implements Dispatcher.DispatchHandler, UpstreamControl {
   }
 }
 
-/** undici's `connect` options for an https:// upstream (also used by reply-from, which is undici). */
-export function tlsConnect(config: UpstreamConfig): { connect?: Record<string, unknown> } {
-  const tls = upstreamTlsOrThrow(config);
-  return tls === undefined ? {} : { connect: { ...tls } };
-}
-
-export function undiciUpstream(origin: string, config: UpstreamConfig): Upstream {
+/**
+ * The undici Pool options of `upstream`: its pool size, its timeouts (undici's own, a backstop
+ * behind the exchange's deadlines) and, for an https:// upstream only, the CA, client pair and
+ * name of `upstream.tls` (verification stays on). The one source for this engine's Pool and for
+ * the Pool reply-from sends through.
+ */
+export function poolOptions(config: UpstreamConfig): Pool.Options {
   const { timeouts } = config;
-  const pool = new Pool(origin, {
+  const tls = upstreamTlsOrThrow(config);
+  return {
     connections: config.connections,
     connectTimeout: timeouts.connectMs,
     headersTimeout: timeouts.headersMs,
     bodyTimeout: timeouts.bodyMs,
-    // https:// only: the CA, client pair and name of `upstream.tls`; verification stays on.
-    ...tlsConnect(config),
-  });
+    ...(tls === undefined ? {} : { connect: { ...tls } }),
+  };
+}
+
+export function undiciUpstream(origin: string, config: UpstreamConfig): Upstream {
+  const pool = new Pool(origin, poolOptions(config));
   return {
     name: 'undici',
     conforms: false,

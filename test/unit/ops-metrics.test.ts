@@ -3,6 +3,7 @@
  * a Prometheus text-format library; a flood of hostile records creates no series beyond the bounded
  * set; reloads, the breaker gauge and the store error count read through.
  */
+import { Counter, Histogram } from 'prom-client';
 import t from 'tap';
 import { FAILURE_KINDS } from '../../src/core/upstream.js';
 import { GatewayMetrics, KNOWN_METHODS, KNOWN_STATUSES, OTEL_DURATION_BUCKETS } from '../../src/ops/metrics.js';
@@ -181,4 +182,32 @@ t.test('statuses outside the known set fold into their class', async (t) => {
   t.notOk(labels.has('418') || labels.has('299') || labels.has('599'), 'unknown ones do not');
   t.ok(labels.size <= KNOWN_STATUSES.size + 5, `${labels.size} values`);
   t.equal(find(s, `${CLIENT}_count`).reduce((a, x) => a + x.value, 0), 500, 'every call counted');
+});
+
+t.test('every request metric is a prom-client Counter or Histogram of its own registry', async (t) => {
+  const m = new GatewayMetrics({ defaultMetrics: false });
+  t.ok(m.registry.getSingleMetric(SERVER) instanceof Histogram, 'server duration');
+  t.ok(m.registry.getSingleMetric(CLIENT) instanceof Histogram, 'client duration');
+  for (const name of ['petstore_gateway_rejections_total', 'petstore_gateway_deprecated_requests_total', 'petstore_gateway_upstream_failures_total', 'petstore_gateway_policy_reloads_total']) {
+    t.ok(m.registry.getSingleMetric(name) instanceof Counter, name);
+  }
+});
+
+t.test('counters counted between scrapes: each scrape shows the total, a reset starts again at 0', async (t) => {
+  const m = new GatewayMetrics({ defaultMetrics: false });
+  const rejected = record({ rejectedBy: 'auth', errorCode: 'invalid_api_key', upstreamStatus: undefined, upstreamMs: undefined });
+  const count = async (): Promise<number | undefined> => value(parseExposition(await m.registry.metrics()), 'petstore_gateway_rejections_total', { policy: 'auth', code: 'invalid_api_key' });
+  m.onEnd(rejected);
+  t.equal(await count(), 1);
+  t.equal(await count(), 1, 'a second scrape adds nothing');
+  m.onEnd(rejected);
+  m.onEnd(rejected);
+  t.equal(await count(), 3);
+  m.registry.resetMetrics();
+  t.equal(await count(), 0, 'kept at 0 after a reset');
+  m.onEnd(rejected);
+  t.equal(await count(), 1, 'counts again from 0');
+  const json = await m.registry.getMetricsAsJSON();
+  const rejections = json.find((x) => x.name === 'petstore_gateway_rejections_total');
+  t.same(rejections?.values.map((v) => v.value), [1], 'getMetricsAsJSON (the cluster aggregation reads it) sees the same');
 });
