@@ -64,6 +64,8 @@ const SLOT_CLASS = 601;
 const SLOTS = 1024;
 /** Every label a duration series may carry (`bind` below sets a subset); prom-client checks them. */
 const DURATION_LABELS: readonly string[] = ['http_request_method', 'http_route', 'http_response_status_code', 'error_type'];
+/** The server histogram's labels: the client's protocol besides (prom-client refuses an undeclared label). */
+const SERVER_DURATION_LABELS: readonly string[] = [...DURATION_LABELS, 'network_protocol_version'];
 
 /**
  * The status codes that keep their own label value: the interface's successes (200, 201), every
@@ -201,7 +203,7 @@ export class GatewayMetrics implements ExchangeObserver {
       'http_server_request_duration_seconds',
       'Duration of HTTP server requests, from arrival to the last byte written (OpenTelemetry http.server.request.duration).',
       OTEL_DURATION_BUCKETS,
-      DURATION_LABELS,
+      SERVER_DURATION_LABELS,
     );
     this.clientDuration = new SeriesHistogram(
       registry,
