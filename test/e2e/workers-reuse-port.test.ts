@@ -7,8 +7,9 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { reusePortSupported } from '../../src/cli/supervisor.js';
-import { bearer, ensureBuilt, request, spawnCliUntil } from '../helpers/servers.js';
+import { bearer, ENGINES, ensureBuilt, request, spawnCliUntil } from '../helpers/servers.js';
 
+// parity: a pure function of the Node version and platform, no engine involved
 t.test('reusePortSupported: Linux, Node 22.12+, 23.1+ and 24+', async (t) => {
   const cases: Array<[string, string, boolean]> = [
     ['20.20.2', 'linux', false],
@@ -35,12 +36,13 @@ function listeningSockets(port: number): number {
 
 const skip = reusePortSupported() ? false : `this Node (${process.versions.node} on ${process.platform}) has no reusePort in server.listen`;
 
-t.test('serve --workers 2 with reusePort: one socket per worker, both serve, SIGTERM stops all', { skip }, async (t) => {
+// Each engine binds the port its own way (node:http's listen, Fastify's listen), so each is run.
+for (const engine of ENGINES) t.test(`serve --workers 2 --engine ${engine} with reusePort: one socket per worker, both serve, SIGTERM stops all`, { skip }, async (t) => {
   ensureBuilt();
   const { handle, match } = await spawnCliUntil(
     t,
-    ['serve', '--host', '127.0.0.1', '--port', '0', '--ephemeral-key', '--workers', '2'],
-    /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:(\d+)) \(upstream: builtin, engine: undici\) with 2 workers\n)(?=[\s\S]*API key for this run \(kept in memory only\): (psg_[A-Za-z0-9_-]{43})\n)/,
+    ['serve', '--host', '127.0.0.1', '--port', '0', '--ephemeral-key', '--workers', '2', '--engine', engine],
+    new RegExp(`^(?=[\\s\\S]*petstore-gateway listening on (http://127\\.0\\.0\\.1:(\\d+)) \\(upstream: builtin, engine: ${engine}\\) with 2 workers\n)(?=[\\s\\S]*API key for this run \\(kept in memory only\\): (psg_[A-Za-z0-9_-]{43})\n)`),
     { timeoutMs: 60_000, env: { LOG_LEVEL: 'info' } },
   );
   const [, url, port, key] = match as unknown as [string, string, string, string];
