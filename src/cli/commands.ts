@@ -7,7 +7,7 @@
  */
 import cluster from 'node:cluster';
 import { existsSync, readFileSync, watch } from 'node:fs';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -30,7 +30,7 @@ import { compileGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
 import { onReloadSignal } from './signals.js';
-import { DEFAULT_LIMITS, superviseWorkers } from './supervisor.js';
+import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
 import { closeRegistries, registriesReady, setRegistryLog } from '../registry/index.js';
@@ -272,6 +272,12 @@ function loadForServe(
  * invalid by a refused reload. Internal: taken out of the worker's environment before use.
  */
 const WORKER_POLICY_ENV = 'PETSTORE_GATEWAY_WORKER_POLICY';
+/**
+ * Set by a primary whose workers listen themselves with `reusePort` (supervisor.ts): the port a
+ * worker listens on, the one the first worker got when the policy says port 0. Internal, like
+ * WORKER_POLICY_ENV.
+ */
+const WORKER_PORT_ENV = 'PETSTORE_GATEWAY_WORKER_REUSE_PORT';
 /** primary -> worker: `{ type, text, reason }`, a reload the primary has validated. */
 const POLICY_MESSAGE = 'petstore-gateway:policy';
 
@@ -295,6 +301,8 @@ interface ServeSetup {
   readonly overrides: Overrides;
   readonly engine: string;
   readonly workers: number;
+  /** A worker that listens itself, with `reusePort`, on this port (not the policy's). */
+  readonly reusePort?: number | undefined;
   readonly watch: boolean;
   readonly ephemeral: string | undefined;
   readonly log: Logger;
@@ -319,7 +327,9 @@ async function serve(args: string[]): Promise<number> {
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const env: Record<string, string | undefined> = { ...process.env };
   const handed = cluster.isWorker ? env[WORKER_POLICY_ENV] : undefined;
+  const reusePort = cluster.isWorker ? env[WORKER_PORT_ENV] : undefined;
   delete env[WORKER_POLICY_ENV];
+  delete env[WORKER_PORT_ENV];
   const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true, handed);
   if (!loaded.ok) {
     process.stderr.write(loaded.problems + '\n');
@@ -329,7 +339,19 @@ async function serve(args: string[]): Promise<number> {
   // slow reader of stdout does not hold the event loop, flushed at exit.
   const log = processLogger(loggerOptions(loaded.config.log.level));
   setStoreLog(log);
-  const setup: ServeSetup = { file, text: loaded.text, config: loaded.config, env, overrides, engine, workers, watch: values.watch === true, ephemeral: loaded.ephemeral, log };
+  const setup: ServeSetup = {
+    file,
+    text: loaded.text,
+    config: loaded.config,
+    env,
+    overrides,
+    engine,
+    workers,
+    watch: values.watch === true,
+    ephemeral: loaded.ephemeral,
+    log,
+    reusePort: reusePort === undefined ? undefined : Number(reusePort),
+  };
   if (!cluster.isWorker) warnAtStart(loaded.config, log);
   setRegistryLog(log);
   return workers > 1 && cluster.isPrimary ? servePrimary(setup) : serveProcess(setup);
@@ -403,9 +425,12 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   let inForce = { text: s.text, config };
   const last = { text: s.text };
   const { server } = config;
+  const reusePort = reusePortSupported() && (await portIsFree(server.host, server.port));
+  if (reusePort) log.info({ workers, port: server.port }, 'each worker listens itself (reusePort): the kernel balances connections');
   const group = superviseWorkers({
     workers,
-    env: () => ({ ...s.env, [WORKER_POLICY_ENV]: inForce.text }),
+    staggered: reusePort && server.port === 0,
+    env: (port) => ({ ...s.env, [WORKER_POLICY_ENV]: inForce.text, ...(reusePort ? { [WORKER_PORT_ENV]: String(port ?? server.port) } : {}) }),
     log,
     limits: { ...DEFAULT_LIMITS, stopTimeoutMs: server.drainDelayMs + server.shutdownGraceMs + 5000 },
     onListening: (banner) => printBanner(`${banner} with ${workers} workers`, s.ephemeral, undefined),
@@ -486,7 +511,7 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   // (bounded; with Redis away the gateway starts anyway and file keys work).
   await registriesReady(2000);
   try {
-    await running.listen(host, port);
+    await running.listen(host, s.reusePort ?? port, s.reusePort !== undefined);
   } catch (err) {
     // A worker that cannot listen must exit (main.ts lets its IPC channel go), never stay up silently.
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
@@ -500,7 +525,7 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   log.info({ url, engine: s.engine, upstream: config.upstream.url }, 'petstore-gateway listening');
   const banner = `petstore-gateway listening on ${url} (upstream: ${config.upstream.url}, engine: ${s.engine})`;
   // A cluster worker tells the primary, which prints one banner for all.
-  if (cluster.isWorker) process.send?.({ type: 'listening', banner });
+  if (cluster.isWorker) process.send?.({ type: 'listening', banner, port: addr.port });
   else {
     printBanner(banner, s.ephemeral, url);
     warnIfExpiring(running.server, log);
@@ -635,7 +660,8 @@ async function listenAdmin(at: { host: string; port: number }, callbacks: Pick<A
 
 interface RunningEngine {
   readonly server: Server;
-  listen(host: string, port: number): Promise<void>;
+  /** `reusePort`: this process binds the port itself (`exclusive`, so not through node:cluster's primary) with SO_REUSEPORT. */
+  listen(host: string, port: number, reusePort: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -650,8 +676,8 @@ async function startEngine(engine: string, holder: GatewayHolder, log: Logger, o
     const app = await buildServer(holder, { loggerInstance: log, log, observer });
     return {
       server: app.server,
-      listen: async (host, port) => {
-        await app.listen({ host, port });
+      listen: async (host, port, reusePort) => {
+        await app.listen({ host, port, ...(reusePort ? { exclusive: true, reusePort: true } : {}) });
       },
       close: () => app.close(),
     };
@@ -662,16 +688,32 @@ async function startEngine(engine: string, holder: GatewayHolder, log: Logger, o
       : (await import('../engines/http-proxy-3.js')).buildProxyServer(holder, { log, observer });
   return {
     server: handle.server,
-    listen: (host, port) =>
+    listen: (host, port, reusePort) =>
       new Promise((resolve, reject) => {
         handle.server.once('error', reject);
-        handle.server.listen(port, host, () => {
+        handle.server.listen({ port, host, ...(reusePort ? { exclusive: true, reusePort: true } : {}) }, () => {
           handle.server.off('error', reject);
           resolve();
         });
       }),
     close: () => handle.close(),
   };
+}
+
+/**
+ * Whether nothing listens on host:port now. SO_REUSEPORT lets a second gateway of the same user
+ * bind a port the first already serves, and the two would then split its connections silently;
+ * a socket bound without the option is refused by any listener there, so the workers listen with
+ * reusePort only when this probe could bind (else node:cluster's shared socket, and its
+ * EADDRINUSE). Port 0 is always free.
+ */
+function portIsFree(host: string, port: number): Promise<boolean> {
+  if (port === 0) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const probe = createNetServer();
+    probe.once('error', () => resolve(false));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve(true)));
+  });
 }
 
 /** Calls `onChange` (debounced) when the file changes, also when an editor replaces it. */

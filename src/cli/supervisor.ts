@@ -1,5 +1,8 @@
 /**
- * `serve --workers N`: the primary forks N workers (node:cluster; they share the listening socket),
+ * `serve --workers N`: the primary forks N workers (node:cluster), which either share the primary's
+ * listening socket (cluster's round robin) or, where the platform has SO_REUSEPORT
+ * (`reusePortSupported`), each listen on the port themselves so that the kernel balances the
+ * connections and no primary is in their path;
  * hands each the environment of the moment (an ephemeral key, the policy in force), reports once
  * when all listen, passes messages on to every worker (a reload: commands.ts), forwards
  * SIGTERM/SIGINT (each stops gracefully), and exits 0 once all have. SIGHUP is the caller's: the
@@ -40,7 +43,12 @@ export const DEFAULT_LIMITS: SupervisorLimits = {
 export interface SuperviseOptions {
   readonly workers: number;
   /** The environment of a worker, asked at each fork: a replacement gets what is in force then. */
-  readonly env: () => Record<string, string | undefined>;
+  readonly env: (listenPort: number | undefined) => Record<string, string | undefined>;
+  /**
+   * Fork one worker first and the others once it listens, each told the port it got (`env`'s
+   * argument): workers that listen themselves on port 0 would otherwise each get a port of their own.
+   */
+  readonly staggered?: boolean;
   readonly log: Logger;
   /** Called once, when every worker of the first set listens, with a worker's banner. */
   readonly onListening: (banner: string) => void;
@@ -55,6 +63,17 @@ export interface SuperviseOptions {
 interface WorkerState {
   listeningAt: number | undefined;
   readonly initial: boolean;
+}
+
+/**
+ * Whether `server.listen` takes `reusePort` here: Node 22.12 or 23.1 and later, on Linux (the
+ * kernel hashes each new connection to one of the sockets bound with SO_REUSEPORT; other platforms'
+ * SO_REUSEPORT does not balance, or Node refuses the option).
+ */
+export function reusePortSupported(version: string = process.versions.node, platform: string = process.platform): boolean {
+  if (platform !== 'linux') return false;
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return major >= 24 || (major === 23 && minor >= 1) || (major === 22 && minor >= 12);
 }
 
 /** The back-off before the restart that follows `streak` quick crashes in a row (1, 2, ...). */
@@ -97,6 +116,14 @@ function reportStop(
   }
 }
 
+/** Whether all `n` workers of the first set have been forked and listen. */
+function firstSetListening(states: ReadonlyMap<Worker, WorkerState>, n: number): boolean {
+  const all = [...states.values()].filter((s) => s.initial);
+  return all.length === n && all.every((s) => s.listeningAt !== undefined);
+}
+
+const alive = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+
 export interface WorkerGroup {
   /** Sends `message` to every running worker (one that is starting gets the state through `env`). */
   send(message: object): void;
@@ -112,31 +139,30 @@ export function superviseWorkers(o: SuperviseOptions): WorkerGroup {
   let exitCode = 0;
   let streak = 0;
   const pending = new Set<NodeJS.Timeout>();
+  let listenPort: number | undefined;
 
   const fork = (initial: boolean) => {
-    const env = Object.fromEntries(Object.entries(o.env()).filter((e): e is [string, string] => e[1] !== undefined));
+    const env = Object.fromEntries(Object.entries(o.env(listenPort)).filter((e): e is [string, string] => e[1] !== undefined));
     const worker = cluster.fork(env);
     states.set(worker, { listeningAt: undefined, initial });
-    worker.on('message', (msg: { type?: string; banner?: string }) => {
+    worker.on('message', (msg: { type?: string; banner?: string; port?: number }) => {
       if (msg.type !== 'listening') return;
       const state = states.get(worker);
       if (state !== undefined) state.listeningAt = Date.now();
       o.onWorkerListening?.(worker, env);
-      if (started) return;
-      const all = [...states.values()].filter((s) => s.initial);
-      if (all.length === o.workers && all.every((s) => s.listeningAt !== undefined)) {
+      if (listenPort === undefined && typeof msg.port === 'number') {
+        listenPort = msg.port;
+        // Staggered: the others are forked now, told the port the first one got.
+        if (o.staggered === true && !stopping) for (let i = 1; i < o.workers; i++) fork(true);
+      }
+      if (!started && firstSetListening(states, o.workers)) {
         started = true;
         o.onListening(msg.banner ?? 'petstore-gateway listening');
       }
     });
   };
 
-  const alive = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
-
-  const finish = () => {
-    log.info({ exitCode }, 'stopped');
-    exitWhenWritten(log, exitCode);
-  };
+  const finish = () => void (log.info({ exitCode }, 'stopped'), exitWhenWritten(log, exitCode));
 
   /** Stops every worker (each drains gracefully) and exits with `code` once they are gone. */
   const stopAll = (signal: NodeJS.Signals, code: number) => {
@@ -173,7 +199,7 @@ export function superviseWorkers(o: SuperviseOptions): WorkerGroup {
     pending.add(timer);
   });
 
-  for (let i = 0; i < o.workers; i++) fork(true);
+  for (let i = 0; i < (o.staggered === true ? 1 : o.workers); i++) fork(true);
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stopAll(signal, 0));
   return {
     send(message) {

@@ -34,6 +34,8 @@ interface Lane {
   readonly waiting: Array<[IncomingMessage, ServerResponse]>;
   /** True while this lane keeps the socket paused (requests wait). */
   paused: boolean;
+  /** A request of this lane closed ('close' listener, the same function for every request of the connection). */
+  readonly finished: () => void;
 }
 
 const LANE = Symbol('petstore-gateway connection lane');
@@ -46,6 +48,9 @@ type LaneSocket = Socket & { [LANE]?: Lane };
  * a pipelined burst waits, and the socket is not read meanwhile. Answers still leave in order
  * (node keeps them in request order), so a waiting request never answers before an earlier one.
  * A connection with more than `maxWaiting` requests waiting is destroyed, and `onOverflow` told.
+ *
+ * Per request this costs a counter and one listener: the lane and its two functions are made
+ * once per connection, as a keep-alive connection carries many requests.
  */
 export function boundInFlight(
   limit: number,
@@ -53,19 +58,15 @@ export function boundInFlight(
   maxWaiting = Infinity,
   onOverflow: (socket: Socket) => void = () => undefined,
 ): RequestHandler {
-  const run = (lane: Lane, socket: Socket, req: IncomingMessage, res: ServerResponse) => {
+  const run = (lane: Lane, req: IncomingMessage, res: ServerResponse) => {
     lane.inFlight++;
-    const finished = () => {
-      lane.inFlight--;
-      // The common case, one request at a time: nothing waits, nothing to resume.
-      if (!lane.paused) return;
-      // On the next turn of the event loop, not now: an answer that finishes at once (a fast
-      // upstream, a denial) would otherwise start the next waiting request in the same chain of
-      // callbacks, and one connection's pipeline would hold the loop until it is empty, while
-      // other clients' requests sit unread. So each connection starts at most `limit` requests per
-      // turn, and other connections and the admin listener get theirs.
-      setImmediate(next);
-    };
+    // 'close' comes after 'finish' for an answer sent whole, and alone for one that never
+    // finishes (the client left): either way the place is freed. `on`, not `once`: a response
+    // closes once, and `once` would wrap the listener in a new function per request.
+    res.on('close', lane.finished);
+    handler(req, res);
+  };
+  const open = (socket: Socket): Lane => {
     const next = () => {
       if (lane.inFlight >= limit) return;
       const waiting = lane.waiting.shift();
@@ -75,29 +76,38 @@ export function boundInFlight(
         lane.paused = false;
         if (!socket.destroyed) socket.resume();
       }
-      if (waiting !== undefined) run(lane, socket, waiting[0], waiting[1]);
+      if (waiting !== undefined) run(lane, waiting[0], waiting[1]);
     };
-    // 'close' comes after 'finish' for an answer sent whole, and alone for one that never
-    // finishes (the client left): either way the place is freed, with one listener per request.
-    res.once('close', finished);
-    handler(req, res);
+    const lane: Lane = {
+      inFlight: 0,
+      waiting: [],
+      paused: false,
+      finished: () => {
+        lane.inFlight--;
+        // The common case, one request at a time: nothing waits, nothing to resume.
+        if (!lane.paused) return;
+        // On the next turn of the event loop, not now: an answer that finishes at once (a fast
+        // upstream, a denial) would otherwise start the next waiting request in the same chain of
+        // callbacks, and one connection's pipeline would hold the loop until it is empty, while
+        // other clients' requests sit unread. So each connection starts at most `limit` requests per
+        // turn, and other connections and the admin listener get theirs.
+        setImmediate(next);
+      },
+    };
+    // A read started by someone else (a body being read, node's own resume on drain) must not
+    // parse more of this connection while requests wait: pause again at once. node does the
+    // same for its own write back-pressure (onSocketResume in node's _http_server).
+    socket.on('resume', () => {
+      if (lane.paused) socket.pause();
+    });
+    return lane;
   };
   return (req, res) => {
     const socket = req.socket as LaneSocket;
-    let lane = socket[LANE];
-    if (lane === undefined) {
-      const created: Lane = { inFlight: 0, waiting: [], paused: false };
-      lane = socket[LANE] = created;
-      // A read started by someone else (a body being read, node's own resume on drain) must not
-      // parse more of this connection while requests wait: pause again at once. node does the
-      // same for its own write back-pressure (onSocketResume in node's _http_server).
-      socket.on('resume', () => {
-        if (created.paused) socket.pause();
-      });
-    }
+    const lane = (socket[LANE] ??= open(socket));
     // The rest of a read parsed after the connection was closed below: nothing will be answered.
     if (socket.destroyed) return;
-    if (lane.inFlight < limit) return run(lane, socket, req, res);
+    if (lane.inFlight < limit) return run(lane, req, res);
     if (lane.waiting.length >= maxWaiting) {
       // Dropping what waits lets it be collected now, while still young (see the top of the file).
       lane.waiting.length = 0;

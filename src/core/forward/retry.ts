@@ -1,52 +1,53 @@
 /**
  * The retry rule: a read (GET) is sent once more when its connection failed before any byte of an
  * answer (`refused` or `reset`): never createPet, never on an answer such as a 503, never after a
- * timeout, at most once. As Envoy splits them, the retry state (one per request) and each attempt
- * (one per call to the layer below) are separate objects; the attempt is what the transport calls.
+ * timeout, at most once. As Envoy splits them, the retry state (one per request) and the retry
+ * (the second call to the layer below) are separate objects; the first call reports to the state.
  */
 import type { HeaderValue } from '../policy.js';
-import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamRequest } from '../upstream.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import type { UpstreamControl, UpstreamFailure, UpstreamRequest } from '../upstream.js';
+import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
-/** Most calls one request makes: the first and one retry. */
-const MAX_ATTEMPTS = 2;
-
-/** One call to the upstream: passes its callbacks on while it is the state's current attempt. */
-class Attempt implements ForwardHandler {
-  answered = false;
-
+/**
+ * The second call to the upstream, the retry: passes its callbacks on to the state. (The first
+ * call is the state itself, so a request that is not retried, nearly all, costs one object here.)
+ */
+class Retry implements ForwardHandler {
   constructor(private readonly state: RetryState) {}
 
   onStart(control: UpstreamControl): void {
-    this.state.started(this, control);
+    this.state.retryStarted(control);
   }
 
   onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    this.answered = true;
-    return this.state.current === this ? this.state.onHead(status, headers, errorCode) : 0;
+    return this.state.relayHead(status, headers, errorCode);
   }
 
   onData(chunk: Buffer): void {
-    if (this.state.current === this) this.state.onData(chunk);
+    this.state.relayData(chunk);
   }
 
   onBody(body: Buffer, truncated: boolean): void {
-    if (this.state.current === this) this.state.onBody(body, truncated);
+    this.state.relayBody(body, truncated);
   }
 
   onEnd(): void {
-    if (this.state.current === this) this.state.onEnd();
+    this.state.relayEnd();
   }
 
   onFailure(failure: UpstreamFailure): void {
-    if (this.state.current === this) this.state.failed(this, failure);
+    this.state.relayFailure(failure);
   }
 }
 
-/** The retry state of one request: how many attempts were made, and which one is current. */
+/**
+ * The retry state of one request, and the handler of its first call. Once the retry is sent, what
+ * the first call still reports (a late callback) is ignored: only the retry's callbacks pass.
+ */
 class RetryState extends Wrapper {
-  attempts = 0;
-  current: Attempt | undefined = undefined;
+  /** The first call got a head: a failure after it is not retried. */
+  private answered = false;
+  private retry: Retry | undefined = undefined;
 
   constructor(
     handler: ForwardHandler,
@@ -56,34 +57,67 @@ class RetryState extends Wrapper {
     super(handler);
   }
 
-  send(): void {
-    this.attempts++;
-    const attempt = new Attempt(this);
-    this.current = attempt;
-    this.control = undefined;
-    this.next(this.request, attempt);
+  // ---- The first call --------------------------------------------------------------------------
+
+  override onStart(control: UpstreamControl): void {
+    if (this.retry !== undefined) return control.abort();
+    super.onStart(control);
   }
 
-  /** An attempt started: its control is where pause, resume and abort go now. */
-  started(attempt: Attempt, control: UpstreamControl): void {
-    if (attempt !== this.current || this.done) {
-      control.abort();
+  override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+    this.answered = true;
+    return this.retry === undefined ? super.onHead(status, headers, errorCode) : 0;
+  }
+
+  override onData(chunk: Buffer): void {
+    if (this.retry === undefined) super.onData(chunk);
+  }
+
+  override onBody(body: Buffer, truncated: boolean): void {
+    if (this.retry === undefined) super.onBody(body, truncated);
+  }
+
+  override onEnd(): void {
+    if (this.retry === undefined) super.onEnd();
+  }
+
+  override onFailure(failure: UpstreamFailure): void {
+    if (this.retry !== undefined) return;
+    if (!this.done && !this.answered && (failure.kind === 'refused' || failure.kind === 'reset')) {
+      // The one retry (at most two calls per request): its control is where pause, resume and
+      // abort go once it starts.
+      this.retry = new Retry(this);
+      this.control = undefined;
+      this.next(this.request, this.retry);
       return;
     }
-    this.control = control;
+    super.onFailure(failure);
   }
 
-  failed(attempt: Attempt, failure: UpstreamFailure): void {
-    if (!this.done && !attempt.answered && this.attempts < MAX_ATTEMPTS && (failure.kind === 'refused' || failure.kind === 'reset')) {
-      this.send();
-      return;
-    }
-    this.onFailure(failure);
+  // ---- The retry (through Retry) ---------------------------------------------------------------
+
+  retryStarted(control: UpstreamControl): void {
+    super.onStart(control);
   }
 
-  override abort(reason?: AbortReason): void {
-    this.current = undefined;
-    super.abort(reason);
+  relayHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+    return super.onHead(status, headers, errorCode);
+  }
+
+  relayData(chunk: Buffer): void {
+    super.onData(chunk);
+  }
+
+  relayBody(body: Buffer, truncated: boolean): void {
+    super.onBody(body, truncated);
+  }
+
+  relayEnd(): void {
+    super.onEnd();
+  }
+
+  relayFailure(failure: UpstreamFailure): void {
+    super.onFailure(failure);
   }
 }
 
@@ -92,8 +126,6 @@ export function retryReads(): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
       if (request.method !== 'GET') return next(request, handler);
-      const state = new RetryState(handler, next, request);
-      handler.onStart(state);
-      state.send();
+      start(next, request, new RetryState(handler, next, request));
     };
 }

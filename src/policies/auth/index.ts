@@ -117,14 +117,15 @@ export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {
   return lines;
 }
 
-function create(config: AuthConfig, env: PolicyEnv) {
-  const ring = buildKeyRing(config, env);
-  const now = env.now ?? Date.now;
-  // Absent (a config built in code, not loaded): the schema's default, on.
-  const bruteForce = config.bruteForce === undefined ? DEFAULT_BRUTE_FORCE : config.bruteForce;
-  const failures = bruteForce === null ? undefined : new FailureLimiter(bruteForce, now);
-  const clientOf = clientResolver(env.trustedProxies ?? []);
-  const realm = `Bearer realm="${config.realm}"`;
+/** The brute-force key of the request's client: the real client (client-address.ts), never a proxy that many clients share. */
+function addressOf(clientOf: (head: Exchange['head']) => string | undefined, ex: Exchange): string | undefined {
+  const client = clientOf(ex.head);
+  return client === undefined ? undefined : clientKey(client);
+}
+
+/** The answers of a refused request, made once per policy (the realm is in their challenges). */
+function denials(realmName: string) {
+  const realm = `Bearer realm="${realmName}"`;
   const badHost = new GatewayError('invalid_request', { message: 'The Host header is not valid.' });
   // RFC 6750 section 3.1: no error code when the request has no authentication information.
   const missing = new GatewayError('missing_api_key', { headers: { 'www-authenticate': realm } });
@@ -137,18 +138,26 @@ function create(config: AuthConfig, env: PolicyEnv) {
     headers: { 'www-authenticate': `${realm}, error="invalid_token", error_description="The access token expired"` },
   });
   const forbidden = new GatewayError('forbidden', { headers: { 'www-authenticate': `${realm}, error="insufficient_scope"` } });
+  return { badHost, missing, malformed, invalid, expired, forbidden };
+}
+
+function create(config: AuthConfig, env: PolicyEnv) {
+  const ring = buildKeyRing(config, env);
+  const now = env.now ?? Date.now;
+  // Absent (a config built in code, not loaded): the schema's default, on.
+  const bruteForce = config.bruteForce === undefined ? DEFAULT_BRUTE_FORCE : config.bruteForce;
+  const failures = bruteForce === null ? undefined : new FailureLimiter(bruteForce, now);
+  const clientOf = clientResolver(env.trustedProxies ?? []);
+  const { badHost, missing, malformed, invalid, expired, forbidden } = denials(config.realm);
   // The registry (docs/keys.md): read from its local copy only, after the file's keys. An id in
   // both is the file's: a run-time change must not take over a consumer the file defines.
   const registry = config.registry == null ? undefined : openRegistry(config.registry, env.env);
   const fileIds = new Set(config.keys.map((k) => k.id));
-  const lookup = (token: string, nowMs: number): { grant: KeyGrant; registered: boolean } | undefined => {
-    const digest = digestOf(token);
-    const own = ring.grantOfDigest(digest);
-    if (own !== undefined) return { grant: own, registered: false };
+  /** A registry key's grant, unless the file defines that consumer (the file's keys win). */
+  const registryGrant = (digest: string, nowMs: number): KeyGrant | undefined => {
     const reg = registry?.grant(digest, nowMs);
-    return reg === undefined || fileIds.has(reg.consumer.id) ? undefined : { grant: reg, registered: true };
+    return reg === undefined || fileIds.has(reg.consumer.id) ? undefined : reg;
   };
-
   // Authorization reaches the upstream only as this policy sets it (src/core/headers.ts never
   // forwards the client's): `forward` sets the client's header, `drop` nothing, `fromEnv` the
   // gateway's credential.
@@ -173,26 +182,37 @@ function create(config: AuthConfig, env: PolicyEnv) {
       if (scheme === null) return malformed;
       const token = (header as string).slice(scheme[0].length);
       if (!B64TOKEN.test(token)) return malformed;
-      // A token from a locked address is not even looked up (see the header comment).
-      // The real client (see client-address.ts), never a proxy that many clients share.
-      const client = failures === undefined ? undefined : clientOf(ex.head);
-      const address = client === undefined ? undefined : clientKey(client);
-      if (failures !== undefined && address !== undefined) {
-        const waitMs = failures.lockedFor(address);
+      // A token from a locked address is not even looked up (see the header comment). While no
+      // address has failed (nearly always), the client's address is not even worked out.
+      let address: string | undefined;
+      if (failures !== undefined && failures.size > 0) {
+        address = addressOf(clientOf, ex);
+        const waitMs = address === undefined ? 0 : failures.lockedFor(address);
         if (waitMs > 0) return new GatewayError('too_many_auth_failures', { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });
       }
       const nowMs = now();
       // A key in the registry's format with a wrong checksum is a typo or a forgery: refused
-      // without a lookup (it still counts as a failed guess).
-      const found = claimsRegistryFormat(token) && !isWellFormedKey(token) ? undefined : lookup(token, nowMs);
-      if (found === undefined) {
-        if (failures !== undefined && address !== undefined) failures.fail(address);
+      // without a lookup (it still counts as a failed guess). The file's keys first.
+      let grant: KeyGrant | undefined;
+      let registered = false;
+      if (!claimsRegistryFormat(token) || isWellFormedKey(token)) {
+        const digest = digestOf(token);
+        grant = ring.grantOfDigest(digest);
+        if (grant === undefined && registry !== undefined) {
+          grant = registryGrant(digest, nowMs);
+          registered = grant !== undefined;
+        }
+      }
+      if (grant === undefined) {
+        if (failures !== undefined) {
+          address ??= addressOf(clientOf, ex);
+          if (address !== undefined) failures.fail(address);
+        }
         return invalid;
       }
-      const grant = found.grant;
       if (grant.expiresMs !== undefined && nowMs >= grant.expiresMs) return expired;
       if (grant.operations !== undefined && ex.operation !== undefined && !grant.operations.has(ex.operation.id)) return forbidden;
-      if (found.registered) registry?.touch(grant.consumer.id, nowMs);
+      if (registered) registry?.touch(grant.consumer.id, nowMs);
       ex.keyId = grant.consumer.id;
       ex.consumer = grant.consumer;
       ex.upstreamHeaders.authorization = forward ? (header as string) : upstreamValue;
