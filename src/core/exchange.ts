@@ -23,7 +23,7 @@ import type { Clock } from './deadlines.js';
 import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
 import type { ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
-import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
+import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, type OperationId } from './operations.js';
 import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
@@ -119,7 +119,7 @@ function endWith(res: ClientResponse, chunk: Buffer): void {
 }
 
 /**
- * Sets the fields of `from` on `out`, one by one, and returns `out`. Header objects are built with
+ * Sets the fields of `from` on `out`, one by one (Vary merged), and returns `out`. Header objects are built with
  * it, not with `{ ...from }`: the spread's clone, given fields afterwards, cost the built-in
  * backend a large share of its CPU per request, and getPet and createPet serve more requests with
  * this loop (co-scheduled A/B, bench/ab.mjs).
@@ -127,7 +127,8 @@ function endWith(res: ClientResponse, chunk: Buffer): void {
 function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly<Record<string, HeaderValue | number | undefined>>): Record<string, HeaderValue | number> {
   for (const name in from) {
     const value = from[name];
-    if (value !== undefined) out[name] = value;
+    // Vary is a list (RFC 9110 section 12.5.5): the gateway's Origin joins the answer's, never replaces it.
+    if (value !== undefined) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, value) : value;
   }
   return out;
 }
