@@ -422,8 +422,6 @@ export class ActiveRequest implements ForwardHandler {
         return this.sendError(new GatewayError('invalid_request', { message: 'The request body is missing.' }));
       }
       const pipeline = this.pipeline;
-      const closed = pipeline.breaker?.admit();
-      if (closed !== undefined) return this.sendError(closed);
       const h = this.head.headers;
       const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
       if (body !== undefined) headers['content-length'] = String(body.length);
@@ -534,6 +532,14 @@ export class ActiveRequest implements ForwardHandler {
     // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
     const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
     this.send(out.status, headers, out.body);
+  }
+
+  /** The breaker refused the call (503 with Retry-After): nothing was sent upstream. */
+  onRefused(err: GatewayError): void {
+    if (this.settled) return;
+    this.upstreamT0 = 0;
+    this.settle();
+    this.sendError(err);
   }
 
   onFailure(failure: UpstreamFailure): void {

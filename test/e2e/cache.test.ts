@@ -58,10 +58,10 @@ interface Started {
   readonly holder: GatewayHolder;
 }
 
-async function startCached(t: TapTest, engine: Engine, upstreamUrl: string, cache: Record<string, unknown>, now?: () => number): Promise<Started> {
+async function startCached(t: TapTest, engine: Engine, upstreamUrl: string, cache: Record<string, unknown>, now?: () => number, upstream: Record<string, unknown> = {}): Promise<Started> {
   const key = testKey();
   const env = { PETSTORE_API_KEYS: key };
-  const text = policyText({ upstream: { url: upstreamUrl, timeouts: { headersMs: 10_000 } }, server: { maxConnections: 1000 }, policies: { cache } });
+  const text = policyText({ upstream: { url: upstreamUrl, timeouts: { headersMs: 10_000 }, ...upstream }, server: { maxConnections: 1000 }, policies: { cache } });
   const loaded = parsePolicy(text, { env });
   if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
   const holder = new GatewayHolder(createGateway(loaded.config, { env }), now === undefined ? {} : { now });
@@ -200,6 +200,46 @@ forEachEngine(tap, async (t, engine) => {
     t.equal(gw.holder.cache!.counts.stale, 1);
     clock += 60_000; // past the window
     assertError(t, await request(`${gw.url}/v1/pets/42`, { headers: h }), 502, 'upstream_unavailable', { message: 'any' });
+  });
+
+  t.test('stale-if-error while the circuit breaker is open: stale hits within the window, 503 after', async (t) => {
+    const up = await startUpstream(t, 1);
+    let clock = Date.now();
+    const breaker = { circuitBreaker: { failures: 2, coolDownMs: 600_000 } };
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 10, listPets: 10 }, staleIfErrorSeconds: 60 }, () => clock, breaker);
+    const h = bearer(gw.key);
+    const pet = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    const list = await request(`${gw.url}/v1/pets?status=sold`, { headers: h });
+    t.equal(pet.status, 200);
+    t.equal(list.status, 200);
+    const exited = once(up.child, 'exit');
+    up.child.kill('SIGKILL');
+    await exited;
+    // Two real failures (pets never cached) open the breaker.
+    for (let i = 0; i < 2; i++) assertError(t, await request(`${gw.url}/v1/pets/99`, { headers: h }), 502, 'upstream_unavailable', { message: 'any' });
+    t.equal(gw.holder.breaker?.rejecting, true, 'the breaker is open');
+    assertError(t, await request(`${gw.url}/v1/pets/99`, { headers: h }), 503, 'service_unavailable', { message: 'any' });
+    const fresh = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.match(fresh.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/, 'a fresh hit asks nothing of the open breaker');
+    t.same(fresh.raw, pet.raw);
+    clock += 30_000; // stale, within the window
+    const counts = gw.holder.cache!.counts;
+    const staleBefore = counts.stale;
+    const stalePet = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.equal(stalePet.status, 200, 'a stale getPet answers instead of 503');
+    t.same(stalePet.raw, pet.raw, 'the same bytes');
+    t.match(stalePet.headers['cache-status'], /^petstore-gateway; hit; ttl=-\d+; detail=circuit-open$/, 'Cache-Status: a stale hit, nothing went forward');
+    t.match(stalePet.headers.age, /^3\d$/);
+    const staleList = await request(`${gw.url}/v1/pets?status=sold`, { headers: h });
+    t.equal(staleList.status, 200, 'a stale listPets answers too');
+    t.equal(staleList.body, list.body);
+    t.match(staleList.headers['cache-status'], /; hit; ttl=-\d+; detail=circuit-open$/);
+    t.equal(counts.stale - staleBefore, 2, 'counted as stale');
+    t.equal(gw.holder.breaker?.rejecting, true, 'stale answers tell the breaker nothing: still open');
+    clock += 60_000; // past the window
+    const after = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    assertError(t, after, 503, 'service_unavailable', { message: 'any' });
+    t.match(after.headers['retry-after'], /^\d+$/);
   });
 
   t.test('two gateways on one redis-server share entries and invalidation', async (t) => {

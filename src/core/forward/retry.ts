@@ -4,6 +4,7 @@
  * timeout, at most once. As Envoy splits them, the retry state (one per request) and each attempt
  * (one per call to the layer below) are separate objects; the attempt is what the transport calls.
  */
+import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
 import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamRequest } from '../upstream.js';
 import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
@@ -40,6 +41,10 @@ class Attempt implements ForwardHandler {
 
   onFailure(failure: UpstreamFailure): void {
     if (this.state.current === this) this.state.failed(this, failure);
+  }
+
+  onRefused(err: GatewayError): void {
+    if (this.state.current === this) this.state.onRefused(err);
   }
 }
 
