@@ -161,9 +161,13 @@ forEachEngine(tap, async (t, engine) => {
     t.same(swapped.raw, sold.raw);
     const created = await request(`${gw.url}/v1/pets`, { method: 'POST', headers: { ...h, 'content-type': 'application/json' }, body: '{"name":"new","categoryId":1}' });
     t.equal(created.status, 201);
+    t.equal(created.headers['cache-status'], 'petstore-gateway; fwd=method; fwd-status=201', 'createPet goes forward by its method');
     const after = await request(`${gw.url}/v1/pets`, { headers: h });
     t.match(after.headers['cache-status'], /fwd=uri-miss/, 'after createPet the list is asked again');
     t.equal((await up.calls())['GET /v1/pets?limit=20'], 2);
+    const pet = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.equal(pet.headers['cache-status'], 'petstore-gateway; fwd=bypass; fwd-status=200', 'getPet, TTL 0: bypassed');
+    t.same({ ...gw.holder.cache!.counts }, { hit: 2, miss: 3, stale: 0, coalesced: 0, bypass: 2 }, 'every outcome counted once');
   });
 
   t.test('the rate limit counts hits', async (t) => {

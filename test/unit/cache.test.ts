@@ -109,9 +109,9 @@ t.test('the memory store drops an entry past its stale window', async (t) => {
 
 t.test('metrics: the cache counts are exported by result', async (t) => {
   const { GatewayMetrics } = await import('../../src/ops/metrics.js');
-  const m = new GatewayMetrics({ defaultMetrics: false, cacheCounts: () => ({ hit: 3, miss: 2, stale: 1, coalesced: 7 }) });
+  const m = new GatewayMetrics({ defaultMetrics: false, cacheCounts: () => ({ hit: 3, miss: 2, stale: 1, coalesced: 7, bypass: 4 }) });
   const text = await m.registry.metrics();
-  for (const [result, n] of [['hit', 3], ['miss', 2], ['stale', 1], ['coalesced', 7]] as const) {
+  for (const [result, n] of [['hit', 3], ['miss', 2], ['stale', 1], ['coalesced', 7], ['bypass', 4]] as const) {
     t.match(text, new RegExp(`^petstore_gateway_cache_requests_total\\{result="${result}"\\} ${n}$`, 'm'), result);
   }
 });

@@ -22,7 +22,7 @@ import type { GatewayError } from '../errors.js';
 import type { OperationId } from '../operations.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
 export const CACHE_NAME = 'petstore-gateway';
@@ -52,7 +52,8 @@ export interface CacheStore {
   close(): Promise<void>;
 }
 
-export type CacheEvent = 'hit' | 'miss' | 'stale' | 'coalesced';
+/** What the cache did with one request; `bypass`: not its to keep (createPet, or an operation with TTL 0). */
+export type CacheEvent = 'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass';
 
 /** The cache of one upstream: its store, its rules, its flights in progress and its counts. */
 export interface ResponseCache {
@@ -393,18 +394,26 @@ export class Flight implements ForwardHandler {
   }
 }
 
-/** createPet: a 2xx drops every list entry; its answer passes through. */
-class CreateWatch extends Wrapper {
+/**
+ * A request the cache does not keep, passed through and said so (RFC 9211 section 2.2): createPet
+ * is `fwd=method` (a POST must go forward), and a 2xx to it drops every list entry; an operation
+ * whose TTL is 0 is `fwd=bypass`.
+ */
+class Bypass extends Wrapper {
   constructor(
     handler: ForwardHandler,
     private readonly cache: ResponseCache,
+    private readonly create: boolean,
   ) {
     super(handler);
   }
 
   override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    if (status >= 200 && status < 300) this.cache.store.dropLists();
-    return super.onHead(status, headers, errorCode);
+    if (this.create && status >= 200 && status < 300 && this.cache.ttlMs.listPets > 0) this.cache.store.dropLists();
+    const out: Record<string, HeaderValue> = {};
+    for (const name in headers) out[name] = headers[name];
+    out['cache-status'] = `${CACHE_NAME}; fwd=${this.create ? 'method' : 'bypass'}; fwd-status=${status}`;
+    return super.onHead(status, out, errorCode);
   }
 }
 
@@ -417,8 +426,8 @@ export function responseCache(cache: ResponseCache): Layer {
     (request, handler: ForwardHandler) => {
       const key = cacheKey(cache, request);
       if (key === undefined) {
-        if (request.operation === 'createPet' && cache.ttlMs.listPets > 0) return next(request, new CreateWatch(handler, cache));
-        return next(request, handler);
+        cache.counts.bypass++;
+        return start(next, request, new Bypass(handler, cache, request.operation === 'createPet'));
       }
       const sub = new Subscriber(handler, request);
       sub.onStart(undefined);
