@@ -52,6 +52,41 @@ async function startUpstream(t: TapTest, delayMs = 50): Promise<Upstream> {
   };
 }
 
+/**
+ * Cache-Status as RFC 9211 section 2 defines it: an sf-list member, our cache's token, then
+ * parameters (RFC 8941 section 3.1.2), each at most once: `hit`, `stored` and `collapsed` true
+ * Booleans, `fwd` one of the registered tokens, `fwd-status` and `ttl` Integers, `detail` a Token;
+ * `hit` and `fwd` never together (a hit was not forwarded).
+ */
+function assertCacheStatus(t: TapTest, value: unknown): void {
+  const fail = (why: string): void => void t.fail(`Cache-Status ${JSON.stringify(value)}: ${why}`);
+  if (typeof value !== 'string') return fail('missing');
+  const [name, ...params] = value.split(';');
+  if (name !== 'petstore-gateway') return fail('not our cache');
+  const seen = new Set<string>();
+  const forms: Record<string, RegExp> = {
+    hit: /^$/,
+    stored: /^$/,
+    collapsed: /^$/,
+    fwd: /^=(bypass|method|uri-miss|vary-miss|miss|request|stale|partial)$/,
+    'fwd-status': /^=[1-5]\d\d$/,
+    ttl: /^=-?\d{1,15}$/,
+    detail: /^=[A-Za-z*][!#$%&'*+\-.^_`|~0-9A-Za-z:/]*$/,
+  };
+  for (const p of params) {
+    const m = /^ ?([a-z*][a-z0-9_\-.*]*)(.*)$/.exec(p);
+    if (m === null) return fail(`bad parameter ${JSON.stringify(p)}`);
+    const key = m[1] ?? '';
+    const rest = m[2] ?? '';
+    if (seen.has(key)) return fail(`${key} twice`);
+    seen.add(key);
+    const form = forms[key];
+    if (form === undefined || !form.test(rest)) return fail(`bad ${key}${rest}`);
+  }
+  if (seen.has('hit') && seen.has('fwd')) return fail('hit and fwd together');
+  t.pass(`Cache-Status ${value} is RFC 9211 syntax`);
+}
+
 interface Started {
   readonly url: string;
   readonly key: string;
@@ -82,12 +117,14 @@ forEachEngine(tap, async (t, engine) => {
     t.same((await up.calls())['GET /v1/pets/42'], 1, 'one upstream call');
     t.ok(answers.every((r) => r.status === 200 && r.body === '{"id":9007199254740993,"name":"Rex","categoryId":3,"status":"available"}'), 'every answer is the upstream bytes (int64 exact)');
     const statuses = answers.map((r) => String(r.headers['cache-status']));
+    for (const s of new Set(statuses)) assertCacheStatus(t, s);
     t.equal(statuses.filter((s) => s.endsWith('; collapsed')).length, 199, '199 answers say collapsed');
     t.match(statuses.find((s) => !s.endsWith('; collapsed')), /^petstore-gateway; fwd=uri-miss; fwd-status=200; stored; ttl=\d+$/, 'the first says miss, stored');
     const hit = await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key) });
     t.equal(hit.status, 200);
     t.same(hit.raw, answers[0]!.raw, 'a hit is byte-identical to the miss');
     t.match(hit.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/);
+    assertCacheStatus(t, hit.headers['cache-status']);
     t.match(hit.headers.age, /^\d+$/, 'Age on a hit');
     t.equal(hit.headers.deprecation, answers[0]!.headers.deprecation, 'getPet\'s deprecation fields on a hit as on the miss');
     t.ok(hit.headers.deprecation !== undefined && hit.headers.sunset !== undefined);
@@ -167,6 +204,7 @@ forEachEngine(tap, async (t, engine) => {
     t.equal((await up.calls())['GET /v1/pets?limit=20'], 2);
     const pet = await request(`${gw.url}/v1/pets/42`, { headers: h });
     t.equal(pet.headers['cache-status'], 'petstore-gateway; fwd=bypass; fwd-status=200', 'getPet, TTL 0: bypassed');
+    for (const r of [first, same, sold, created, after, pet]) assertCacheStatus(t, r.headers['cache-status']);
     t.same({ ...gw.holder.cache!.counts }, { hit: 2, miss: 3, stale: 0, coalesced: 0, bypass: 2 }, 'every outcome counted once');
   });
 
@@ -200,6 +238,7 @@ forEachEngine(tap, async (t, engine) => {
     t.equal(stale.status, 200, 'the stale copy answers');
     t.same(stale.raw, miss.raw, 'the same bytes');
     t.match(stale.headers['cache-status'], /^petstore-gateway; fwd=stale; ttl=-\d+; detail=stale-if-error$/, 'Cache-Status says it is stale');
+    assertCacheStatus(t, stale.headers['cache-status']);
     t.match(stale.headers.age, /^3\d$/, 'Age counts from the miss');
     t.equal(gw.holder.cache!.counts.stale, 1);
     clock += 60_000; // past the window
@@ -234,6 +273,7 @@ forEachEngine(tap, async (t, engine) => {
     t.same(stalePet.raw, pet.raw, 'the same bytes');
     t.match(stalePet.headers['cache-status'], /^petstore-gateway; hit; ttl=-\d+; detail=circuit-open$/, 'Cache-Status: a stale hit, nothing went forward');
     t.match(stalePet.headers.age, /^3\d$/);
+    assertCacheStatus(t, stalePet.headers['cache-status']);
     const staleList = await request(`${gw.url}/v1/pets?status=sold`, { headers: h });
     t.equal(staleList.status, 200, 'a stale listPets answers too');
     t.equal(staleList.body, list.body);
