@@ -6,7 +6,7 @@
 //   npm run build && node bench/profile.mjs [--write]
 //
 // Environment: BENCH_PROFILE_SECONDS (5), BENCH_PROFILE_TARGETS (bare,undici,fastify,http-proxy-3,builtin;
-// also monitor), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
+// also monitor, cached), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,8 @@ const KINDS = {
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', args: (up) => ['gateway', up, '--engine', 'http-proxy-3'] },
   monitor: { name: 'gateway, undici + response-contract monitor', args: (up) => ['gateway', up, '--engine', 'undici', '--contract', 'monitor'] },
   builtin: { name: 'gateway, built-in backend (undici)', args: () => ['gateway', 'builtin', '--engine', 'undici'] },
+  // The response cache (bench/fixtures.mjs: getPet 30 s, listPets 5 s): after the warm-up, hits.
+  cached: { name: 'gateway, engine undici, response cache', args: (up) => ['gateway', up, '--engine', 'undici', '--cache', 'on'] },
 };
 
 const ALL_REQUESTS = [

@@ -28,7 +28,7 @@ export function openResponseCache(config: CacheConfig, options: CacheOptions): R
   if (config.ttlSeconds.listPets <= 0 && config.ttlSeconds.getPet <= 0) return undefined;
   const now = options.now ?? Date.now;
   const store: CacheStore = config.store === 'memory' ? new MemoryCacheStore(config.maxBytes, now) : new RedisCacheStore(config.store.redis, { now, log: options.log });
-  const counts: Record<CacheEvent, number> = { hit: 0, miss: 0, stale: 0, coalesced: 0 };
+  const counts: Record<CacheEvent, number> = { hit: 0, miss: 0, stale: 0, coalesced: 0, bypass: 0 };
   return {
     store,
     ttlMs: { listPets: config.ttlSeconds.listPets * 1000, getPet: config.ttlSeconds.getPet * 1000 },

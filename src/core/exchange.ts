@@ -23,7 +23,7 @@ import type { Clock } from './deadlines.js';
 import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
 import type { ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
-import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
+import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, type OperationId } from './operations.js';
 import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
@@ -119,7 +119,7 @@ function endWith(res: ClientResponse, chunk: Buffer): void {
 }
 
 /**
- * Sets the fields of `from` on `out`, one by one, and returns `out`. Header objects are built with
+ * Sets the fields of `from` on `out`, one by one (Vary merged), and returns `out`. Header objects are built with
  * it, not with `{ ...from }`: the spread's clone, given fields afterwards, cost the built-in
  * backend a large share of its CPU per request, and getPet and createPet serve more requests with
  * this loop (co-scheduled A/B, bench/ab.mjs).
@@ -127,7 +127,8 @@ function endWith(res: ClientResponse, chunk: Buffer): void {
 function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly<Record<string, HeaderValue | number | undefined>>): Record<string, HeaderValue | number> {
   for (const name in from) {
     const value = from[name];
-    if (value !== undefined) out[name] = value;
+    // Vary is a list (RFC 9110 section 12.5.5): the gateway's Origin joins the answer's, never replaces it.
+    if (value !== undefined) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, value) : value;
   }
   return out;
 }
@@ -421,8 +422,6 @@ export class ActiveRequest implements ForwardHandler {
         return this.sendError(new GatewayError('invalid_request', { message: 'The request body is missing.' }));
       }
       const pipeline = this.pipeline;
-      const closed = pipeline.breaker?.admit();
-      if (closed !== undefined) return this.sendError(closed);
       const h = this.head.headers;
       const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
       if (body !== undefined) headers['content-length'] = String(body.length);
@@ -533,6 +532,14 @@ export class ActiveRequest implements ForwardHandler {
     // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
     const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
     this.send(out.status, headers, out.body);
+  }
+
+  /** The breaker refused the call (503 with Retry-After): nothing was sent upstream. */
+  onRefused(err: GatewayError): void {
+    if (this.settled) return;
+    this.upstreamT0 = 0;
+    this.settle();
+    this.sendError(err);
   }
 
   onFailure(failure: UpstreamFailure): void {

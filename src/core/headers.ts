@@ -386,9 +386,34 @@ export function privateCacheControl(value: HeaderValue | number | undefined): He
 }
 
 /**
+ * Two Vary field values as one (RFC 9110 section 12.5.5): Vary is a list, so the gateway's own
+ * `Origin` (CORS) is added to what the upstream said instead of replacing it, which would let a
+ * shared cache hand an answer negotiated on another field (Accept-Encoding, say) to every client.
+ * Names compare case-insensitively and appear once, the first spelling kept; `*` (the answer
+ * varies on more than request fields) absorbs every name.
+ */
+export function mergeVary(first: HeaderValue | number | undefined, second: HeaderValue | number | undefined): string {
+  const names: string[] = [];
+  const seen = new Set<string>();
+  for (const value of [first, second]) {
+    if (value === undefined) continue;
+    for (const part of (Array.isArray(value) ? value.join(',') : String(value)).split(',')) {
+      const name = part.trim();
+      if (name === '') continue;
+      if (name === '*') return '*';
+      const lower = name.toLowerCase();
+      if (seen.has(lower)) continue;
+      seen.add(lower);
+      names.push(name);
+    }
+  }
+  return names.join(', ');
+}
+
+/**
  * The headers the client gets for an upstream response, as a new object: the upstream's fields
  * named in `rules.responseAllow` (less those its Connection header names), then the exchange's own
- * (`ex.responseHeaders`, e.g. Deprecation) set over them. `withoutLength` is for a body the
+ * (`ex.responseHeaders`, e.g. Deprecation) set over them, Vary merged with the upstream's. `withoutLength` is for a body the
  * gateway rewrote: the upstream's content-length and content-encoding describe other bytes, so
  * both are left out and the front frames the new body.
  */
@@ -409,7 +434,8 @@ export function clientResponseHeaders(
   }
   // Every answer of an operation is to an authenticated request (auth runs first).
   if (ex.keyId !== undefined && out['cache-control'] !== undefined) out['cache-control'] = privateCacheControl(out['cache-control']);
-  for (const name in ex.responseHeaders) out[name] = ex.responseHeaders[name];
+  const own = ex.responseHeaders;
+  for (const name in own) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, own.vary) : own[name];
   return out;
 }
 

@@ -129,7 +129,7 @@ export interface OpsOptions {
   /** Whether the circuit breaker is open now. */
   readonly breakerOpen: () => boolean;
   /** The response cache's counts, when there is a cache. */
-  readonly cacheCounts?: () => Readonly<Record<'hit' | 'miss' | 'stale' | 'coalesced', number>> | undefined;
+  readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
   /** Prometheus default process metrics; off in tests that start many gateways. */
   readonly defaultMetrics?: boolean;
   /**

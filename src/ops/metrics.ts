@@ -115,8 +115,8 @@ export interface GatewayMetricsOptions {
   readonly breakerOpen?: () => boolean;
   /** How many store commands failed so far (Redis away, ...); read at each scrape. */
   readonly storeErrors?: () => number;
-  /** The response cache's counts of hits, misses, stale answers and coalesced requests; read at each scrape. */
-  readonly cacheCounts?: () => Readonly<Record<'hit' | 'miss' | 'stale' | 'coalesced', number>> | undefined;
+  /** The response cache's counts of hits, misses, stale answers, coalesced and bypassing requests; read at each scrape. */
+  readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
   /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
   readonly logDropped?: () => number;
   /** Operations whose calls are counted per consumer (default: getPet, deprecated by the interface). */
@@ -245,13 +245,13 @@ export class GatewayMetrics implements ExchangeObserver {
     const cacheCounts = options.cacheCounts;
     new Counter({
       name: 'petstore_gateway_cache_requests_total',
-      help: 'Cacheable requests by what the response cache did: hit, miss (one upstream call), stale (a stale copy answered for a failing upstream), coalesced (waited for an identical miss).',
+      help: 'Cacheable requests by what the response cache did: hit, miss (one upstream call), stale (a stale copy answered for a failing upstream), coalesced (waited for an identical miss), bypass (a request the cache does not keep: createPet, or an operation with a TTL of 0).',
       labelNames: ['result'],
       registers: [registry],
       collect() {
         const counts = cacheCounts?.();
         this.reset();
-        for (const result of ['hit', 'miss', 'stale', 'coalesced'] as const) this.inc({ result }, counts?.[result] ?? 0);
+        for (const result of ['hit', 'miss', 'stale', 'coalesced', 'bypass'] as const) this.inc({ result }, counts?.[result] ?? 0);
       },
     });
 

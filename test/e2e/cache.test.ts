@@ -52,16 +52,51 @@ async function startUpstream(t: TapTest, delayMs = 50): Promise<Upstream> {
   };
 }
 
+/**
+ * Cache-Status as RFC 9211 section 2 defines it: an sf-list member, our cache's token, then
+ * parameters (RFC 8941 section 3.1.2), each at most once: `hit`, `stored` and `collapsed` true
+ * Booleans, `fwd` one of the registered tokens, `fwd-status` and `ttl` Integers, `detail` a Token;
+ * `hit` and `fwd` never together (a hit was not forwarded).
+ */
+function assertCacheStatus(t: TapTest, value: unknown): void {
+  const fail = (why: string): void => void t.fail(`Cache-Status ${JSON.stringify(value)}: ${why}`);
+  if (typeof value !== 'string') return fail('missing');
+  const [name, ...params] = value.split(';');
+  if (name !== 'petstore-gateway') return fail('not our cache');
+  const seen = new Set<string>();
+  const forms: Record<string, RegExp> = {
+    hit: /^$/,
+    stored: /^$/,
+    collapsed: /^$/,
+    fwd: /^=(bypass|method|uri-miss|vary-miss|miss|request|stale|partial)$/,
+    'fwd-status': /^=[1-5]\d\d$/,
+    ttl: /^=-?\d{1,15}$/,
+    detail: /^=[A-Za-z*][!#$%&'*+\-.^_`|~0-9A-Za-z:/]*$/,
+  };
+  for (const p of params) {
+    const m = /^ ?([a-z*][a-z0-9_\-.*]*)(.*)$/.exec(p);
+    if (m === null) return fail(`bad parameter ${JSON.stringify(p)}`);
+    const key = m[1] ?? '';
+    const rest = m[2] ?? '';
+    if (seen.has(key)) return fail(`${key} twice`);
+    seen.add(key);
+    const form = forms[key];
+    if (form === undefined || !form.test(rest)) return fail(`bad ${key}${rest}`);
+  }
+  if (seen.has('hit') && seen.has('fwd')) return fail('hit and fwd together');
+  t.pass(`Cache-Status ${value} is RFC 9211 syntax`);
+}
+
 interface Started {
   readonly url: string;
   readonly key: string;
   readonly holder: GatewayHolder;
 }
 
-async function startCached(t: TapTest, engine: Engine, upstreamUrl: string, cache: Record<string, unknown>, now?: () => number): Promise<Started> {
+async function startCached(t: TapTest, engine: Engine, upstreamUrl: string, cache: Record<string, unknown>, now?: () => number, upstream: Record<string, unknown> = {}): Promise<Started> {
   const key = testKey();
   const env = { PETSTORE_API_KEYS: key };
-  const text = policyText({ upstream: { url: upstreamUrl, timeouts: { headersMs: 10_000 } }, server: { maxConnections: 1000 }, policies: { cache } });
+  const text = policyText({ upstream: { url: upstreamUrl, timeouts: { headersMs: 10_000 }, ...upstream }, server: { maxConnections: 1000 }, policies: { cache } });
   const loaded = parsePolicy(text, { env });
   if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
   const holder = new GatewayHolder(createGateway(loaded.config, { env }), now === undefined ? {} : { now });
@@ -82,12 +117,14 @@ forEachEngine(tap, async (t, engine) => {
     t.same((await up.calls())['GET /v1/pets/42'], 1, 'one upstream call');
     t.ok(answers.every((r) => r.status === 200 && r.body === '{"id":9007199254740993,"name":"Rex","categoryId":3,"status":"available"}'), 'every answer is the upstream bytes (int64 exact)');
     const statuses = answers.map((r) => String(r.headers['cache-status']));
+    for (const s of new Set(statuses)) assertCacheStatus(t, s);
     t.equal(statuses.filter((s) => s.endsWith('; collapsed')).length, 199, '199 answers say collapsed');
     t.match(statuses.find((s) => !s.endsWith('; collapsed')), /^petstore-gateway; fwd=uri-miss; fwd-status=200; stored; ttl=\d+$/, 'the first says miss, stored');
     const hit = await request(`${gw.url}/v1/pets/42`, { headers: bearer(gw.key) });
     t.equal(hit.status, 200);
     t.same(hit.raw, answers[0]!.raw, 'a hit is byte-identical to the miss');
     t.match(hit.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/);
+    assertCacheStatus(t, hit.headers['cache-status']);
     t.match(hit.headers.age, /^\d+$/, 'Age on a hit');
     t.equal(hit.headers.deprecation, answers[0]!.headers.deprecation, 'getPet\'s deprecation fields on a hit as on the miss');
     t.ok(hit.headers.deprecation !== undefined && hit.headers.sunset !== undefined);
@@ -161,9 +198,14 @@ forEachEngine(tap, async (t, engine) => {
     t.same(swapped.raw, sold.raw);
     const created = await request(`${gw.url}/v1/pets`, { method: 'POST', headers: { ...h, 'content-type': 'application/json' }, body: '{"name":"new","categoryId":1}' });
     t.equal(created.status, 201);
+    t.equal(created.headers['cache-status'], 'petstore-gateway; fwd=method; fwd-status=201', 'createPet goes forward by its method');
     const after = await request(`${gw.url}/v1/pets`, { headers: h });
     t.match(after.headers['cache-status'], /fwd=uri-miss/, 'after createPet the list is asked again');
     t.equal((await up.calls())['GET /v1/pets?limit=20'], 2);
+    const pet = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.equal(pet.headers['cache-status'], 'petstore-gateway; fwd=bypass; fwd-status=200', 'getPet, TTL 0: bypassed');
+    for (const r of [first, same, sold, created, after, pet]) assertCacheStatus(t, r.headers['cache-status']);
+    t.same({ ...gw.holder.cache!.counts }, { hit: 2, miss: 3, stale: 0, coalesced: 0, bypass: 2 }, 'every outcome counted once');
   });
 
   t.test('the rate limit counts hits', async (t) => {
@@ -196,10 +238,52 @@ forEachEngine(tap, async (t, engine) => {
     t.equal(stale.status, 200, 'the stale copy answers');
     t.same(stale.raw, miss.raw, 'the same bytes');
     t.match(stale.headers['cache-status'], /^petstore-gateway; fwd=stale; ttl=-\d+; detail=stale-if-error$/, 'Cache-Status says it is stale');
+    assertCacheStatus(t, stale.headers['cache-status']);
     t.match(stale.headers.age, /^3\d$/, 'Age counts from the miss');
     t.equal(gw.holder.cache!.counts.stale, 1);
     clock += 60_000; // past the window
     assertError(t, await request(`${gw.url}/v1/pets/42`, { headers: h }), 502, 'upstream_unavailable', { message: 'any' });
+  });
+
+  t.test('stale-if-error while the circuit breaker is open: stale hits within the window, 503 after', async (t) => {
+    const up = await startUpstream(t, 1);
+    let clock = Date.now();
+    const breaker = { circuitBreaker: { failures: 2, coolDownMs: 600_000 } };
+    const gw = await startCached(t, engine, up.url, { ttlSeconds: { getPet: 10, listPets: 10 }, staleIfErrorSeconds: 60 }, () => clock, breaker);
+    const h = bearer(gw.key);
+    const pet = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    const list = await request(`${gw.url}/v1/pets?status=sold`, { headers: h });
+    t.equal(pet.status, 200);
+    t.equal(list.status, 200);
+    const exited = once(up.child, 'exit');
+    up.child.kill('SIGKILL');
+    await exited;
+    // Two real failures (pets never cached) open the breaker.
+    for (let i = 0; i < 2; i++) assertError(t, await request(`${gw.url}/v1/pets/99`, { headers: h }), 502, 'upstream_unavailable', { message: 'any' });
+    t.equal(gw.holder.breaker?.rejecting, true, 'the breaker is open');
+    assertError(t, await request(`${gw.url}/v1/pets/99`, { headers: h }), 503, 'service_unavailable', { message: 'any' });
+    const fresh = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.match(fresh.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/, 'a fresh hit asks nothing of the open breaker');
+    t.same(fresh.raw, pet.raw);
+    clock += 30_000; // stale, within the window
+    const counts = gw.holder.cache!.counts;
+    const staleBefore = counts.stale;
+    const stalePet = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.equal(stalePet.status, 200, 'a stale getPet answers instead of 503');
+    t.same(stalePet.raw, pet.raw, 'the same bytes');
+    t.match(stalePet.headers['cache-status'], /^petstore-gateway; hit; ttl=-\d+; detail=circuit-open$/, 'Cache-Status: a stale hit, nothing went forward');
+    t.match(stalePet.headers.age, /^3\d$/);
+    assertCacheStatus(t, stalePet.headers['cache-status']);
+    const staleList = await request(`${gw.url}/v1/pets?status=sold`, { headers: h });
+    t.equal(staleList.status, 200, 'a stale listPets answers too');
+    t.equal(staleList.body, list.body);
+    t.match(staleList.headers['cache-status'], /; hit; ttl=-\d+; detail=circuit-open$/);
+    t.equal(counts.stale - staleBefore, 2, 'counted as stale');
+    t.equal(gw.holder.breaker?.rejecting, true, 'stale answers tell the breaker nothing: still open');
+    clock += 60_000; // past the window
+    const after = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    assertError(t, after, 503, 'service_unavailable', { message: 'any' });
+    t.match(after.headers['retry-after'], /^\d+$/);
   });
 
   t.test('two gateways on one redis-server share entries and invalidation', async (t) => {

@@ -78,6 +78,26 @@ forEachEngine(tap, async (t, engine) => {
     assertError(t, down, 502, 'upstream_unavailable', { message: 'any', headers: { 'access-control-allow-origin': APP } });
   });
 
+  t.test("Origin joins the upstream's Vary, on a miss and on a hit; Vary: * stays *", async (t) => {
+    const up = await slowUpstream(t);
+    const gw = await startGateway(t, { upstream: { url: up.url }, policies: { cors: { origins: [APP] }, cache: { ttlSeconds: { getPet: 60 } } } }, { engine });
+    const h = bearer(gw.key, { origin: APP });
+    const miss = await request(`${gw.url}/v1/pets/11`, { headers: h });
+    t.equal(miss.status, 200);
+    t.match(miss.headers['cache-status'], /fwd=uri-miss; fwd-status=200; stored/, 'Vary: Accept-Encoding is stored (never forwarded, so never varies)');
+    t.equal(miss.headers.vary, 'accept-encoding, Origin', "the upstream's list, then Origin");
+    const hit = await request(`${gw.url}/v1/pets/11`, { headers: h });
+    t.match(hit.headers['cache-status'], /; hit;/);
+    t.equal(hit.headers.vary, 'accept-encoding, Origin', 'the same on a hit');
+    const star = await request(`${gw.url}/v1/pets/12`, { headers: h });
+    t.equal(star.status, 200);
+    t.equal(star.headers.vary, '*', 'Vary: * absorbs Origin');
+    t.notMatch(String(star.headers['cache-status']), /stored/, 'Vary: * is not stored');
+    const plain = await request(`${gw.url}/v1/pets/42`, { headers: h });
+    t.equal(plain.headers.vary, 'Origin', 'no upstream Vary: Origin alone');
+    t.equal((await up.calls())['GET /v1/pets/11'], 1);
+  });
+
   t.test('no cors section: OPTIONS as before (401, 405 with a key), no CORS field', async (t) => {
     const gw = await startGateway(t, {}, { engine });
     const pre = await request(`${gw.url}/v1/pets`, { method: 'OPTIONS', headers: preflight(APP) });

@@ -1,6 +1,8 @@
 // The response cache's pure parts: Cache-Control directives, keys, and the memory store's bound.
 import t from 'tap';
-import { MemoryCacheStore } from '../../src/cache/memory.js';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { MemoryCacheStore, entrySize } from '../../src/cache/memory.js';
 import { openResponseCache } from '../../src/cache/index.js';
 import { cacheKey, directives, type CacheEntry } from '../../src/core/forward/cache.js';
 import type { UpstreamRequest } from '../../src/core/upstream.js';
@@ -48,6 +50,54 @@ t.test('the memory store stays within maxBytes however many distinct keys', asyn
   t.equal(store.get('getPet 0'), undefined, 'the least recently used went first');
 });
 
+/** A full GC, for a heap measure (tap does not start node with --expose-gc). */
+function collect(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+t.test("50,000 distinct keys: the store's count and the real heap both stay within maxBytes", async (t) => {
+  const gc = collect();
+  const used = (): number => {
+    gc();
+    gc();
+    const m = process.memoryUsage();
+    return m.heapUsed + m.arrayBuffers;
+  };
+  const maxBytes = 8 * 1024 * 1024;
+  const now = 1_000_000;
+  const store = new MemoryCacheStore(maxBytes, () => now);
+  const before = used();
+  let worst = 0;
+  for (let i = 0; i < 50_000; i++) {
+    // A Pet of the interface's size, with an int64 past 2^53, as bench/cache.mjs stores.
+    const body = Buffer.from(`{"id":${i},"name":"pet ${i}","categoryId":9223372036854775807,"status":"available"}`);
+    store.set(`getPet ${i}`, { status: 200, headers: { 'content-type': 'application/json', 'content-length': String(body.length), etag: `"${i}"` }, body, born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
+    if (store.size > worst) worst = store.size;
+  }
+  const grown = used() - before;
+  t.ok(worst <= maxBytes, `counted ${worst} bytes at most, bound ${maxBytes}`);
+  t.ok(store.count < 50_000, `${store.count} entries kept, the rest dropped`);
+  // What the store counts must be what the process holds: an entry counted too cheaply lets the
+  // real heap grow past the bound.
+  t.ok(grown <= maxBytes, `the heap grew ${grown} bytes for a bound of ${maxBytes}`);
+  t.ok(store.get('getPet 49999') !== undefined, 'the newest is kept');
+});
+
+t.test('an entry is counted with its key and its headers, not only its body', async (t) => {
+  const now = 0;
+  const small = entry(Buffer.from('{}'), now);
+  const base = entrySize('getPet 1', small);
+  t.ok(entrySize('getPet ' + '9'.repeat(1000), small) >= base + 2 * 999, 'a long key costs its UTF-16 length');
+  const fat: CacheEntry = { ...small, headers: { ...small.headers, etag: 'x'.repeat(8000), link: ['a'.repeat(1000), 'b'.repeat(1000)] } };
+  t.ok(entrySize('getPet 1', fat) >= base + 2 * 10_000, 'header values (lists too) count');
+  // A store of 64 KiB cannot be filled past its bound by headers alone.
+  const store = new MemoryCacheStore(64 * 1024, () => now);
+  for (let i = 0; i < 100; i++) store.set(`getPet ${i}`, fat);
+  t.ok(store.size <= 64 * 1024, `held ${store.size}`);
+  t.ok(store.count <= 3, `${store.count} entries of 16 KiB of headers fit`);
+});
+
 t.test('the memory store drops an entry past its stale window', async (t) => {
   let now = 0;
   const store = new MemoryCacheStore(1 << 20, () => now);
@@ -59,9 +109,9 @@ t.test('the memory store drops an entry past its stale window', async (t) => {
 
 t.test('metrics: the cache counts are exported by result', async (t) => {
   const { GatewayMetrics } = await import('../../src/ops/metrics.js');
-  const m = new GatewayMetrics({ defaultMetrics: false, cacheCounts: () => ({ hit: 3, miss: 2, stale: 1, coalesced: 7 }) });
+  const m = new GatewayMetrics({ defaultMetrics: false, cacheCounts: () => ({ hit: 3, miss: 2, stale: 1, coalesced: 7, bypass: 4 }) });
   const text = await m.registry.metrics();
-  for (const [result, n] of [['hit', 3], ['miss', 2], ['stale', 1], ['coalesced', 7]] as const) {
+  for (const [result, n] of [['hit', 3], ['miss', 2], ['stale', 1], ['coalesced', 7], ['bypass', 4]] as const) {
     t.match(text, new RegExp(`^petstore_gateway_cache_requests_total\\{result="${result}"\\} ${n}$`, 'm'), result);
   }
 });

@@ -2,6 +2,7 @@
 // preflight, the fields every exchange gets, and the config rules.
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
+import { mergeVary } from '../../src/core/headers.js';
 import { LocalReply, type IncomingHeaders } from '../../src/core/policy.js';
 import { createGateway } from '../../src/gateway.js';
 
@@ -66,4 +67,18 @@ t.test('config: "*" with credentials, and origins with a path, are refused', asy
   t.match(!star.ok && star.problems, [{ path: '$.policies.cors.origins', message: /credentials/ }]);
   const path = parsePolicy('version: 1\npolicies: { cors: { origins: ["https://a.example/app"] } }\n', { env: {} });
   t.notOk(path.ok);
+});
+
+t.test("mergeVary: the gateway's Origin joins the upstream's list (RFC 9110 section 12.5.5)", async (t) => {
+  const cases: Array<[string | string[] | undefined, string | undefined, string]> = [
+    [undefined, 'Origin', 'Origin'],
+    ['Accept-Encoding', 'Origin', 'Accept-Encoding, Origin'],
+    ['accept-encoding, ORIGIN', 'Origin', 'accept-encoding, ORIGIN'],
+    [['Accept-Language', ' accept-encoding '], 'Origin', 'Accept-Language, accept-encoding, Origin'],
+    ['*', 'Origin', '*'],
+    ['Accept, *', 'Origin', '*'],
+    ['Origin', 'Origin, Access-Control-Request-Method', 'Origin, Access-Control-Request-Method'],
+    [' , ,', 'Origin', 'Origin'],
+  ];
+  for (const [upstream, own, want] of cases) t.equal(mergeVary(upstream, own), want, JSON.stringify([upstream, own]));
 });

@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import { CircuitBreaker } from '../../src/core/breaker.js';
+import type { GatewayError } from '../../src/core/errors.js';
 import type { Clock } from '../../src/core/deadlines.js';
 import { bodyIdle } from '../../src/core/forward/body-idle.js';
 import { breakerAccounting } from '../../src/core/forward/breaker.js';
@@ -100,6 +101,9 @@ class Recorder implements ForwardHandler {
     this.failure = failure;
     this.events.push(`failure ${failure.kind}`);
   }
+  onRefused(err: GatewayError): void {
+    this.events.push(`refused ${err.code}`);
+  }
 }
 
 function request(method: 'GET' | 'POST' = 'GET'): UpstreamRequest {
@@ -160,7 +164,7 @@ t.test('a call abandoned before the transport started it: every layer hears of i
   const cb = new CircuitBreaker({ failures: 1, coolDownMs: 100 }, () => now);
   cb.record(false);
   now = 200;
-  t.equal(cb.admit(), undefined, 'this request is the half-open probe');
+  // The breaker layer admits this request: it is the half-open probe.
   const { send, calls } = stack([breakerAccounting(cb), buffering(), totalDeadline(500, clock), bodyIdle(100, clock), headDeadline(100, clock), retryReads()]);
   const r = new Recorder();
   send(request('GET'), r);
@@ -335,11 +339,18 @@ t.test('breaker accounting: a client that leaves frees the half-open probe', asy
   let now = 0;
   const cb = new CircuitBreaker({ failures: 1, coolDownMs: 100 }, () => now);
   cb.record(false);
-  now = 200;
-  t.equal(cb.admit(), undefined, 'the probe is let through');
   const { send, calls } = stack([breakerAccounting(cb)]);
+  const refused = new Recorder();
+  send(request(), refused);
+  t.same(refused.events, ['refused service_unavailable'], 'while open, the layer refuses: nothing is sent');
+  t.equal(calls.length, 0);
+  now = 200;
   const r = new Recorder();
   send(request(), r);
+  t.same(r.events, ['start'], 'after the cool-down the probe is let through');
+  const second = new Recorder();
+  send(request(), second);
+  t.same(second.events, ['refused service_unavailable'], 'one probe at a time');
   only(calls).start();
   r.control?.abort();
   t.equal(cb.admit(), undefined, 'the next request may probe');

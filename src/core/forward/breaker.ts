@@ -2,7 +2,9 @@
  * Breaker accounting: the circuit breaker (src/core/breaker.ts) learns the outcome of each call
  * once: a failure of the upstream, a success, or nothing (the client left, or the gateway itself
  * failed: that tells nothing of the upstream, and frees the half-open probe). Admission (the 503
- * while open) is the exchange's decision, taken before the call.
+ * while open) is taken here too, when the call is about to be sent, below the response cache: a
+ * hit never asks the breaker, and a refused miss may still be answered from a stale copy
+ * (RFC 5861: an open breaker is an error reaching the origin). A refused call is no outcome.
  *
  * Only failures that are not one consumer's doing count, because the breaker refuses everyone:
  * the connection refused or reset, a timeout, an answer that is not HTTP, and 502, 503 or 504
@@ -70,6 +72,8 @@ class BreakerAccount extends Wrapper {
 export function breakerAccounting(breaker: CircuitBreaker): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
+      const closed = breaker.admit();
+      if (closed !== undefined) return handler.onRefused(closed);
       start(next, request, new BreakerAccount(handler, breaker));
     };
 }

@@ -12,16 +12,17 @@
  * - Single flight: identical misses wait for one upstream call (a `Flight`). When its answer may
  *   not be shared (not a storable 200), the waiters send their own calls: a `private` answer is
  *   never handed to another client. A transport failure carries no data and is shared.
- * - stale-if-error (RFC 5861): within the window, a refused, reset or timed-out call or a 5xx
- *   answer is answered from the stale copy, and Cache-Status says `fwd=stale` with the reason.
+ * - stale-if-error (RFC 5861): within the window, a failed call (refused, reset, timed out...), a
+ *   5xx answer or a call the open circuit breaker refused is answered from the stale copy, and
+ *   Cache-Status says so (`fwd=stale` with the status, or a stale `hit` when nothing was sent).
  * - Invalidation: a 2xx to createPet moves the store to a new list generation (RFC 9111 section
  *   4.4): every list entry is then unreachable at once, in O(1), and ages out of the LRU.
  */
-import type { CircuitBreaker } from '../breaker.js';
+import type { GatewayError } from '../errors.js';
 import type { OperationId } from '../operations.js';
 import type { HeaderValue } from '../policy.js';
-import { UpstreamFailure, type AbortReason, type FailureKind, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { UpstreamFailure, type AbortReason, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
+import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
 export const CACHE_NAME = 'petstore-gateway';
@@ -51,7 +52,8 @@ export interface CacheStore {
   close(): Promise<void>;
 }
 
-export type CacheEvent = 'hit' | 'miss' | 'stale' | 'coalesced';
+/** What the cache did with one request; `bypass`: not its to keep (createPet, or an operation with TTL 0). */
+export type CacheEvent = 'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass';
 
 /** The cache of one upstream: its store, its rules, its flights in progress and its counts. */
 export interface ResponseCache {
@@ -205,8 +207,6 @@ function ttlParam(entry: CacheEntry, now: number): string {
   return `ttl=${Math.floor((entry.freshUntil - now) / 1000)}`;
 }
 
-/** Failures after which a stale copy may answer (RFC 5861 section 4: "an error is any situation that would result in a 500, 502, 503 or 504"). */
-const STALE_FAILURES: ReadonlySet<FailureKind> = new Set<FailureKind>(['refused', 'reset', 'connect_timeout', 'headers_timeout', 'body_timeout']);
 
 /**
  * One upstream call that several identical requests wait on. It is the handler the layer below
@@ -291,7 +291,7 @@ export class Flight implements ForwardHandler {
       }
     }
     this.end();
-    if (status >= 500 && this.serveStale(`fwd-status=${status}; `)) {
+    if (status >= 500 && this.serveStale(`fwd=stale; fwd-status=${status}; `, 'stale-if-error')) {
       // The error body is read and dropped, so the layers below see the call end as it ended.
       this.mode = 'drain';
       return 0;
@@ -321,13 +321,17 @@ export class Flight implements ForwardHandler {
     return first.onHead(status, out, errorCode);
   }
 
-  /** Answers every subscriber from the stale copy, when there is one; false otherwise. */
-  private serveStale(fwdStatus: string): boolean {
+  /**
+   * Answers every subscriber from the stale copy, when there is one; false otherwise. `params`:
+   * what Cache-Status says before the (negative) ttl (RFC 9211 section 2): `fwd=stale` when the
+   * call went forward and failed, `hit` when it was never sent.
+   */
+  private serveStale(params: string, detail: string): boolean {
     const entry = this.stale;
     const now = this.cache.now();
     if (entry === undefined || now >= entry.staleUntil || this.subs.length === 0) return false;
     const subs = this.subs.splice(0);
-    const status = `${CACHE_NAME}; fwd=stale; ${fwdStatus}${ttlParam(entry, now)}; detail=stale-if-error`;
+    const status = `${CACHE_NAME}; ${params}${ttlParam(entry, now)}; detail=${detail}`;
     this.cache.counts.stale += subs.length;
     for (const sub of subs) sub.replay(entry, status, now);
     return true;
@@ -370,59 +374,82 @@ export class Flight implements ForwardHandler {
     if (this.mode === 'drain') return;
     if (this.mode === 'pass') return this.passTo?.onFailure(failure);
     this.end();
-    if (STALE_FAILURES.has(failure.kind) && this.serveStale('')) return;
+    // RFC 5861 section 4: "an error is any situation that would result in a 500, 502, 503 or 504",
+    // which every failure kind is (refused, reset, a timeout, an answer that is not HTTP, TLS).
+    if (this.serveStale('fwd=stale; ', 'stale-if-error')) return;
     for (const sub of this.subs.splice(0)) sub.onFailure(failure);
+  }
+
+  /**
+   * The breaker refused the call: the upstream is failing (RFC 5861 section 4 counts any error
+   * reaching the origin). A stale copy within the window answers, as a stale hit (nothing went
+   * forward, RFC 9211 section 3: negative ttl), and tells the breaker nothing; else the 503.
+   */
+  onRefused(err: GatewayError): void {
+    if (this.mode === 'drain') return;
+    if (this.mode === 'pass') return this.passTo?.onRefused(err);
+    this.end();
+    if (this.serveStale('hit; ', 'circuit-open')) return;
+    for (const sub of this.subs.splice(0)) sub.onRefused(err);
   }
 }
 
-/** createPet: a 2xx drops every list entry; its answer passes through. */
-class CreateWatch extends Wrapper {
+/**
+ * A request the cache does not keep, passed through and said so (RFC 9211 section 2.2): createPet
+ * is `fwd=method` (a POST must go forward), and a 2xx to it drops every list entry; an operation
+ * whose TTL is 0 is `fwd=bypass`.
+ */
+class Bypass extends Wrapper {
   constructor(
     handler: ForwardHandler,
     private readonly cache: ResponseCache,
+    private readonly create: boolean,
   ) {
     super(handler);
   }
 
   override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    if (status >= 200 && status < 300) this.cache.store.dropLists();
-    return super.onHead(status, headers, errorCode);
+    if (this.create && status >= 200 && status < 300 && this.cache.ttlMs.listPets > 0) this.cache.store.dropLists();
+    const out: Record<string, HeaderValue> = {};
+    for (const name in headers) out[name] = headers[name];
+    out['cache-status'] = `${CACHE_NAME}; fwd=${this.create ? 'method' : 'bypass'}; fwd-status=${status}`;
+    return super.onHead(status, out, errorCode);
   }
 }
 
-/** The layer: hits are answered here, misses join or start a flight, createPet invalidates. */
-export function responseCache(cache: ResponseCache, breaker: CircuitBreaker | undefined): Layer {
+/**
+ * The layer: hits are answered here, misses join or start a flight, createPet invalidates. The
+ * breaker's admission is below (forward/breaker.ts): a hit or a coalesced request asks nothing of it.
+ */
+export function responseCache(cache: ResponseCache): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
       const key = cacheKey(cache, request);
       if (key === undefined) {
-        if (request.operation === 'createPet' && cache.ttlMs.listPets > 0) return next(request, new CreateWatch(handler, cache));
-        return next(request, handler);
+        cache.counts.bypass++;
+        return start(next, request, new Bypass(handler, cache, request.operation === 'createPet'));
       }
       const sub = new Subscriber(handler, request);
       sub.onStart(undefined);
       const found = cache.store.get(key);
-      if (!(found instanceof Promise)) return lookup(cache, breaker, next, request, key, sub, found);
+      if (!(found instanceof Promise)) return lookup(cache, next, request, key, sub, found);
       found.then(
-        (entry) => lookup(cache, breaker, next, request, key, sub, entry),
-        () => lookup(cache, breaker, next, request, key, sub, undefined),
+        (entry) => lookup(cache, next, request, key, sub, entry),
+        () => lookup(cache, next, request, key, sub, undefined),
       ).catch((err: unknown) => cache.crashed?.(err));
     };
 }
 
-function lookup(cache: ResponseCache, breaker: CircuitBreaker | undefined, next: Send, request: UpstreamRequest, key: string, sub: Subscriber, entry: CacheEntry | undefined): void {
+function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key: string, sub: Subscriber, entry: CacheEntry | undefined): void {
   if (sub.done) return;
   const now = cache.now();
   if (entry !== undefined && now < entry.freshUntil) {
     cache.counts.hit++;
-    // No upstream call: an admission the breaker gave (its half-open probe) is handed back.
-    breaker?.release();
     return sub.replay(entry, `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`, now);
   }
   const running = cache.flights.get(key);
   if (running !== undefined) {
     cache.counts.coalesced++;
-    breaker?.release();
     return running.join(sub);
   }
   cache.counts.miss++;

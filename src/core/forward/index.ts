@@ -46,7 +46,7 @@ export function forwarding(upstream: Upstream, settings: LayerSettings, breaker:
   const send: Send = (request, handler) => upstream.send(request, handler);
   if (upstream.conforms) return { send, policed: false, breaker: undefined };
   const layers: Layer[] = [];
-  if (cache !== undefined) layers.push(responseCache(cache, breaker));
+  if (cache !== undefined) layers.push(responseCache(cache));
   if (breaker !== undefined) layers.push(breakerAccounting(breaker));
   layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
   if (settings.retryIdempotent) layers.push(retryReads());

@@ -9,6 +9,7 @@
  * A layer's `send` is made once per pipeline; per request it allocates its wrapper and nothing
  * else (no closure), and each callback costs one method call.
  */
+import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
 import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamHandler, UpstreamRequest } from '../upstream.js';
 
@@ -21,6 +22,11 @@ export interface ForwardHandler extends UpstreamHandler {
   onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number;
   /** A held body: whole, or cut at the cap the handler gave (`truncated`; the call was stopped). */
   onBody(body: Buffer, truncated: boolean): void;
+  /**
+   * The call was never sent: the gateway refuses it (the circuit breaker is open) and `err` is
+   * the answer. Instead of `onStart`; nothing follows. Not an upstream failure: no observer counts it as one.
+   */
+  onRefused(err: GatewayError): void;
 }
 
 export type Send = (request: UpstreamRequest, handler: ForwardHandler) => void;
@@ -75,6 +81,12 @@ export class Wrapper implements ForwardHandler, UpstreamControl {
     if (this.done) return;
     this.done = true;
     this.handler.onFailure(failure);
+  }
+
+  onRefused(err: GatewayError): void {
+    if (this.done) return;
+    this.done = true;
+    this.handler.onRefused(err);
   }
 
   pause(): void {

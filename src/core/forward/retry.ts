@@ -4,6 +4,7 @@
  * timeout, at most once. As Envoy splits them, the retry state (one per request) and the retry
  * (the second call to the layer below) are separate objects; the first call reports to the state.
  */
+import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
 import type { UpstreamControl, UpstreamFailure, UpstreamRequest } from '../upstream.js';
 import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
@@ -37,6 +38,10 @@ class Retry implements ForwardHandler {
 
   onFailure(failure: UpstreamFailure): void {
     this.state.relayFailure(failure);
+  }
+
+  onRefused(err: GatewayError): void {
+    if (this.state.current === this) this.state.onRefused(err);
   }
 }
 

@@ -45,7 +45,7 @@ export const schema = {
       minimum: 0,
       maximum: 86400,
       default: 0,
-      description: 'For this many seconds after an entry went stale, a refused, reset or timed-out upstream call, or a 5xx answer, is answered from the stale copy (Cache-Status: fwd=stale) instead of 502/503/504; 0: never.',
+      description: 'For this many seconds after an entry went stale, a failed upstream call (refused, reset, timed out), a 5xx answer or a call the open circuit breaker refuses is answered from the stale copy (Cache-Status says so) instead of 502/503/504; 0: never.',
     },
     store: {
       default: 'memory',

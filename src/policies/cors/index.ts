@@ -61,7 +61,7 @@ function create(config: CorsConfig) {
       const head = ex.head;
       if (head.method !== 'OPTIONS' || ex.responseHeaders['access-control-allow-origin'] === undefined) return undefined;
       if (single(head.headers['access-control-request-method']) === undefined) return undefined;
-      // Expose-Headers means nothing on a preflight; the preflight's own fields replace Vary.
+      // Expose-Headers means nothing on a preflight; the preflight's Vary names join Origin.
       delete ex.responseHeaders['access-control-expose-headers'];
       return reply;
     },
