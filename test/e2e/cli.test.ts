@@ -204,7 +204,7 @@ t.test('new-key prints a psg_ key of 256 bits', async (t) => {
   t.match(r.stdout, /^psg_[A-Za-z0-9_-]{43}\n$/);
 });
 
-ENGINES.forEach((engine, i) => t.test(`serve --port 0 --ephemeral-key --engine ${engine}: the printed key works`, async (t) => {
+for (const [i, engine] of ENGINES.entries()) t.test(`serve --port 0 --ephemeral-key --engine ${engine}: the printed key works`, async (t) => {
   const { handle, match } = await ephemerals[i]!;
   const [, url, key] = match as unknown as [string, string, string];
   const list = await request(`${url}/v1/pets`, { headers: bearer(key) });
@@ -230,7 +230,7 @@ ENGINES.forEach((engine, i) => t.test(`serve --port 0 --ephemeral-key --engine $
   t.not(exit, 'timeout', 'it stops on SIGTERM');
   if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0');
   t.match(handle.output().stdout.trimEnd().split('\n').at(-1), /"msg":"stopped"/, 'the last line says it stopped');
-}));
+});
 
 // parity: `serve` refuses the policy (no API key) before it loads any engine.
 t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {
