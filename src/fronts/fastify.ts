@@ -134,7 +134,7 @@ function guardV1(app: FastifyInstance, pipeline: Pipeline): void {
   app.addHook('onRequest', (request, reply, done) => {
     // Read once: Fastify builds a new object of twelve fields on every read of `routeOptions`.
     const { url, config } = request.routeOptions;
-    if (url === undefined || !isUnderV1(url) || (config as unknown as Record<symbol, unknown>)[OWN_ROUTE] === true) return done();
+    if (url === undefined || !isUnderV1(url) || (config as { [OWN_ROUTE]?: unknown })[OWN_ROUTE] === true) return done();
     if (!warned.has(url)) {
       warned.add(url);
       pipeline.log?.warn({ route: url }, 'petstore-gateway: a host route under /v1 was registered before the plugin; the gateway answers it (404), not the route');
@@ -191,6 +191,7 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       else pipeline.reject(headOf(request), reply.raw, reply, fromFastifyError(err));
     });
     const handler = (request: FastifyRequest) => {
+      // Set by the scope's onRequest hook, which runs before any handler of these routes.
       const ar = request.petstore!;
       ar.forward(ar.ex.operation?.hasBody === true ? ((request.body as Buffer | undefined) ?? EMPTY) : undefined);
     };
@@ -199,6 +200,7 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       for (const url of ROUTES) scope.route({ method: METHODS, url, handler, config, exposeHeadRoute: false });
       return;
     }
+    // Without the built-in backend the upstream is a URL, and compileGateway gave it an origin.
     await scope.register(httpProxy, {
       upstream: gw.upstreamOrigin!,
       routes: ROUTES,
