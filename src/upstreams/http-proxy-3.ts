@@ -104,6 +104,7 @@ function watchIdle(agent: Agent): (socket: Socket) => void {
 
 function onUpgrade(this: ClientRequest & WithCall, _res: IncomingMessage, socket: { destroy(): void }): void {
   socket.destroy();
+  // `send` sets the call on every ClientRequest it makes before the request can be answered.
   this[CALL]!.fail(new UpstreamFailure('invalid_response', new Error('upstream answered 101 without an upgrade')));
 }
 
