@@ -1,5 +1,5 @@
 /**
- * Issue 14 in the auth policy: key expiry (401 with RFC 6750's "The access token expired"),
+ * The key lifecycle in the auth policy: key expiry (401 with RFC 6750's "The access token expired"),
  * operations (403 forbidden), the consumer on the exchange, brute-force protection per client
  * address (429 with Retry-After, bounded memory), and `describeKeys` for `check`.
  */

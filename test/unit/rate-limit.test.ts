@@ -180,7 +180,7 @@ t.test('onStoreError: closed answers 503 service_unavailable, at once', async (t
   }
 });
 
-t.test('schema: the option names of issue 14, defaults, and rejections with paths', async (t) => {
+t.test('schema: the option names, defaults, and rejections with paths', async (t) => {
   // perKey names a key of auth.keys: an id that names none is refused (the test below).
   const ops = `  auth:\n    keys:\n      - { id: ops, hash: "sha256:${'0'.repeat(64)}" }\n`;
   const ok = parsePolicy(
