@@ -1,4 +1,4 @@
-// The cost of the memory rate-limit store per decision (issue 14: at most 2 µs per request), and
+// The cost of the memory rate-limit store per decision (the target: at most 2 µs per request), and
 // of the whole rate-limit policy's onRequest on top of it (headers included), no sockets.
 // Keys: one hot key (a consumer that calls all the time) and 10,000 keys in turn (many consumers);
 // a limit that never trips, as `npm run bench` runs it. Interleaved rounds, median.

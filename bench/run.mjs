@@ -183,7 +183,7 @@ function margin(value, bound, atMost) {
 }
 
 if (forward !== undefined) {
-  // Issue 15's targets, with everything on (access log, metrics, header rules, a memory rate limit
+  // The targets, with everything on (access log, metrics, header rules, a memory rate limit
   // that never trips): each engine against its own bare library, req/s paired by round.
   const routesOf = (f) => forward.routes.map((r) => f(forward.summary[r]));
   const criteria = [

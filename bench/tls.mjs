@@ -5,7 +5,7 @@
 // (BENCH_TLS_STREAMS streams per connection). The certificate (ECDSA P-256, signed by a CA made
 // for the run) is made with the openssl command into a temporary directory, removed at exit.
 //
-// The targets of issue 27:
+// The targets:
 //   gateway https ÷ gateway http ≥ nginx https ÷ nginx http − 0.05
 //   gateway HTTP/2 (10 streams per connection) ≥ gateway HTTPS/1.1
 //

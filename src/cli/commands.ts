@@ -813,8 +813,9 @@ export async function main(argv: string[]): Promise<number> {
       case '-h':
       case 'help': {
         const topic = rest[0];
-        if (topic !== undefined && COMMAND_HELP[topic] === undefined) throw new UsageError(`unknown command '${topic}'`);
-        process.stdout.write(topic === undefined ? HELP : COMMAND_HELP[topic]!);
+        const text = topic === undefined ? HELP : COMMAND_HELP[topic];
+        if (text === undefined) throw new UsageError(`unknown command '${topic}'`);
+        process.stdout.write(text);
         return EXIT.ok;
       }
       case '--version':

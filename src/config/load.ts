@@ -203,6 +203,8 @@ function checkSection<K extends PolicyName>(
   env: PolicyEnv,
 ): readonly Problem[] {
   if (m.check === undefined) return [];
+  // A mapping the schema may have refused: `check` reads its fields defensively, the caller catches
+  // a throw and drops problems under a path the schema already reported.
   return m.check(section as unknown as PolicyConfig['policies'][K], toJsonPath(`/policies/${m.name}`), env);
 }
 
@@ -248,7 +250,7 @@ function parseText(text: string, format: 'json' | 'yaml'): { value: unknown } | 
     return {
       problems: doc.errors.map((e) => ({
         path: '$',
-        message: `not valid YAML or JSON${e.linePos ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : ''}: ${e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`,
+        message: `not valid YAML or JSON${e.linePos ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : ''}: ${(e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '')}`,
       })),
     };
   }
@@ -289,6 +291,7 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
     problems.push(...perKeyProblems(policies, env).filter((f) => !schemaPaths.some((s) => related(f.path, s))));
     const auth = policies.auth;
     if (isMapping(auth) && !schemaPaths.some((s) => related(s, '$.policies.auth'))) {
+      // The schema accepted the auth section (no problem under its path): it is an AuthConfig.
       const missing = keyProblem(auth as unknown as AuthConfig, env, options.keys);
       if (missing !== undefined) problems.push(missing);
     }
@@ -298,6 +301,7 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
   problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
   if (problems.length > 0) return { ok: false, problems };
+  // No problem at all: the schema and every cross-field check accepted the whole document.
   const config = value as unknown as PolicyConfig;
   return { ok: true, config: deepFreeze(config) };
 }

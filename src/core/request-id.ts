@@ -34,7 +34,7 @@ export function newRequestId(): string {
   let o = 0;
   for (let i = 0; i < 16; i++) {
     if (i === 4 || i === 6 || i === 8 || i === 10) out[o++] = 45; // '-'
-    let b = POOL[at + i]!;
+    let b = POOL[at + i]!; // `draw(16)` reserved POOL[at .. at + 15]
     if (i === 6) b = (b & 0x0f) | 0x40; // version 4
     else if (i === 8) b = (b & 0x3f) | 0x80; // variant 10 (RFC 9562)
     o = hexByte(out, o, b);

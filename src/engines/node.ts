@@ -32,6 +32,7 @@ export function nodeEngine(
 ): NodeEngine & { holder: GatewayHolder } {
   const holder = gateway instanceof GatewayHolder ? gateway : new GatewayHolder(gateway);
   const gw = holder.current;
+  // Without the built-in backend the upstream is a URL, and compileGateway gave it an origin.
   const upstream = gw.backend !== undefined ? builtinUpstream(gw.backend) : transport(gw.upstreamOrigin!, gw);
   const { handler } = createNodeHandler({ gateways: holder, upstream, settings: forwardSettings(gw), log: options.log, observer: options.observer });
   return { handler, upstream, holder, close: () => Promise.all([upstream.close(), holder.close()]).then(() => undefined) };

@@ -113,6 +113,37 @@ function checkOptions(opts: PetstoreGatewayOptions): GatewayHolder {
   return g instanceof GatewayHolder ? g : new GatewayHolder(g as Gateway);
 }
 
+/**
+ * The plugin owns /v1: a host route there would be served without authentication. A route
+ * registered after the plugin is refused; one registered before it is answered by the gateway.
+ */
+function guardV1(app: FastifyInstance, pipeline: Pipeline): void {
+  app.addHook('onRoute', (route) => {
+    const own = (route.config as Record<symbol, unknown> | undefined)?.[OWN_ROUTE] === true;
+    if (!own && isUnderV1(route.url)) {
+      throw new Error(`petstore-gateway: the route ${route.method} ${route.url} is under /v1, which the gateway serves (and authenticates); register it elsewhere`);
+    }
+  });
+  // A host route under /v1 registered BEFORE the plugin escaped the onRoute guard (Fastify runs
+  // onRoute hooks only for later routes), and find-my-way prefers it to the plugin's /v1/*: it
+  // would be served without authentication. Fastify gives the hooks of an instance to all of its
+  // routes at ready, earlier ones included, so this hook catches it per request: the gateway
+  // answers it (authentication first, then 404 not_found: not an operation of the interface),
+  // and the operator is told once per route.
+  const warned = new Set<string>();
+  app.addHook('onRequest', (request, reply, done) => {
+    // Read once: Fastify builds a new object of twelve fields on every read of `routeOptions`.
+    const { url, config } = request.routeOptions;
+    if (url === undefined || !isUnderV1(url) || (config as { [OWN_ROUTE]?: unknown })[OWN_ROUTE] === true) return done();
+    if (!warned.has(url)) {
+      warned.add(url);
+      pipeline.log?.warn({ route: url }, 'petstore-gateway: a host route under /v1 was registered before the plugin; the gateway answers it (404), not the route');
+    }
+    request.petstoreError = new GatewayError('not_found');
+    pipeline.handle(headOf(request), reply.raw, reply);
+  });
+}
+
 async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promise<void> {
   if (app.hasDecorator('petstoreGateway')) {
     throw new Error('petstore-gateway: the plugin is registered twice on this instance; register it once');
@@ -126,34 +157,10 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
     await Promise.all([upstream.close(), holder.close()]);
   });
 
-  // The plugin owns /v1: a host route there would be served without authentication.
-  app.addHook('onRoute', (route) => {
-    const own = (route.config as Record<symbol, unknown> | undefined)?.[OWN_ROUTE] === true;
-    if (!own && isUnderV1(route.url)) {
-      throw new Error(`petstore-gateway: the route ${route.method} ${route.url} is under /v1, which the gateway serves (and authenticates); register it elsewhere`);
-    }
-  });
-  // A host route under /v1 registered BEFORE the plugin escaped the onRoute guard (Fastify runs
-  // onRoute hooks only for later routes), and find-my-way prefers it to the plugin's /v1/*: it
-  // would be served without authentication. Fastify gives the hooks of an instance to all of its
-  // routes at ready, earlier ones included, so this hook catches it per request: the gateway
-  // answers it (authentication first, then 404 not_found: not an operation of the interface),
-  // and the operator is told once per route.
   app.decorateRequest('petstore', null);
   app.decorateRequest('petstoreDone', null);
   app.decorateRequest('petstoreError', null);
-  const warned = new Set<string>();
-  app.addHook('onRequest', (request, reply, done) => {
-    // Read once: Fastify builds a new object of twelve fields on every read of `routeOptions`.
-    const { url, config } = request.routeOptions;
-    if (url === undefined || !isUnderV1(url) || (config as unknown as Record<symbol, unknown>)[OWN_ROUTE] === true) return done();
-    if (!warned.has(url)) {
-      warned.add(url);
-      pipeline.log?.warn({ route: url }, 'petstore-gateway: a host route under /v1 was registered before the plugin; the gateway answers it (404), not the route');
-    }
-    request.petstoreError = new GatewayError('not_found');
-    pipeline.handle(headOf(request), reply.raw, reply);
-  });
+  guardV1(app, pipeline);
 
   // Encapsulated: the raw body parser, the hooks and the error handler govern only the gateway's routes.
   await app.register(async (scope) => {
@@ -184,6 +191,7 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       else pipeline.reject(headOf(request), reply.raw, reply, fromFastifyError(err));
     });
     const handler = (request: FastifyRequest) => {
+      // Set by the scope's onRequest hook, which runs before any handler of these routes.
       const ar = request.petstore!;
       ar.forward(ar.ex.operation?.hasBody === true ? ((request.body as Buffer | undefined) ?? EMPTY) : undefined);
     };
@@ -192,6 +200,7 @@ async function plugin(app: FastifyInstance, opts: PetstoreGatewayOptions): Promi
       for (const url of ROUTES) scope.route({ method: METHODS, url, handler, config, exposeHeadRoute: false });
       return;
     }
+    // Without the built-in backend the upstream is a URL, and compileGateway gave it an origin.
     await scope.register(httpProxy, {
       upstream: gw.upstreamOrigin!,
       routes: ROUTES,

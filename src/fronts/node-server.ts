@@ -72,7 +72,7 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
   let hosts = 0;
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!;
+    const name = raw[i]!; // i < raw.length: noUncheckedIndexedAccess cannot follow the loop's bound
     if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
   }
   if (hosts > 1) return new GatewayError('invalid_request', { message: 'The request has more than one Host header (RFC 9112 section 3.2).' });

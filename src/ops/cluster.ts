@@ -111,54 +111,50 @@ interface Pending {
   readonly done: (answers: AnswerMessage[] | Error) => void;
 }
 
-/**
- * Call once in the primary: the admin listener's callbacks for the whole group.
- *
- * @example
- *   const ops = primaryOps({ workers: n, readiness: () => (draining ? { ready: false, reason: 'draining' } : READY), deprecated });
- *   const admin = await startAdmin({ host, port, ...ops.callbacks });
- *   // on shutdown: await admin.close(); ops.close();
- */
-export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; close(): void } {
-  const aggregator = new AggregatorRegistry();
-  const timeoutMs = options.answerTimeoutMs ?? 800;
-  const pending = new Map<number, Pending>();
-  let nextId = 0;
-  // Fewer workers than asked for is "starting" until the group has been ready once, then "worker down".
-  let wasReady = false;
-
+/** The primary's side of the question protocol: which workers can answer, and one question to them. */
+class WorkerQuestions {
   // Workers that said hello: only they can answer; the others are still starting.
-  const registered = new Set<number>();
-  const onExit = (worker: Worker): void => {
-    registered.delete(worker.id);
+  private readonly registered = new Set<number>();
+  private readonly pending = new Map<number, Pending>();
+  private readonly timeoutMs: number;
+  private nextId = 0;
+
+  constructor(timeoutMs: number) {
+    this.timeoutMs = timeoutMs;
+    cluster.on('message', this.onMessage);
+    cluster.on('exit', this.onExit);
+  }
+
+  private readonly onExit = (worker: Worker): void => {
+    this.registered.delete(worker.id);
   };
-  const onMessage = (worker: Worker, message: unknown): void => {
+
+  private readonly onMessage = (worker: Worker, message: unknown): void => {
     if (typeof message === 'object' && message !== null && (message as { type?: unknown }).type === HELLO) {
-      registered.add(worker.id);
+      this.registered.add(worker.id);
       return;
     }
     if (!isAnswer(message)) return;
-    const p = pending.get(message.id);
+    const p = this.pending.get(message.id);
     if (p === undefined) return; // late: its question timed out
     p.answers.push(message);
     if (--p.waiting === 0) {
-      pending.delete(message.id);
+      this.pending.delete(message.id);
       p.done(p.answers);
     }
   };
-  cluster.on('message', onMessage);
-  cluster.on('exit', onExit);
 
   /** Workers alive and answering questions. */
-  function running(): Worker[] {
-    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && registered.has(w.id));
+  running(): Worker[] {
+    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && this.registered.has(w.id));
   }
 
-  function ask(what: Question, workers: Worker[]): Promise<AnswerMessage[]> {
-    const id = nextId++;
+  ask(what: Question, workers: Worker[]): Promise<AnswerMessage[]> {
+    const id = this.nextId++;
+    const timeoutMs = this.timeoutMs;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        pending.delete(id);
+        this.pending.delete(id);
         reject(new Error(`${p.waiting} of ${workers.length} workers did not answer within ${timeoutMs} ms`));
       }, timeoutMs);
       const p: Pending = {
@@ -170,21 +166,43 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
           else resolve(answers);
         },
       };
-      pending.set(id, p);
+      this.pending.set(id, p);
       const message: AskMessage = { type: ASK, id, what };
       for (const w of workers) w.send(message);
     });
   }
 
+  close(): void {
+    cluster.off('message', this.onMessage);
+    cluster.off('exit', this.onExit);
+    for (const p of this.pending.values()) p.done(new Error('closed'));
+    this.pending.clear();
+  }
+}
+
+/**
+ * Call once in the primary: the admin listener's callbacks for the whole group.
+ *
+ * @example
+ *   const ops = primaryOps({ workers: n, readiness: () => (draining ? { ready: false, reason: 'draining' } : READY), deprecated });
+ *   const admin = await startAdmin({ host, port, ...ops.callbacks });
+ *   // on shutdown: await admin.close(); ops.close();
+ */
+export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; close(): void } {
+  const aggregator = new AggregatorRegistry();
+  const questions = new WorkerQuestions(options.answerTimeoutMs ?? 800);
+  // Fewer workers than asked for is "starting" until the group has been ready once, then "worker down".
+  let wasReady = false;
+
   const callbacks: Callbacks = {
     async readiness(): Promise<Readiness> {
       const own = options.readiness();
       if (!own.ready) return own;
-      const workers = running();
+      const workers = questions.running();
       if (workers.length < options.workers) return { ready: false, reason: wasReady ? 'worker down' : 'starting' };
       let answers: AnswerMessage[];
       try {
-        answers = await ask('readiness', workers);
+        answers = await questions.ask('readiness', workers);
       } catch {
         return { ready: false, reason: 'a worker does not answer' };
       }
@@ -201,8 +219,8 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
     },
     async deprecations(): Promise<DeprecationReport> {
       if (options.sharedLedger !== undefined) return deprecationReport(await options.sharedLedger.report(), options.deprecated);
-      const workers = running();
-      const answers = workers.length === 0 ? [] : await ask('deprecations', workers);
+      const workers = questions.running();
+      const answers = workers.length === 0 ? [] : await questions.ask('deprecations', workers);
       const failed = answers.find((a) => a.error !== undefined);
       if (failed !== undefined) throw new Error(`a worker's ledger failed: ${failed.error}`);
       return deprecationReport(
@@ -215,10 +233,7 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
   return {
     callbacks,
     close() {
-      cluster.off('message', onMessage);
-      cluster.off('exit', onExit);
-      for (const p of pending.values()) p.done(new Error('closed'));
-      pending.clear();
+      questions.close();
     },
   };
 }

@@ -81,6 +81,7 @@ class ReplyFromCall extends StreamedCall {
 /** Where a request keeps its call for reply-from's hooks (one set of hooks, no closures per call). */
 const CALL = Symbol('petstore-gateway reply-from call');
 type WithCall = { [CALL]?: ReplyFromCall };
+// `send` sets the call on the request before `reply.from` runs, and only reply-from's hooks read it.
 const callOf = (request: unknown): ReplyFromCall => (request as WithCall)[CALL]!;
 
 const noRetry = (): null => null;
@@ -119,6 +120,7 @@ export function replyFromUpstream(): Upstream {
       const call = new ReplyFromCall(handler, query, headers);
       handler.onStart(call);
       if (call.stopped) return;
+      // The call rides on the request, the one object reply-from hands to its hooks (callOf reads it).
       (reply.request as unknown as WithCall)[CALL] = call;
       reply.from(pathname, {
         body,

@@ -1,5 +1,5 @@
 /**
- * Load from one client cannot hurt the others (issue 25, items 1 and 2), over raw sockets on
+ * Load from one client cannot hurt the others, over raw sockets on
  * 127.0.0.1, on every engine, with a real redis-server where Redis is involved:
  * - a pipelined flood cannot escape a Redis rate limit: the flood's own event-loop lag is not a
  *   store failure, and a store that does fail leaves this process's own counters deciding;

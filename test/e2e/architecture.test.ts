@@ -1,11 +1,11 @@
 /**
- * The architecture's promises, end to end (issue 11):
+ * The architecture's promises, end to end:
  *
- * - The error barrier (item 2): an exception from a policy (request phase, synchronous or a
+ * - The error barrier: an exception from a policy (request phase, synchronous or a
  *   rejected promise; body phase; response phase) or from a transport becomes a 500 Error
  *   `internal_error` for that request, logged once with its stack in the operator log, and the
  *   server keeps serving: the next ordinary request is answered normally. On every engine.
- * - Engine libraries are loaded on demand (item 5): `serve --engine E` loads E's library and not
+ * - Engine libraries are loaded on demand: `serve --engine E` loads E's library and not
  *   the other engines' (an ESM resolve hook records what the CLI process resolves).
  *
  * The throwing policy is appended to a real gateway's chain and throws only when the request

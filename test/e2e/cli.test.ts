@@ -204,33 +204,36 @@ t.test('new-key prints a psg_ key of 256 bits', async (t) => {
   t.match(r.stdout, /^psg_[A-Za-z0-9_-]{43}\n$/);
 });
 
-ENGINES.forEach((engine, i) => t.test(`serve --port 0 --ephemeral-key --engine ${engine}: the printed key works`, async (t) => {
-  const { handle, match } = await ephemerals[i]!;
-  const [, url, key] = match as unknown as [string, string, string];
-  const list = await request(`${url}/v1/pets`, { headers: bearer(key) });
-  t.equal(assertJson(t, list, 200), '[]', 'the printed key lists pets');
-  const created = await request(`${url}/v1/pets`, {
-    method: 'POST',
-    headers: bearer(key, { 'content-type': 'application/json' }),
-    body: '{"name":"Rex","categoryId":9223372036854775807}',
-  });
-  t.equal(assertJson(t, created, 201), '{"id":1,"name":"Rex","categoryId":9223372036854775807}');
-  assertError(t, await request(`${url}/v1/pets`), 401, 'missing_api_key');
-  assertError(t, await request(`${url}/v1/pets`, { headers: bearer('psg_not-the-key') }), 401, 'invalid_api_key');
-  const { stdout, stderr } = handle.output();
-  const logLines = stdout.split('\n').filter((l) => l !== '');
-  t.ok(logLines.length > 0, 'the server logs (pino, JSON lines)');
-  t.ok(logLines.every((l) => { try { return typeof JSON.parse(l) === 'object'; } catch { return false; } }), 'stdout is NDJSON: every line is a JSON object');
-  t.ok(logLines.some((l) => l.includes('"msg":"petstore-gateway listening"') && l.includes(`"url":"${url}"`)), 'the banner facts are a JSON line too');
-  t.notOk(stdout.includes(key), 'the key is in no log line');
-  t.equal(stderr.split(key).length - 1, 2, 'stderr shows it exactly twice: the key line and the curl hint');
+// A block body: forEach wants a callback that returns nothing, and t.test returns a promise.
+ENGINES.forEach((engine, i) => {
+  t.test(`serve --port 0 --ephemeral-key --engine ${engine}: the printed key works`, async (t) => {
+    const { handle, match } = await ephemerals[i]!;
+    const [, url, key] = match as unknown as [string, string, string];
+    const list = await request(`${url}/v1/pets`, { headers: bearer(key) });
+    t.equal(assertJson(t, list, 200), '[]', 'the printed key lists pets');
+    const created = await request(`${url}/v1/pets`, {
+      method: 'POST',
+      headers: bearer(key, { 'content-type': 'application/json' }),
+      body: '{"name":"Rex","categoryId":9223372036854775807}',
+    });
+    t.equal(assertJson(t, created, 201), '{"id":1,"name":"Rex","categoryId":9223372036854775807}');
+    assertError(t, await request(`${url}/v1/pets`), 401, 'missing_api_key');
+    assertError(t, await request(`${url}/v1/pets`, { headers: bearer('psg_not-the-key') }), 401, 'invalid_api_key');
+    const { stdout, stderr } = handle.output();
+    const logLines = stdout.split('\n').filter((l) => l !== '');
+    t.ok(logLines.length > 0, 'the server logs (pino, JSON lines)');
+    t.ok(logLines.every((l) => { try { return typeof JSON.parse(l) === 'object'; } catch { return false; } }), 'stdout is NDJSON: every line is a JSON object');
+    t.ok(logLines.some((l) => l.includes('"msg":"petstore-gateway listening"') && l.includes(`"url":"${url}"`)), 'the banner facts are a JSON line too');
+    t.notOk(stdout.includes(key), 'the key is in no log line');
+    t.equal(stderr.split(key).length - 1, 2, 'stderr shows it exactly twice: the key line and the curl hint');
 
-  handle.child.kill('SIGTERM');
-  const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5000))]);
-  t.not(exit, 'timeout', 'it stops on SIGTERM');
-  if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0');
-  t.match(handle.output().stdout.trimEnd().split('\n').at(-1), /"msg":"stopped"/, 'the last line says it stopped');
-}));
+    handle.child.kill('SIGTERM');
+    const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5000))]);
+    t.not(exit, 'timeout', 'it stops on SIGTERM');
+    if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0');
+    t.match(handle.output().stdout.trimEnd().split('\n').at(-1), /"msg":"stopped"/, 'the last line says it stopped');
+  });
+});
 
 // parity: `serve` refuses the policy (no API key) before it loads any engine.
 t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {

@@ -1,5 +1,5 @@
 /**
- * Operations (issue 13) end to end, on the built CLI (`serve --policy FILE`), each gateway its own
+ * Operations end to end, on the built CLI (`serve --policy FILE`), each gateway its own
  * process on 127.0.0.1 port 0 with its admin listener on a free port, in front of a stub upstream:
  *
  * - /metrics scraped and parsed with a Prometheus text-format parser (test/helpers/prom.ts) after

@@ -1,5 +1,5 @@
 /**
- * Consumers end to end (issue 14, "Real parts in tests"): per-key rate limits with the IETF
+ * Consumers end to end, with real parts: per-key rate limits with the IETF
  * RateLimit headers, key expiry and scopes, brute-force protection, and the Redis store shared by
  * several gateway processes and by `serve --workers 2`, with Redis killed and brought back.
  *
@@ -271,7 +271,7 @@ forEachEngine(t, async (t, engine) => {
       try {
         const o = await get(open);
         t.equal(o.value.status, 200, 'open: served');
-        // The store's count is unknown; this process's own counters decide meanwhile (issue 25, item 1).
+        // The store's count is unknown; this process's own counters decide meanwhile.
         t.equal(rateLimitField(o.value)?.r, 2, "open: counted by this process's own counters (limit 3)");
         t.equal(o.value.headers['ratelimit-policy'], '"default";q=3;w=3600', 'open: the policy is still known');
         t.ok(o.ms < BOUND_MS, `open in ${Math.round(o.ms)} ms`);

@@ -1,5 +1,5 @@
 /**
- * Refused bodies are not read (issue 25, item 9), over raw sockets on 127.0.0.1, on every engine:
+ * Refused bodies are not read, over raw sockets on 127.0.0.1, on every engine:
  * - a refused request (401) announcing a large body: the answer says `Connection: close` and the
  *   connection is closed after a small bound, instead of the body being drained whole;
  * - a body over the limit (413): the same, even when the client keeps sending;

@@ -187,7 +187,7 @@ function nearMisses(key: string): string[] {
 // tests at the end await them. A failed start is reported there, not as an unhandled rejection.
 ensureBuilt();
 // Waits for the two facts it needs, each wherever it lands (stderr, in any order): log lines and
-// human lines are written by different writers, so no order between them is promised (issue 11).
+// human lines are written by different writers, so no order between them is promised.
 const READY = /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+))(?=[\s\S]*API key for this run \(kept in memory only\): (\S+)\n)/;
 const cliDir = tempDir(t, 'secrets');
 const policyFile = join(cliDir, 'policy.yaml');

@@ -1,5 +1,5 @@
 /**
- * What `npm pack` ships (issue 11, "Package": npm pack listed 235 files, tests and bench included).
+ * What `npm pack` ships (never the tests or the benchmarks).
  * The tarball holds what a user installs and nothing else: the compiled library and CLI (dist,
  * without source maps: they point at src/, which is not shipped), the policy file schema, the
  * example policy files, the docs/ pages the README links to, README, LICENSE and package.json. Every `exports` and `bin` target must be

@@ -1,5 +1,5 @@
 /**
- * Parity of the engines (issue 11, "Habits": "a parity check that proves each e2e scenario runs on
+ * Parity of the engines ("a parity check that proves each e2e scenario runs on
  * every engine"; the previous check passed any file that contained the word ENGINES).
  *
  * Each end-to-end file is parsed with the TypeScript compiler API. A *scenario* is an outermost

@@ -109,7 +109,7 @@ function withDefaults(patch: {
   };
 }
 
-// Each format message says what was expected (issue 12, item 9).
+// Each format message says what was expected.
 const URL_FORMAT =
   'must be "builtin" or an http(s) base URL without user:password@, query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1 (an upstream credential goes in policies.auth.upstreamAuthorization)';
 const HASH_FORMAT = 'must be "sha256:" and 64 lower-case hex digits, as `petstore-gateway hash-key` prints it';
@@ -184,7 +184,7 @@ t.test('accepted: policies/upstream.example.yaml from disk', async (t) => {
       auth: { keys: [] },
     }),
   });
-  // It ships no usable key (issue 12, item 9): serve's rule refuses it until keys are given.
+  // It ships no usable key: serve's rule refuses it until keys are given.
   const refused = loadPolicyFile(file, { env: {} }, {}, { keys: 'required' });
   t.equal(refused.ok, false);
   if (!refused.ok) t.match(refused.problems, [{ path: '$.policies.auth', message: /^no API key is configured/ }]);

@@ -262,7 +262,7 @@ t.test('compileNewPet: validators are independent and reusable', async (t) => {
   }
 });
 
-t.test('isValidUpstreamStatus: 200..599 final; 101 only for an upgrade; nothing else (issue 12)', async (t) => {
+t.test('isValidUpstreamStatus: 200..599 final; 101 only for an upgrade; nothing else', async (t) => {
   for (const status of [200, 201, 204, 299, 300, 304, 399, 400, 401, 404, 418, 499, 500, 502, 599]) t.equal(isValidUpstreamStatus(status), true, String(status));
   for (const status of [0, 1, 99, 100, 102, 103, 199, 600, 999, 1000, -200, 200.5, Number.NaN, Number.POSITIVE_INFINITY]) {
     t.equal(isValidUpstreamStatus(status), false, String(status));

@@ -1,5 +1,5 @@
 /**
- * Which headers cross the gateway (src/core/headers.ts, issue 12 findings 1 and 2): the request
+ * Which headers cross the gateway (src/core/headers.ts): the request
  * fields the upstream receives and the response fields the client gets, both by allowlist, with
  * X-Forwarded-* set by the gateway. Outputs are new objects; the inputs are never changed.
  */

@@ -313,7 +313,7 @@ t.test('more kept elements than the scratch space starts with: all of them, in o
 });
 
 // ---------------------------------------------------------------------------------------------
-// Issue 12, finding 8: a repeated top-level `status` is a contract violation; parsers disagree on
+// A repeated top-level `status` is a contract violation; parsers disagree on
 // which value they keep (JSON.parse: the last), so the element is dropped whatever the filter.
 
 t.test('a repeated status member: the element is dropped under a status filter, whatever the values', async (t) => {

@@ -184,7 +184,7 @@ t.test('the policy module', async (t) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Charset (issue 12, finding 3): JSON bodies in UTF-8 only.
+// Charset: JSON bodies in UTF-8 only.
 
 t.test('charset: absent or utf-8 (any case, quoted or not) passes; any other charset is a 415', async (t) => {
   const NOT_UTF8 = { ...UNSUPPORTED, message: 'The request body must be application/json in UTF-8: send no charset, or charset=utf-8.' };

@@ -1,5 +1,5 @@
 /**
- * The access log (src/ops/access-log.ts): one JSON line per record with the fields of issue 13,
+ * The access log (src/ops/access-log.ts): one JSON line per record with the fields of docs/operations.md,
  * through a logger passed in and through its own asynchronous destination (flushed by close());
  * never a key, an Authorization value or a query value other than limit and status.
  */

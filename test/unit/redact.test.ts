@@ -61,7 +61,7 @@ t.test('isPlainMessage: short plain prose only', async (t) => {
     ['api_key', 'api_key invalid'],
     ['api-key', 'api-key invalid'],
     ['apikey', 'APIKEY invalid'],
-    ['API key with a space (issue 12)', 'Invalid API key abcd'],
+    ['API key with a space', 'Invalid API key abcd'],
     ['access key', 'bad access key'],
     ['Bearer', 'Bearer abc'],
     ['Authorization', 'Authorization failed'],

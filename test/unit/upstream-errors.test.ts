@@ -344,7 +344,7 @@ t.test('large 5xx pages: the excerpt is bounded', async (t) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Issue 12, finding 4: the gateway's own credential, and whose credential an upstream 401 refuses.
+// The gateway's own credential, and whose credential an upstream 401 refuses.
 
 /** A log that records the level of each line. */
 function levelLog() {
