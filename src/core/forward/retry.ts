@@ -41,7 +41,7 @@ class Retry implements ForwardHandler {
   }
 
   onRefused(err: GatewayError): void {
-    if (this.state.current === this) this.state.onRefused(err);
+    this.state.relayRefused(err);
   }
 }
 
@@ -86,6 +86,10 @@ class RetryState extends Wrapper {
     if (this.retry === undefined) super.onEnd();
   }
 
+  override onRefused(err: GatewayError): void {
+    if (this.retry === undefined) super.onRefused(err);
+  }
+
   override onFailure(failure: UpstreamFailure): void {
     if (this.retry !== undefined) return;
     if (!this.done && !this.answered && (failure.kind === 'refused' || failure.kind === 'reset')) {
@@ -123,6 +127,10 @@ class RetryState extends Wrapper {
 
   relayFailure(failure: UpstreamFailure): void {
     super.onFailure(failure);
+  }
+
+  relayRefused(err: GatewayError): void {
+    super.onRefused(err);
   }
 }
 
