@@ -385,6 +385,14 @@ export function privateCacheControl(value: HeaderValue | number | undefined): He
   return isPrivate ? kept.join(', ') : ['private', ...kept].join(', ');
 }
 
+/** What of the exchange the client's headers depend on. */
+export interface ClientView {
+  /** Headers every response of the exchange carries. */
+  readonly responseHeaders: Readonly<Record<string, string>>;
+  /** Who made the request, when a policy identified them (src/core/facts.ts, `Declarations`). */
+  readonly consumerId: string | undefined;
+}
+
 /**
  * The headers the client gets for an upstream response, as a new object: the upstream's fields
  * named in `rules.responseAllow` (less those its Connection header names), then the exchange's own
@@ -395,7 +403,7 @@ export function privateCacheControl(value: HeaderValue | number | undefined): He
 export function clientResponseHeaders(
   rules: HeaderRules,
   upstreamHeaders: Readonly<Record<string, HeaderValue | number | undefined>>,
-  ex: Exchange,
+  ex: ClientView,
   withoutLength = false,
 ): Record<string, HeaderValue | number> {
   const allow = rules.responseAllow;
@@ -407,8 +415,9 @@ export function clientResponseHeaders(
     if (withoutLength && (name === 'content-length' || name === 'content-encoding')) continue;
     out[name] = value;
   }
-  // Every answer of an operation is to an authenticated request (auth runs first).
-  if (ex.keyId !== undefined && out['cache-control'] !== undefined) out['cache-control'] = privateCacheControl(out['cache-control']);
+  // Every answer of an operation is to an authenticated request (auth runs first); RFC 9111
+  // section 3.5: a shared cache must not reuse it for another consumer.
+  if (ex.consumerId !== undefined && out['cache-control'] !== undefined) out['cache-control'] = privateCacheControl(out['cache-control']);
   for (const name in ex.responseHeaders) out[name] = ex.responseHeaders[name];
   return out;
 }
