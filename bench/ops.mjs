@@ -21,14 +21,19 @@ import { AccessLog, accessLine, logDestination } from '../dist/ops/access-log.js
 import { GatewayMetrics } from '../dist/ops/metrics.js';
 import { requestIdOf, traceContextOf } from '../dist/core/request-id.js';
 import { KeyRing, hashKey, newKey } from '../dist/policies/auth/keys.js';
+import { DeclaredFacts } from '../dist/core/facts.js';
+import { DECLARES as LIST_DECLARES, LIMIT } from '../dist/policies/list-pets/facts.js';
 
 const N = Number(process.env.BENCH_OPS_N ?? 50_000);
 const ROUNDS = Number(process.env.BENCH_OPS_ROUNDS ?? 5);
 
+// The facts list-pets leaves on a listPets exchange: the access log writes `limit` from them.
+const facts = new DeclaredFacts(LIST_DECLARES.logFields);
+facts.set(LIMIT, 20);
 const base = {
   startedAt: Date.now(), durationMs: 1.234, requestId: '6f1c1f0e-9d0b-4c38-9a7e-5b8c1d2e3f40', method: 'GET', route: '/v1/pets',
   operation: 'listPets', status: 200, errorCode: undefined, rejectedBy: undefined, upstreamStatus: 200, upstreamMs: 0.9,
-  upstreamFailure: undefined, bytesIn: 0, bytesOut: 2048, clientAddress: '127.0.0.1', consumer: 'team-a', limit: '20', statusFilter: undefined,
+  upstreamFailure: undefined, bytesIn: 0, bytesOut: 2048, clientAddress: '127.0.0.1', consumer: 'team-a', facts,
 };
 // A realistic mix: listPets 200, getPet 200 and 404, auth 401 (no upstream).
 const records = [

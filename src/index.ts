@@ -25,6 +25,7 @@ export type { EngineOptions, NodeEngine } from './engines/node.js';
 export type { NodeServerHandle } from './fronts/node-server.js';
 export type { Upstream, UpstreamHandler, UpstreamRequest, FailureKind } from './core/upstream.js';
 export type { ExchangeObserver, ExchangeRecord } from './core/record.js';
+export { declaredValues, slot, type Declarations, type LogField, type RecordFacts, type Slot } from './core/facts.js';
 export { ReferenceBackend } from './backend/service.js';
 export { createBackendServer } from './backend/server.js';
 export { formatProblems, loadPolicyFile, parsePolicy, type LoadResult, type Overrides } from './config/load.js';

@@ -3,8 +3,47 @@
  * nothing of HTTP frameworks; the exchange gives it a RequestHead and, for createPet, the raw body.
  */
 import type { GatewayError } from './errors.js';
-import { matchRoute, splitTarget } from './operations.js';
+import { DeclaredFacts, type LogField, type Slot } from './facts.js';
+import { matchRoute, splitTarget, type Operation, type RouteMatch } from './operations.js';
 import { LocalReply, type Decision, type Exchange, type Policy, type RequestDecision, type RequestHead, type ResponseBody, type UpstreamResponse } from './policy.js';
+
+/** What the chain's policies declared for observers, gathered once per chain. */
+interface Declared {
+  readonly logFields: readonly LogField[];
+  readonly consumer: Slot<string> | undefined;
+}
+
+/**
+ * The exchange the chain opens: the policies' `Exchange` view, its facts in its own fields, and
+ * (for the record at the end) the access-log fields the chain's policies declared.
+ */
+export class OpenExchange extends DeclaredFacts implements Exchange {
+  readonly operation: Operation | undefined;
+  // Only listPets has query parameters ("Endpoints"); `list-pets` rebuilds them from the
+  // validated values. Nothing of the client's query reaches the upstream otherwise.
+  upstreamQuery = '';
+  readonly upstreamHeaders: Record<string, string | null> = {};
+  readonly responseHeaders: Record<string, string> = {};
+  upstreamBody: Buffer | undefined = undefined;
+  requestId?: string;
+  deniedBy?: string;
+
+  constructor(
+    readonly head: RequestHead,
+    readonly route: RouteMatch,
+    readonly rawQuery: string,
+    private readonly declared: Declared,
+  ) {
+    super(declared.logFields);
+    this.operation = route.kind === 'operation' ? route.operation : undefined;
+  }
+
+  /** Who made the request, as the policy that identifies consumers declared it (auth's key id). */
+  get consumerId(): string | undefined {
+    const s = this.declared.consumer;
+    return s === undefined ? undefined : this.get(s);
+  }
+}
 
 /**
  * Response phases run in the same order as request phases: `upstream-errors` turns a non-2xx into
@@ -18,33 +57,23 @@ export class Chain {
   private readonly onRequest: ReadonlyArray<With<'onRequest'>>;
   private readonly onBody: ReadonlyArray<With<'onBody'>>;
   private readonly responders: ReadonlyArray<With<'onResponseBody'>>;
+  private readonly declared: Declared;
 
   constructor(readonly policies: ReadonlyArray<Policy>) {
     this.annotators = policies.filter((p): p is With<'annotate'> => p.annotate !== undefined);
     this.onRequest = policies.filter((p): p is With<'onRequest'> => p.onRequest !== undefined);
     this.onBody = policies.filter((p): p is With<'onBody'> => p.onBody !== undefined);
     this.responders = policies.filter((p): p is With<'onResponseBody'> => p.onResponseBody !== undefined);
+    this.declared = Object.freeze({
+      logFields: Object.freeze(policies.flatMap((p) => p.declares?.logFields ?? [])),
+      consumer: policies.find((p) => p.declares?.consumer !== undefined)?.declares?.consumer,
+    });
   }
 
   /** A fresh exchange for a request head: its route, nothing decided yet. */
-  open(head: RequestHead): Exchange {
+  open(head: RequestHead): OpenExchange {
     const { path, query } = splitTarget(head.target);
-    const route = matchRoute(head.method, path);
-    return {
-      head,
-      route,
-      operation: route.kind === 'operation' ? route.operation : undefined,
-      petId: route.kind === 'operation' ? route.petId : undefined,
-      rawQuery: query,
-      // Only listPets has query parameters ("Endpoints"); `list-pets` rebuilds them from the
-      // validated values. Nothing of the client's query reaches the upstream otherwise.
-      upstreamQuery: '',
-      upstreamHeaders: {},
-      responseHeaders: {},
-      upstreamBody: undefined,
-      keyId: undefined,
-      list: undefined,
-    };
+    return new OpenExchange(head, matchRoute(head.method, path), query, this.declared);
   }
 
   /**
@@ -78,7 +107,7 @@ export class Chain {
    * Starts an exchange and runs every policy's request phase; `error` is the first denial. For
    * synchronous policies only (unit tests and tools); the exchange uses `open` and `decide`.
    */
-  begin(head: RequestHead): { ex: Exchange; error: GatewayError | undefined; reply?: LocalReply } {
+  begin(head: RequestHead): { ex: OpenExchange; error: GatewayError | undefined; reply?: LocalReply } {
     const ex = this.open(head);
     const d = this.decide(ex);
     if (d instanceof Promise) throw new Error('Chain.begin: a policy decided asynchronously; use decide()');

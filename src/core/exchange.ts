@@ -17,14 +17,14 @@
  */
 import type { CircuitBreaker } from './breaker.js';
 import { isValidUpstreamStatus } from './contract.js';
-import type { Chain } from './chain.js';
+import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
 import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
 import type { ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
-import { operationPath, type OperationId } from './operations.js';
+import { operationPath, petIdOf, type OperationId } from './operations.js';
 import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
 import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamRequest } from './upstream.js';
@@ -263,7 +263,7 @@ function onResponseClose(this: ClientResponse & { [ACTIVE]?: ActiveRequest }): v
  * read is a value built once when the response closes (`record`).
  */
 export class ActiveRequest implements ForwardHandler {
-  readonly ex: Exchange;
+  readonly ex: OpenExchange;
   readonly startedAt = Date.now();
   private readonly t0 = performance.now();
   /** The chain of the gateway in force when the request arrived: a reload does not change it. */
@@ -314,7 +314,6 @@ export class ActiveRequest implements ForwardHandler {
   /** What observers read: one value, built when the response closed. */
   private record(endedAt: number): ExchangeRecord {
     const ex = this.ex;
-    const list = ex.list;
     return {
       startedAt: this.startedAt,
       durationMs: endedAt - this.t0,
@@ -332,9 +331,9 @@ export class ActiveRequest implements ForwardHandler {
       bytesOut: this.bytesOut,
       clientAddress: this.head.remoteAddress,
       protocol: this.head.httpVersion,
-      consumer: ex.keyId,
-      limit: list === undefined ? undefined : String(list.limit),
-      statusFilter: list?.status,
+      consumer: ex.consumerId,
+      // The exchange itself: its facts are final now, and handing it over copies nothing.
+      facts: ex,
     };
   }
 
@@ -427,11 +426,12 @@ export class ActiveRequest implements ForwardHandler {
       if (body !== undefined) headers['content-length'] = String(body.length);
       else delete headers['content-length'];
       const query = ex.upstreamQuery;
-      const pathname = pipeline.settings.basePath + operationPath(op, ex.petId);
+      const petId = petIdOf(ex.route);
+      const pathname = pipeline.settings.basePath + operationPath(op, petId);
       const request: UpstreamRequest = {
         method: op.method,
         operation: op.id,
-        petId: ex.petId,
+        petId,
         query,
         pathname,
         path: query === '' ? pathname : `${pathname}?${query}`,

@@ -385,6 +385,14 @@ export function privateCacheControl(value: HeaderValue | number | undefined): He
   return isPrivate ? kept.join(', ') : ['private', ...kept].join(', ');
 }
 
+/** What of the exchange the client's headers depend on. */
+export interface ClientView {
+  /** Headers every response of the exchange carries. */
+  readonly responseHeaders: Readonly<Record<string, string>>;
+  /** Who made the request, when a policy identified them (src/core/facts.ts, `Declarations`). */
+  readonly consumerId: string | undefined;
+}
+
 /**
  * Two Vary field values as one (RFC 9110 section 12.5.5): Vary is a list, so the gateway's own
  * `Origin` (CORS) is added to what the upstream said instead of replacing it, which would let a
@@ -420,7 +428,7 @@ export function mergeVary(first: HeaderValue | number | undefined, second: Heade
 export function clientResponseHeaders(
   rules: HeaderRules,
   upstreamHeaders: Readonly<Record<string, HeaderValue | number | undefined>>,
-  ex: Exchange,
+  ex: ClientView,
   withoutLength = false,
 ): Record<string, HeaderValue | number> {
   const allow = rules.responseAllow;
@@ -432,8 +440,9 @@ export function clientResponseHeaders(
     if (withoutLength && (name === 'content-length' || name === 'content-encoding')) continue;
     out[name] = value;
   }
-  // Every answer of an operation is to an authenticated request (auth runs first).
-  if (ex.keyId !== undefined && out['cache-control'] !== undefined) out['cache-control'] = privateCacheControl(out['cache-control']);
+  // Every answer of an operation is to an authenticated request (auth runs first); RFC 9111
+  // section 3.5: a shared cache must not reuse it for another consumer.
+  if (ex.consumerId !== undefined && out['cache-control'] !== undefined) out['cache-control'] = privateCacheControl(out['cache-control']);
   const own = ex.responseHeaders;
   for (const name in own) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, own.vary) : own[name];
   return out;

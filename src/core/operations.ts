@@ -65,6 +65,11 @@ export function matchRoute(method: string, path: string): RouteMatch {
   return NOT_FOUND;
 }
 
+/** The raw petId path segment of a getPet route (not yet checked as an int64: the `route` policy does). */
+export function petIdOf(route: RouteMatch): string | undefined {
+  return route.kind === 'operation' ? route.petId : undefined;
+}
+
 /** The path of an operation below the base address, as the upstream receives it: `/pets` or `/pets/{petId}`. */
 export function operationPath(operation: Operation, petId: string | undefined): string {
   return operation.id === 'getPet' ? `/pets/${petId}` : '/pets';

@@ -8,6 +8,7 @@
  * never throw and never write to a socket.
  */
 import type { GatewayError } from './errors.js';
+import type { Declarations, FactReader, Slot } from './facts.js';
 import type { Operation, RouteMatch } from './operations.js';
 import type { SecretSet } from './redact.js';
 import type { RateLimitStore, StoreConfig } from './store.js';
@@ -32,15 +33,15 @@ export interface RequestHead {
 
 /**
  * One request as it goes through the chain: what was asked, and what the policies decided should
- * reach the upstream and the client. The exchange reads it; only policies write it.
+ * reach the upstream and the client. The exchange reads it; only policies write it. What a policy
+ * learns of the request for itself or for others (a key id, a validated page size) is not a field
+ * here but a fact in the policy's own slot (`get`/`set`, src/core/facts.ts).
  */
-export interface Exchange {
+export interface Exchange extends FactReader {
   readonly head: RequestHead;
   readonly route: RouteMatch;
   /** The operation, when the route names one (also before authentication has run). */
   readonly operation: Operation | undefined;
-  /** The raw petId path segment of getPet. */
-  readonly petId: string | undefined;
   /** The raw query string of the client, without '?'. */
   readonly rawQuery: string;
   /** The query string the upstream receives (without '?'); policies may rewrite it. */
@@ -51,16 +52,12 @@ export interface Exchange {
   readonly responseHeaders: Record<string, string>;
   /** The body the upstream receives, when a policy rewrote it; otherwise the client's bytes. */
   upstreamBody: Buffer | undefined;
-  /** The id of the API key that authenticated the request (never the key). */
-  keyId: string | undefined;
   /** The request id: the client's when valid, else one the gateway made; echoed and forwarded. */
   requestId?: string;
   /** The policy that denied the request, when one did (for the access log and metrics). */
   deniedBy?: string;
-  /** The authenticated consumer's lifecycle: set by `auth` with `keyId`, one frozen object per key. */
-  consumer?: Consumer | undefined;
-  /** listPets: the page size and status filter the upstream was asked for, once validated. */
-  list: { readonly limit: number; readonly status: string | undefined } | undefined;
+  /** Records a fact of this request in a slot; `undefined` clears it. */
+  set<T>(slot: Slot<T>, value: T | undefined): void;
 }
 
 /** What the gateway knows of an API key besides its id: when it expires and what it may call. */
@@ -114,6 +111,8 @@ export interface ResponseBody {
 
 export interface Policy {
   readonly name: string;
+  /** The facts it offers observers: access-log fields, the slot naming the consumer. */
+  readonly declares?: Declarations;
   /**
    * Runs first, for every exchange, before any decision: sets response headers that every response
    * of the operation carries, denials included (e.g. getPet's Deprecation). Cannot deny.

@@ -3,6 +3,7 @@
  * are both written from this, once, after the response (Envoy's access log, Kong's log phase).
  * The exchange builds it once, when the response closed; observers only read it.
  */
+import type { RecordFacts } from './facts.js';
 import type { OperationId } from './operations.js';
 import type { FailureKind } from './upstream.js';
 
@@ -37,11 +38,16 @@ export interface ExchangeRecord {
   readonly clientAddress: string | undefined;
   /** The HTTP version the client spoke ('1.1', '1.0', '2.0'), as node reports it. */
   readonly protocol: string | undefined;
-  /** The id of the API key that authenticated the request (never the key). */
+  /**
+   * Who made the request, from the slot a policy declared as naming the consumer (`auth`: the id of
+   * the API key, never the key); undefined when no policy identified the client.
+   */
   readonly consumer: string | undefined;
-  /** listPets' `limit` as applied (20 when the client sent none) and `status` filter; no other query value is kept. */
-  readonly limit: string | undefined;
-  readonly statusFilter: string | undefined;
+  /**
+   * The facts the chain's policies declared for the access log (`list-pets`: `limit` as applied,
+   * `statusFilter`), in the chain's order, and their values for this request.
+   */
+  readonly facts: RecordFacts;
 }
 
 /** Receives every finished exchange (access log, metrics, deprecation report). Must not throw. */

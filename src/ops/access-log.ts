@@ -21,6 +21,7 @@
  */
 import { pino, type DestinationStream, type Level, type Logger, type LoggerOptions } from 'pino';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
+import { declaredValues, type RecordFacts } from '../core/facts.js';
 
 /**
  * Most bytes one write of the log destination carries. sonic-boom keeps one write in flight and
@@ -177,8 +178,8 @@ export interface AccessLine {
   readonly consumer: string | undefined;
   readonly consumerExpires: string | undefined;
   readonly consumerScopes: readonly string[] | undefined;
-  readonly limit: string | undefined;
-  readonly statusFilter: string | undefined;
+  /** Then the fields the policies declared (`record.facts.logFields`, e.g. list-pets' `limit`), as text. */
+  readonly [declared: string]: string | number | readonly string[] | undefined;
 }
 
 function ms(value: number): number {
@@ -207,9 +208,18 @@ export function accessLine(r: ExchangeRecord, consumerInfo?: (consumer: string) 
     consumer: r.consumer,
     consumerExpires: info?.expires,
     consumerScopes: info?.scopes,
-    limit: r.limit,
-    statusFilter: r.statusFilter,
+    ...declaredValues(r.facts),
   };
+}
+
+/** The declared facts of a record as the line's text (`,"limit":"20"`), written as `str` writes. */
+function declaredPart(facts: RecordFacts): string {
+  let text = '';
+  for (const f of facts.logFields) {
+    const v = facts.get<string | number>(f.slot);
+    if (v !== undefined) text += str(f.name, typeof v === 'string' ? v : String(v));
+  }
+  return text;
 }
 
 /** The destination a line is handed to: a pino destination (sonic-boom) or any writable. */
@@ -366,8 +376,7 @@ export class AccessLog implements ExchangeObserver {
       str('client', record.clientAddress) +
       str('protocol', record.protocol) +
       (consumer === undefined ? '' : this.consumerPart(consumer)) +
-      str('limit', record.limit) +
-      str('statusFilter', record.statusFilter) +
+      declaredPart(record.facts) +
       ',"msg":"request"}\n'
     );
   }

@@ -9,6 +9,7 @@ import { connect as h2connect, constants as h2c } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import type { ExchangeRecord } from '../../src/core/record.js';
+import { LIMIT } from '../../src/policies/list-pets/facts.js';
 import { makeTestPki, h2Request, httpsRequest, type TestPki } from '../helpers/certs.js';
 import { bearer, forEachEngine, JSON_TYPE, rawExchange, sendJson, startGateway, startStubUpstream, waitFor, type TeardownHost } from '../helpers/servers.js';
 
@@ -74,7 +75,7 @@ forEachEngine(t, async (t, engine) => {
     await httpsRequest(`${origin}/v1/pets/abc`, { ca });
     await h2Request(origin, '/v1/pets/abc', { ca });
     await waitFor('four records', () => records.length === 4, 3000);
-    const view = (r: ExchangeRecord) => ({ method: r.method, route: r.route, operation: r.operation, status: r.status, errorCode: r.errorCode, rejectedBy: r.rejectedBy, bytesOut: r.bytesOut, consumer: r.consumer, limit: r.limit, clientAddress: r.clientAddress });
+    const view = (r: ExchangeRecord) => ({ method: r.method, route: r.route, operation: r.operation, status: r.status, errorCode: r.errorCode, rejectedBy: r.rejectedBy, bytesOut: r.bytesOut, consumer: r.consumer, limit: r.facts.get(LIMIT), clientAddress: r.clientAddress });
     t.strictSame(view(records[1]!), view(records[0]!), 'listPets: the same record');
     t.strictSame(view(records[3]!), view(records[2]!), 'a denial: the same record');
     t.match(view(records[2]!), { status: 401, errorCode: 'missing_api_key', rejectedBy: 'auth' });

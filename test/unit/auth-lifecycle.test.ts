@@ -7,6 +7,7 @@ import t from 'tap';
 import { Chain } from '../../src/core/chain.js';
 import type { Exchange } from '../../src/core/policy.js';
 import { parsePolicy } from '../../src/config/load.js';
+import { CONSUMER, KEY_ID } from '../../src/policies/auth/facts.js';
 import { auth, describeKeys, hashKey, type AuthConfig } from '../../src/policies/auth/index.js';
 
 const T0 = Date.parse('2027-03-01T12:00:00Z');
@@ -46,12 +47,12 @@ t.test('expires: valid before, 401 expired_api_key with the RFC 6750 challenge f
   const { call, advance } = setup();
   const before = call(KEYS.old);
   t.equal(before.error, undefined);
-  t.strictSame(before.ex.consumer, { id: 'old', expires: '2027-03-01T12:00:10Z', operations: undefined });
+  t.strictSame(before.ex.get(CONSUMER), { id: 'old', expires: '2027-03-01T12:00:10Z', operations: undefined });
   advance(10_000);
   const after = call(KEYS.old);
   t.match(after.error, { code: 'expired_api_key', status: 401 });
   t.equal(after.error?.headers['www-authenticate'], 'Bearer realm="petstore", error="invalid_token", error_description="The access token expired"');
-  t.equal(after.ex.keyId, undefined, 'an expired key is not a consumer');
+  t.equal(after.ex.get(KEY_ID), undefined, 'an expired key is not a consumer');
   t.equal(call(KEYS.ops).error, undefined, 'other keys unaffected');
 });
 
@@ -63,9 +64,9 @@ t.test('operations: the listed operationIds pass, others are 403 forbidden (insu
   t.match(create.error, { code: 'forbidden', status: 403 });
   t.equal(create.error?.headers['www-authenticate'], 'Bearer realm="petstore", error="insufficient_scope"');
   t.equal(call(KEYS.ops, { method: 'POST', target: '/v1/pets' }).error, undefined, 'a key without operations may call all');
-  t.strictSame(call(KEYS.reader).ex.consumer, { id: 'reader', expires: undefined, operations: ['listPets', 'getPet'] });
+  t.strictSame(call(KEYS.reader).ex.get(CONSUMER), { id: 'reader', expires: undefined, operations: ['listPets', 'getPet'] });
   // The same frozen object every time: no allocation per request.
-  t.equal(call(KEYS.reader).ex.consumer, call(KEYS.reader).ex.consumer);
+  t.equal(call(KEYS.reader).ex.get(CONSUMER), call(KEYS.reader).ex.get(CONSUMER));
 });
 
 t.test('brute force: after maxFailures guesses from one address, every key from it is 429 until the window drains', async (t) => {

@@ -4,8 +4,10 @@
  */
 import t from 'tap';
 import { Chain } from '../../src/core/chain.js';
+import { Facts } from '../../src/core/facts.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
 import { auth, buildKeyRing, hashKey, KeyRing, newKey, type AuthConfig } from '../../src/policies/auth/index.js';
+import { KEY_ID } from '../../src/policies/auth/facts.js';
 import { HASH_PATTERN, sameDigest } from '../../src/policies/auth/keys.js';
 
 const KEY = 'psg_right-key_0123456789';
@@ -76,7 +78,7 @@ t.test('decision table: the Authorization header', async (t) => {
     const headers: IncomingHeaders = authorization === undefined ? {} : { authorization };
     const { ex, error } = run(config(), headers);
     t.strictSame(outcome(error), expected, name);
-    t.equal(ex.keyId, expected === 'pass' ? 'ops' : undefined, `${name}: keyId`);
+    t.equal(ex.get(KEY_ID), expected === 'pass' ? 'ops' : undefined, `${name}: keyId`);
   }
 });
 
@@ -129,7 +131,7 @@ t.test('keys from the environment variable (comma separated, spaces trimmed)', a
   ];
   for (const [key, id] of cases) {
     const { ex, error } = run(cfg, { authorization: `Bearer ${key}` }, env);
-    t.equal(ex.keyId, id, JSON.stringify(key));
+    t.equal(ex.get(KEY_ID), id, JSON.stringify(key));
     if (id === undefined) t.ok(error?.code === 'invalid_api_key' || error?.code === 'malformed_authorization', `${JSON.stringify(key)} denied`);
     else t.equal(error, undefined, `${key} passes`);
   }
@@ -137,14 +139,14 @@ t.test('keys from the environment variable (comma separated, spaces trimmed)', a
 
 t.test('keys from the file and from the environment together', async (t) => {
   const env = { PETSTORE_API_KEYS: 'env-key' };
-  t.equal(run(config(), { authorization: `Bearer ${KEY}` }, env).ex.keyId, 'ops');
-  t.equal(run(config(), { authorization: 'Bearer env-key' }, env).ex.keyId, 'PETSTORE_API_KEYS#1');
+  t.equal(run(config(), { authorization: `Bearer ${KEY}` }, env).ex.get(KEY_ID), 'ops');
+  t.equal(run(config(), { authorization: 'Bearer env-key' }, env).ex.get(KEY_ID), 'PETSTORE_API_KEYS#1');
 });
 
 t.test('keysFromEnv names the variable; null ignores the environment', async (t) => {
   const env = { PETSTORE_API_KEYS: 'default-var-key', MY_KEYS: 'my-key' };
   const renamed = config({ keys: [], keysFromEnv: 'MY_KEYS' });
-  t.equal(run(renamed, { authorization: 'Bearer my-key' }, env).ex.keyId, 'MY_KEYS#1');
+  t.equal(run(renamed, { authorization: 'Bearer my-key' }, env).ex.get(KEY_ID), 'MY_KEYS#1');
   t.equal(run(renamed, { authorization: 'Bearer default-var-key' }, env).error?.code, 'invalid_api_key');
 
   const none = config({ keys: [], keysFromEnv: null });
@@ -190,21 +192,18 @@ t.test('upstreamAuthorization: what the upstream receives', async (t) => {
 
 t.test('an Exchange built by hand works the same', async (t) => {
   const policy = auth.create(config(), { env: {} });
-  const ex: Exchange = {
+  const ex: Exchange = Object.assign(new Facts(), {
     head: { method: 'GET', target: '/v1/pets', headers: { authorization: `Bearer ${KEY}` } },
-    route: { kind: 'not_found' },
+    route: { kind: 'not_found' } as const,
     operation: undefined,
-    petId: undefined,
     rawQuery: '',
     upstreamQuery: '',
     upstreamHeaders: {},
     responseHeaders: {},
     upstreamBody: undefined,
-    keyId: undefined,
-    list: undefined,
-  };
+  });
   t.equal(policy.onRequest?.(ex), undefined);
-  t.equal(ex.keyId, 'ops');
+  t.equal(ex.get(KEY_ID), 'ops');
   t.equal(ex.upstreamHeaders.authorization, null);
   t.equal(policy.name, 'auth');
   t.equal(policy.onBody, undefined);
@@ -267,7 +266,7 @@ t.test('newKey: psg_ and 43 base64url characters (256 bits), distinct across 100
   t.equal(seen.size, 100, 'no repeats');
   // A new key is a valid bearer token that auth accepts once its hash is configured.
   const key = newKey();
-  t.equal(run(config({ keys: [{ id: 'new', hash: hashKey(key) }] }), { authorization: `Bearer ${key}` }).ex.keyId, 'new');
+  t.equal(run(config({ keys: [{ id: 'new', hash: hashKey(key) }] }), { authorization: `Bearer ${key}` }).ex.get(KEY_ID), 'new');
 });
 
 t.test('KeyRing: lookup among 100000 keys', async (t) => {

@@ -19,7 +19,10 @@ import t from 'tap';
 import fc from 'fast-check';
 import { parsePolicy } from '../../src/config/load.js';
 import { CATALOGUE, GatewayError, renderError, type ErrorCode } from '../../src/core/errors.js';
+import { petIdOf } from '../../src/core/operations.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
+import { KEY_ID } from '../../src/policies/auth/facts.js';
+import { LIMIT } from '../../src/policies/list-pets/facts.js';
 import { compileGateway, type Gateway } from '../../src/gateway.js';
 import { tapText } from '../helpers/assert.js';
 import { INT64_MAX, INT64_MIN, isInt64, newPetProblems, type UnknownFields } from '../helpers/oracle.js';
@@ -332,11 +335,11 @@ function check(v: Variant, req: Req): string | undefined {
   }
   // Passed.
   if (!authed) return 'an unauthenticated request passed';
-  if (ex.keyId === undefined) return 'passed without a key id';
+  if (ex.get(KEY_ID) === undefined) return 'passed without a key id';
   const op = ex.operation?.id;
   if (op === undefined) return 'passed without an operation';
   if (op !== expectedOperation(req)) return `passed as ${op}, the request line names ${expectedOperation(req)}`;
-  if (op === 'getPet' && !isInt64(ex.petId ?? '')) return `getPet with petId ${ex.petId}`;
+  if (op === 'getPet' && !isInt64(petIdOf(ex.route) ?? '')) return `getPet with petId ${petIdOf(ex.route)}`;
   if (op === 'listPets') {
     const m = /^limit=([0-9]{1,3})(&status=(available|pending|sold))?$/.exec(ex.upstreamQuery);
     if (m === null) return `listPets upstream query ${JSON.stringify(ex.upstreamQuery)}`;
@@ -358,7 +361,7 @@ function check(v: Variant, req: Req): string | undefined {
     }
     if ((statuses[0] ?? undefined) !== (m[3] ?? undefined)) return `status ${statuses[0]} sent upstream as ${m[3]}`;
     if (v.rejectUnknownParams && [...params.keys()].some((k) => k !== 'limit' && k !== 'status')) return 'an unknown parameter passed under unknownParams: reject';
-    if (ex.list?.limit !== limit) return 'ex.list disagrees with the upstream query';
+    if (ex.get(LIMIT) !== limit) return 'the LIMIT fact disagrees with the upstream query';
   } else if (ex.upstreamQuery !== '') {
     return `${op} sends the upstream the query ${JSON.stringify(ex.upstreamQuery)}`;
   }

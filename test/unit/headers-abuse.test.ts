@@ -4,13 +4,13 @@
  * trusted proxy. Pure functions, no sockets.
  */
 import t from 'tap';
-import { acceptsCoding, clientResponseHeaders, compileHeaderRules, contentCoding, isValidHost, privateCacheControl, upstreamRequestHeaders } from '../../src/core/headers.js';
+import { acceptsCoding, clientResponseHeaders, type ClientView, compileHeaderRules, contentCoding, isValidHost, privateCacheControl, upstreamRequestHeaders } from '../../src/core/headers.js';
 import type { Exchange } from '../../src/core/policy.js';
 
 const RULES = compileHeaderRules({ headers: { request: { allow: [] }, response: { allow: [] } }, server: { trustedProxies: ['10.0.0.0/8'] } });
 
-function exchange(keyId?: string): Exchange {
-  return { upstreamHeaders: {}, responseHeaders: {}, upstreamBody: undefined, keyId } as unknown as Exchange;
+function exchange(consumerId?: string): Exchange & ClientView {
+  return { upstreamHeaders: {}, responseHeaders: {}, upstreamBody: undefined, consumerId } as unknown as Exchange & ClientView;
 }
 
 t.test('isValidHost: RFC 9110 uri-host [":" port]', async (t) => {

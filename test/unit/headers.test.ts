@@ -14,6 +14,7 @@ import {
   compileHeaderRules,
   DEFAULT_REQUEST_ALLOW,
   DEFAULT_RESPONSE_ALLOW,
+  type ClientView,
   type ConnectionInfo,
   type HeaderRules,
   tooManyHeaders,
@@ -22,8 +23,8 @@ import {
 import type { Exchange } from '../../src/core/policy.js';
 
 /** Only the fields the header functions read. */
-function exchange(upstreamHeaders: Record<string, string | null> = {}, responseHeaders: Record<string, string> = {}, upstreamBody?: Buffer): Exchange {
-  return { upstreamHeaders, responseHeaders, upstreamBody } as unknown as Exchange;
+function exchange(upstreamHeaders: Record<string, string | null> = {}, responseHeaders: Record<string, string> = {}, upstreamBody?: Buffer): Exchange & ClientView {
+  return { upstreamHeaders, responseHeaders, upstreamBody, consumerId: undefined } as unknown as Exchange & ClientView;
 }
 
 function rules(requestAllow: string[] = [], responseAllow: string[] = [], trustedProxies: string[] = []): HeaderRules {

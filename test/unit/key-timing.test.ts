@@ -13,6 +13,8 @@ import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { KeyRing, hashKey } from '../../src/policies/auth/keys.js';
 import { auth } from '../../src/policies/auth/index.js';
+import { KEY_ID } from '../../src/policies/auth/facts.js';
+import { Chain } from '../../src/core/chain.js';
 import { LocalReply, type Exchange } from '../../src/core/policy.js';
 
 const ROUNDS = 20;
@@ -127,10 +129,10 @@ t.test('the auth policy as a whole rejects near misses in the same time as stran
     { env: {} },
   );
   const exchange = (authorization: string) =>
-    ({ head: { method: 'GET', target: '/v1/pets', headers: { authorization } }, upstreamHeaders: {}, responseHeaders: {}, keyId: undefined }) as unknown as Exchange;
+    new Chain([]).open({ method: 'GET', target: '/v1/pets', headers: { authorization } });
   const accepted = exchange(`Bearer ${real}`);
   t.equal(policy.onRequest!(accepted), undefined, 'the real key passes');
-  t.equal(accepted.keyId, 'real');
+  t.equal(accepted.get(KEY_ID), 'real');
 
   const SHARES = [0, 21, 42] as const;
   const groups = SHARES.map((n) => Array.from({ length: VARIANTS }, () => `Bearer ${sharing(real, n)}`));

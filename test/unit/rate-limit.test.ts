@@ -12,6 +12,7 @@ import { auth, hashKey, type AuthConfig } from '../../src/policies/auth/index.js
 import { perWorkerNotice, rateLimit, type RateLimitConfig } from '../../src/policies/rate-limit/index.js';
 import { MemoryRateLimitStore } from '../../src/stores/memory.js';
 import type { RateDecision, RateLimitStore, StoreConfig } from '../../src/stores/types.js';
+import { keyed } from '../helpers/exchange.js';
 import { fakeLog } from '../helpers/log.js';
 
 const T0 = Date.parse('2027-03-01T12:00:00Z');
@@ -120,7 +121,7 @@ t.test('the memory store path is synchronous: onRequest returns the decision, no
   let now = T0;
   const store = new MemoryRateLimitStore({ now: () => now, max: 10 });
   const policy = rateLimit.create(config({ limit: 1 }), { env: {}, openStore: () => store });
-  const ex = { keyId: 'app', responseHeaders: {} } as unknown as Exchange;
+  const ex = keyed('app');
   t.equal(policy.onRequest!(ex), undefined);
   const denied = policy.onRequest!(ex);
   t.notOk(denied instanceof Promise);
@@ -145,7 +146,7 @@ t.test('onStoreError: open keeps limiting with local counters, warns once per 10
   for (const how of ['reject', 'throw'] as const) {
     const { call, log, advance } = setup(config({ onStoreError: 'open' }), failingStore(how));
     const policy = rateLimit.create(config(), { env: {}, log, now: () => T0, openStore: () => failingStore(how) });
-    const ex = { keyId: 'app', responseHeaders: {} as Record<string, string> } as unknown as Exchange;
+    const ex = keyed('app');
     const d = policy.onRequest!(ex);
     t.equal(how === 'reject' ? d instanceof Promise : d === undefined, true, `${how}: a promise only for the async store`);
     t.equal(await d, undefined, `${how}: served`);
@@ -173,7 +174,7 @@ t.test('onStoreError: open keeps limiting with local counters, warns once per 10
 t.test('onStoreError: closed answers 503 service_unavailable, at once', async (t) => {
   for (const how of ['reject', 'throw'] as const) {
     const policy = rateLimit.create(config({ onStoreError: 'closed' }), { env: {}, openStore: () => failingStore(how) });
-    const ex = { keyId: 'app', responseHeaders: {} } as unknown as Exchange;
+    const ex = keyed('app');
     const d = await policy.onRequest!(ex);
     t.match(d, { code: 'service_unavailable', status: 503 }, how);
     t.equal(d?.headers['retry-after'], '1');

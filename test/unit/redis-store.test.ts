@@ -7,11 +7,11 @@
 import { createClient } from 'redis';
 import t, { type Test } from 'tap';
 import { GatewayError } from '../../src/core/errors.js';
-import type { Exchange } from '../../src/core/policy.js';
 import { rateLimit } from '../../src/policies/rate-limit/index.js';
 import { closeStores, openDeprecationLedger, openStore, openStores, storesReady } from '../../src/stores/index.js';
 import { RedisStore } from '../../src/stores/redis.js';
 import type { RateLimitRule } from '../../src/stores/types.js';
+import { keyed } from '../helpers/exchange.js';
 import { fakeLog } from '../helpers/log.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -162,7 +162,7 @@ t.test('the policy on Redis: fail open limits locally (one warning), fail closed
   const open = make('open');
   const closed = make('closed');
   const ask = (p: typeof open) => {
-    const ex = { keyId: 'app', responseHeaders: {} as Record<string, string> } as unknown as Exchange;
+    const ex = keyed('app');
     return Promise.resolve(p.onRequest!(ex)).then((d) => ({ d, ex }));
   };
   t.equal((await ask(open)).d, undefined);

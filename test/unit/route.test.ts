@@ -5,7 +5,7 @@
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { Chain } from '../../src/core/chain.js';
-import { matchRoute, operationPath, OPERATIONS, splitTarget, type RouteMatch } from '../../src/core/operations.js';
+import { matchRoute, operationPath, petIdOf, OPERATIONS, splitTarget, type RouteMatch } from '../../src/core/operations.js';
 import type { IncomingHeaders } from '../../src/core/policy.js';
 import { compileGateway } from '../../src/gateway.js';
 import { hashKey } from '../../src/policies/auth/index.js';
@@ -153,12 +153,12 @@ t.test('route policy: decisions, codes, statuses and exact headers', async (t) =
 
   const { ex } = decide('GET', '/v1/pets/7?x=1');
   t.equal(ex.operation, OPERATIONS.getPet);
-  t.equal(ex.petId, '7');
+  t.equal(petIdOf(ex.route), '7');
   t.equal(ex.rawQuery, 'x=1');
   t.equal(ex.upstreamQuery, '', 'the client query of getPet is not forwarded');
   const list = decide('GET', '/v1/pets?limit=5').ex;
   t.equal(list.operation?.id, 'listPets');
-  t.equal(list.petId, undefined);
+  t.equal(petIdOf(list.route), undefined);
   t.equal(list.rawQuery, 'limit=5');
 });
 

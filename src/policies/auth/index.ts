@@ -22,6 +22,7 @@ import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
 import { parseDateTime } from '../../core/date-time.js';
 import { FailureLimiter } from './brute-force.js';
+import { CONSUMER, DECLARES, KEY_ID } from './facts.js';
 import { clientKey, clientResolver } from './client-address.js';
 import { digestOf, KeyRing, type KeyGrant } from './keys.js';
 import { checkConnection } from '../../stores/connection-schema.js';
@@ -167,6 +168,7 @@ function create(config: AuthConfig, env: PolicyEnv) {
 
   return {
     name: 'auth',
+    declares: DECLARES,
     /** Client addresses with recent failures (bounded by lru-cache); 0 without brute-force protection. */
     get trackedAddresses(): number {
       return failures?.size ?? 0;
@@ -213,8 +215,8 @@ function create(config: AuthConfig, env: PolicyEnv) {
       if (grant.expiresMs !== undefined && nowMs >= grant.expiresMs) return expired;
       if (grant.operations !== undefined && ex.operation !== undefined && !grant.operations.has(ex.operation.id)) return forbidden;
       if (registered) registry?.touch(grant.consumer.id, nowMs);
-      ex.keyId = grant.consumer.id;
-      ex.consumer = grant.consumer;
+      ex.set(KEY_ID, grant.consumer.id);
+      ex.set(CONSUMER, grant.consumer);
       ex.upstreamHeaders.authorization = forward ? (header as string) : upstreamValue;
       return undefined;
     },

@@ -9,6 +9,7 @@ import { parseListQuery } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import { filterArray, ScanError } from '../../core/json-scan.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
+import { DECLARES, LIMIT, STATUS } from './facts.js';
 import { schema, type ListPetsConfig } from './schema.js';
 
 export type { ListPetsConfig } from './schema.js';
@@ -27,6 +28,7 @@ function create(config: ListPetsConfig, env: PolicyEnv) {
   let enforced = 0;
   return {
     name: 'list-pets',
+    declares: DECLARES,
     onRequest(ex: Exchange): Decision {
       if (ex.operation?.id !== 'listPets') return undefined;
       if (config.unknownParams === 'reject') {
@@ -37,24 +39,27 @@ function create(config: ListPetsConfig, env: PolicyEnv) {
       const query = parseListQuery(ex.rawQuery, clamp);
       if ('error' in query) return new GatewayError('invalid_query', { message: query.error });
       const { limit, status } = query;
-      ex.list = { limit, status };
+      ex.set(LIMIT, limit);
+      ex.set(STATUS, status);
       // Only what the interface defines, normalised: no client text reaches the upstream query.
       ex.upstreamQuery = status === undefined ? `limit=${limit}` : `limit=${limit}&status=${status}`;
       return undefined;
     },
     wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
-      return config.enforceResponse && ex.list !== undefined && isSuccess(res.status);
+      return config.enforceResponse && ex.get(LIMIT) !== undefined && isSuccess(res.status);
     },
     onResponseBody(ex: Exchange, res: ResponseBody): ResponseBody {
-      if (!config.enforceResponse || ex.list === undefined || !isSuccess(res.status)) return res;
+      const limit = ex.get(LIMIT);
+      if (!config.enforceResponse || limit === undefined || !isSuccess(res.status)) return res;
+      const status = ex.get(STATUS);
       try {
-        const out = filterArray(res.body, ex.list.limit, ex.list.status);
+        const out = filterArray(res.body, limit, status);
         if (!out.changed) {
           if (res.truncated) throw new ScanError('truncated');
           return res;
         }
         if (sampled(++enforced)) {
-          env.log?.warn({ policy: 'list-pets', limit: ex.list.limit, status: ex.list.status, times: enforced }, 'upstream list exceeded the limit or the status filter; enforced');
+          env.log?.warn({ policy: 'list-pets', limit, status, times: enforced }, 'upstream list exceeded the limit or the status filter; enforced');
         }
         return { ...res, body: out.body, truncated: false };
       } catch (err) {

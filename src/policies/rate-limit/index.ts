@@ -15,6 +15,7 @@ import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../..
 import { MemoryRateLimitStore, openStore } from '../../stores/index.js';
 import { ThrottledWarning } from '../../stores/redis.js';
 import type { RateDecision, RateLimitRule, RateLimitStore } from '../../stores/types.js';
+import { KEY_ID } from '../auth/facts.js';
 import { schema, type RateLimitConfig } from './schema.js';
 
 export type { RateLimitConfig } from './schema.js';
@@ -119,7 +120,7 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
       return failedOpen;
     },
     onRequest(ex: Exchange): Decision | Promise<Decision> {
-      const id = ex.keyId;
+      const id = ex.get(KEY_ID);
       // auth runs first; without a key id the request was not authenticated, nothing to count.
       if (id === undefined) return undefined;
       const r = perKey.get(id) ?? base;
