@@ -22,14 +22,14 @@
 import { hash } from 'node:crypto';
 import type { PolicyLog } from '../core/policy.js';
 import { hashKey, type KeyGrant } from '../policies/auth/keys.js';
-import { createRedisClient, describeConnection, type RedisConnection, type RedisConnectionConfig } from '../stores/connection.js';
+import { createRedisClient, deploymentPrefix, describeConnection, type RedisConnection, type RedisConnectionConfig } from '../stores/connection.js';
 import { newRegistryKey } from './format.js';
 import { infoOf, localSecrets, parseRecord, type KeyInfo, type KeyRecord, type LocalSecret, type SecretRecord } from './records.js';
 
 export interface RegistryConfig {
   readonly redis: RedisConnectionConfig;
-  /** Prefix of every Redis key and channel of the registry. */
-  readonly prefix: string;
+  /** Prefix of every Redis key and channel of the registry; null: the deployment's (PETSTORE_REDIS_PREFIX). */
+  readonly prefix: string | null;
   /** How often the local copy is checked against Redis (a safety net under pub/sub). */
   readonly syncIntervalMs: number;
   /** How long the local copy answers after it was last confirmed current; null: for ever. */
@@ -143,7 +143,7 @@ export class KeyRegistry {
     readonly config: RegistryConfig,
     options: RegistryOptions = {},
   ) {
-    const p = config.prefix;
+    const p = config.prefix ?? deploymentPrefix(options.env ?? process.env);
     this.keys = { records: `${p}{keys}:records`, version: `${p}{keys}:version`, lastused: `${p}{keys}:lastused`, channel: `${p}keys:changed` };
     this.now = options.now ?? Date.now;
     this.log = options.log;
