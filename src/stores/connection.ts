@@ -112,9 +112,12 @@ function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<st
   const client = createClient({ ...serverClientOptions(config, env), disableOfflineQueue: true });
   wire(client, listeners);
   let subscriber: ReturnType<typeof client.duplicate> | undefined;
+  let closed = false;
   return {
     command: (_key: string | undefined, args: readonly string[]) => client.sendCommand([...args]),
     async subscribe(channel: string, listener: (message: string) => void) {
+      // After close, a new subscriber would reconnect for ever and keep the process alive.
+      if (closed) throw new Error('the Redis connection is closed');
       // A connection in subscribe mode takes no other command: one of its own (RESP2 rule).
       subscriber ??= client.duplicate();
       subscriber.on('error', () => undefined);
@@ -124,6 +127,7 @@ function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<st
     isReady: () => client.isReady,
     connect: async () => void (await client.connect()),
     async close() {
+      closed = true;
       for (const c of [subscriber, client]) if (c?.isOpen === true) c.destroy();
     },
   };
