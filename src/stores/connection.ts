@@ -258,9 +258,14 @@ interface PoolEntry {
 
 const pool = new Map<string, PoolEntry>();
 
-/** What tells two connection configs apart (a use's own options, as its prefix, do not). */
-export function connectionKey(c: RedisConnectionConfig): string {
-  return JSON.stringify([c.url ?? null, c.sentinel ?? null, c.cluster ?? null, c.username ?? null, c.passwordFromEnv ?? null, c.tls ?? false, c.caFile ?? null, c.connectTimeoutMs ?? 1000, c.maxReconnectDelayMs ?? 2000]);
+/**
+ * What tells two connection configs apart (a use's own options, as its prefix, do not). The
+ * password read from `passwordFromEnv` counts, as a digest: the same names with another password
+ * are another connection.
+ */
+export function connectionKey(c: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>> = process.env): string {
+  const password = c.passwordFromEnv == null ? '' : createHash('sha256').update(env[c.passwordFromEnv] ?? '').digest('base64');
+  return JSON.stringify([password, c.url ?? null, c.sentinel ?? null, c.cluster ?? null, c.username ?? null, c.passwordFromEnv ?? null, c.tls ?? false, c.caFile ?? null, c.connectTimeoutMs ?? 1000, c.maxReconnectDelayMs ?? 2000]);
 }
 
 /**
@@ -269,7 +274,7 @@ export function connectionKey(c: RedisConnectionConfig): string {
  * subscriber connection), not one each, and a reload opens none.
  */
 export function acquireRedis(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>> = process.env): SharedRedis {
-  const key = connectionKey(config);
+  const key = connectionKey(config, env);
   let entry = pool.get(key);
   if (entry === undefined) {
     const conn = createRedisClient(config, env);
