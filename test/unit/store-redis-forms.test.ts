@@ -8,6 +8,7 @@
 import t from 'tap';
 import type { TapTest as Tap } from '../helpers/assert.js';
 import { RedisCacheStore } from '../../src/cache/redis.js';
+import { parsePolicy } from '../../src/config/load.js';
 import type { CacheEntry } from '../../src/core/forward/cache.js';
 import { acquireRedis, describeConnection, maskUrl } from '../../src/stores/connection.js';
 import { RedisStore } from '../../src/stores/redis.js';
@@ -162,4 +163,36 @@ t.test('rediss:// with a CA file and an ACL user: one limit across two instances
   await Promise.race([wrong.ready, sleep(1500)]);
   await t.rejects(wrong.take('tls', RULE), 'a wrong password: the take fails (onStoreError decides)');
   t.notMatch(JSON.stringify(log.lines), new RegExp(`${tls.user}@|${tls.password}`), 'neither user nor password logged');
+});
+
+t.test('every redis: section takes the same forms; exactly one of url, sentinel, cluster', async (t) => {
+  const policy = (redis: string) =>
+    JSON.stringify({
+      version: 1,
+      policies: {
+        auth: { keys: [{ id: 'ops', hash: `sha256:${'0'.repeat(64)}` }] },
+        'rate-limit': { limit: 5, store: { redis: JSON.parse(redis) as unknown } },
+        cache: { ttlSeconds: { getPet: 5 }, store: { redis: JSON.parse(redis) as unknown } },
+      },
+    });
+  const accepted = [
+    '{"url": "rediss://gateway@10.0.0.1:6380/0", "passwordFromEnv": "REDIS_PASSWORD", "caFile": "/etc/ca.pem"}',
+    '{"sentinel": {"masterName": "mymaster", "nodes": ["10.0.0.1:26379"]}, "username": "gateway", "tls": true}',
+    '{"cluster": {"nodes": ["10.0.0.1:7000", "[::1]:7001"]}, "prefix": "blue:"}',
+  ];
+  for (const redis of accepted) {
+    const r = parsePolicy(policy(redis), { env: {} }, {}, { format: 'json' });
+    t.ok(r.ok, `accepted: ${redis} ${r.ok ? '' : JSON.stringify(r.problems)}`);
+  }
+  const refused: Array<[string, RegExp]> = [
+    ['{}', /store\.redis","message":"give exactly one of url, sentinel, cluster/],
+    ['{"url": "redis://10.0.0.1:6379", "cluster": {"nodes": ["10.0.0.1:7000"]}}', /give exactly one of url, sentinel, cluster/],
+    // A shape the schema refuses inside the oneOf is reported at the store, as every oneOf is.
+    ['{"url": "redis://10.0.0.1:6379", "prefix": "a {tag}"}', /rate-limit\\"\]\.store","message":"is not any of the accepted forms/],
+    ['{"cluster": {"nodes": ["not-a-node"]}}', /rate-limit\\"\]\.store","message":"is not any of the accepted forms/],
+  ];
+  for (const [redis, problem] of refused) {
+    const r = parsePolicy(policy(redis), { env: {} }, {}, { format: 'json' });
+    t.match(r.ok ? '' : JSON.stringify(r.problems), problem, `refused: ${redis}`);
+  }
 });
