@@ -7,16 +7,22 @@
  * unreachable at once, however many there are.
  *
  * Never a hang and never a failure of the request: commands fail at once while disconnected (no
- * offline queue) and within `COMMAND_MS` otherwise; a failed read is a miss, a failed write stores
- * nothing; both are counted and warned about (throttled).
+ * offline queue) and within `COMMAND_MS` otherwise (not counting time this process's own event loop
+ * was busy, as the rate-limit store does); a failed read is a miss, a failed write stores nothing;
+ * both are counted (`errors`, the metric petstore_gateway_cache_store_errors_total) and warned
+ * about, at most once per 10 s with the count.
+ *
+ * The connection is the shared one of src/stores/connection.ts (one server, Sentinel or Cluster):
+ * each command touches one key, so a Cluster needs no hash tag here.
  */
-import { createClient } from 'redis';
 import type { CacheEntry, CacheStore } from '../core/forward/cache.js';
 import type { CacheRedisConfig } from '../policies/cache/index.js';
+import { acquireRedis, describeConnection, type SharedRedis } from '../stores/connection.js';
+import { deploymentPrefix } from '../stores/connection-schema.js';
+import { withDeadline } from '../stores/redis.js';
 
 /** A cache read that takes longer than this is a miss: the upstream is asked instead. */
 const COMMAND_MS = 250;
-const DEFAULT_PREFIX = 'petstore-gateway:cache:';
 
 interface Stored {
   readonly s: number;
@@ -37,60 +43,54 @@ function decode(text: string): CacheEntry {
   return { status: s.s, headers: s.h, body: Buffer.from(s.b, 'base64'), born: s.born, freshUntil: s.fu, staleUntil: s.su };
 }
 
-function within<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}
-
 export interface RedisCacheOptions {
   readonly now?: () => number;
   readonly log?: { warn(fields: Record<string, unknown>, message: string): void } | undefined;
+  /** Where `passwordFromEnv` and PETSTORE_REDIS_PREFIX are read (process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 export class RedisCacheStore implements CacheStore {
   generation = 0;
-  /** Commands that failed (Redis away or slow). */
+  /** Commands that failed (Redis away or slow); the metric petstore_gateway_cache_store_errors_total. */
   errors = 0;
-  private readonly client;
-  private readonly subscriber;
+  private readonly shared: SharedRedis;
   private readonly prefix: string;
+  private readonly where: string;
   private readonly now: () => number;
   private readonly log: RedisCacheOptions['log'];
   private lastWarn = -Infinity;
-  /** Resolves once both connections are open and the generation was read (tests wait on it). */
+  private suppressed = 0;
+  /** Resolves once connected, subscribed and the generation was read (tests wait on it). */
   readonly ready: Promise<void>;
 
   constructor(config: CacheRedisConfig, options: RedisCacheOptions = {}) {
-    this.prefix = config.prefix ?? DEFAULT_PREFIX;
+    const env = options.env ?? process.env;
+    this.prefix = config.prefix ?? `${deploymentPrefix(env)}cache:`;
+    this.where = describeConnection(config);
     this.now = options.now ?? Date.now;
     this.log = options.log;
-    this.client = createClient({
-      url: config.url,
-      disableOfflineQueue: true,
-      socket: { connectTimeout: 2000, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 16), 5000) },
-    });
-    this.subscriber = this.client.duplicate();
-    this.client.on('error', (err: unknown) => this.failed(err));
-    this.subscriber.on('error', (err: unknown) => this.failed(err));
+    this.shared = acquireRedis(config, env);
+    this.shared.conn.on('error', (err) => this.failed(err));
+    // A reconnection may have missed invalidations: read the generation again.
+    this.shared.conn.on('ready', () => void this.readGeneration());
     this.ready = this.start();
     this.ready.catch((err: unknown) => this.failed(err));
   }
 
+  private command(key: string, args: readonly string[]): Promise<unknown> {
+    const send = () => this.shared.conn.command(key, args);
+    return withDeadline(this.shared.connectedOnce ? send() : this.shared.connected.then(send), COMMAND_MS);
+  }
+
   private async start(): Promise<void> {
-    await Promise.all([this.client.connect(), this.subscriber.connect()]);
-    await this.subscriber.subscribe(this.prefix + 'invalidate', (message: string) => this.moveTo(Number(message)));
-    const gen = await this.client.get(this.prefix + 'lists');
+    await this.shared.connected;
+    await this.shared.conn.subscribe(this.prefix + 'invalidate', (message: string) => this.moveTo(Number(message)));
+    await this.readGeneration();
+  }
+
+  private async readGeneration(): Promise<void> {
+    const gen = await this.command(this.prefix + 'lists', ['GET', this.prefix + 'lists']).catch((err: unknown) => this.failed(err));
     this.moveTo(Number(gen ?? 0));
   }
 
@@ -99,44 +99,49 @@ export class RedisCacheStore implements CacheStore {
     if (Number.isSafeInteger(gen) && gen > this.generation) this.generation = gen;
   }
 
-  private failed(err: unknown): void {
+  private failed(err: unknown): undefined {
     this.errors++;
     const t = this.now();
-    if (t - this.lastWarn < 10_000) return;
+    if (t - this.lastWarn < 10_000) {
+      this.suppressed++;
+      return undefined;
+    }
     this.lastWarn = t;
-    this.log?.warn({ store: 'redis', cause: err instanceof Error ? err.message : String(err), errors: this.errors }, 'response cache store failed; answering from the upstream');
+    this.log?.warn({ store: 'redis', url: this.where, cause: err instanceof Error ? err.message : String(err), errors: this.errors, suppressed: this.suppressed }, 'response cache store failed; answering from the upstream');
+    this.suppressed = 0;
+    return undefined;
   }
 
   get(key: string): Promise<CacheEntry | undefined> {
-    return within(this.client.get(this.prefix + 'e:' + key), COMMAND_MS).then(
-      (text) => (text === null ? undefined : decode(text)),
-      (err: unknown) => {
-        this.failed(err);
-        return undefined;
-      },
+    const k = this.prefix + 'e:' + key;
+    return this.command(k, ['GET', k]).then(
+      (text) => (text == null ? undefined : decode(String(text))),
+      (err: unknown) => this.failed(err),
     );
   }
 
   set(key: string, entry: CacheEntry): void {
     const ms = Math.ceil(entry.staleUntil - this.now());
     if (ms <= 0) return;
-    within(this.client.set(this.prefix + 'e:' + key, encode(entry), { expiration: { type: 'PX', value: ms } }), COMMAND_MS).catch((err: unknown) => this.failed(err));
+    const k = this.prefix + 'e:' + key;
+    this.command(k, ['SET', k, encode(entry), 'PX', String(ms)]).catch((err: unknown) => this.failed(err));
   }
 
   dropLists(): void {
     // This instance moves at once; the others when the message arrives.
     this.generation++;
     const local = this.generation;
-    within(this.client.incr(this.prefix + 'lists'), COMMAND_MS)
+    const k = this.prefix + 'lists';
+    this.command(k, ['INCR', k])
       .then((gen) => {
-        const next = Math.max(gen, local);
+        const next = Math.max(Number(gen), local);
         this.moveTo(next);
-        return this.client.publish(this.prefix + 'invalidate', String(next));
+        return this.command(k, ['PUBLISH', this.prefix + 'invalidate', String(next)]);
       })
       .catch((err: unknown) => this.failed(err));
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([this.subscriber.close(), this.client.close()]);
+    await this.shared.release();
   }
 }

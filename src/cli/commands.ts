@@ -21,6 +21,7 @@ import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
 import { warnAtStart, warnWeakenings } from '../config/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
+import { maskUrl } from '../stores/connection-schema.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
 import { formatOf, formatProblems, parsePolicy, readPolicyText, type LoadOptions, type Overrides } from '../config/load.js';
@@ -199,8 +200,12 @@ function upstreamFlag(command: string, value: unknown): string | undefined {
   } catch {
     url = undefined;
   }
+  // The value is echoed masked: a user or password in it must not reach a terminal log or CI output.
   if (url === undefined || !/^https?:$/.test(url.protocol) || /[\s?#]/.test(text) || !/^https?:\/\//.test(text)) {
-    throw new UsageError(`--upstream must be 'builtin' or an http(s) base URL such as http://127.0.0.1:8081/v1, not '${text}'`, command);
+    throw new UsageError(`--upstream must be 'builtin' or an http(s) base URL such as http://127.0.0.1:8081/v1, not '${maskUrl(text)}'`, command);
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw new UsageError(`--upstream takes no user or password ('${maskUrl(text)}'): a credential for the upstream goes in policies.auth.upstreamAuthorization`, command);
   }
   return text;
 }
@@ -306,6 +311,11 @@ interface ServeSetup {
   readonly watch: boolean;
   readonly ephemeral: string | undefined;
   readonly log: Logger;
+}
+
+/** Failed commands of the response cache's store: its Redis store counts them, memory never fails. */
+function storeErrorsOf(store: object | undefined): number {
+  return store !== undefined && 'errors' in store && typeof store.errors === 'number' ? store.errors : 0;
 }
 
 async function serve(args: string[]): Promise<number> {
@@ -466,7 +476,7 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   const { log, config } = s;
   const state: ProcessState = { phase: 'starting', admin: undefined };
   const holder = new GatewayHolder(compileGateway(config, { env: s.env, log }), { log });
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts });
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store) });
   const running = await startEngine(s.engine, holder, log, ops.observer);
   registerCertificateGauge(ops.metrics.registry, running.server);
   // Throttled with a count like every warning (src/ops/log-throttle.ts): a flood closes many.

@@ -32,15 +32,39 @@ export interface RateLimitStore {
 /** Where the counters live, as a policy file names it: this process, or one Redis for every instance. */
 export type StoreConfig = 'memory' | { readonly redis: RedisStoreConfig };
 
-export interface RedisStoreConfig {
-  /** `redis[s]://[[user][:password]@]host[:port][/db]`. */
-  readonly url: string;
-  /** Prefix of every key the gateway writes, so several deployments can share one Redis. */
-  readonly prefix?: string;
+export interface RedisNodeAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * Where a Redis is, in the forms operators run it: one server (`url`), Redis Sentinel or Redis
+ * Cluster, with TLS and an ACL user. Every `redis:` section of a policy file takes it
+ * (src/stores/connection-schema.ts holds its JSON Schema).
+ */
+export interface RedisConnectionConfig {
+  /** One server: `redis[s]://[[user][:password]@]host[:port][/db]`; null with `sentinel` or `cluster`. */
+  readonly url?: string | null;
+  /** Redis Sentinel: the master's name and some sentinels. */
+  readonly sentinel?: { readonly masterName: string; readonly nodes: readonly string[] } | null;
+  /** Redis Cluster: some of its nodes (the rest are discovered). */
+  readonly cluster?: { readonly nodes: readonly string[] } | null;
+  /** ACL user (Redis 6+); for `url`, the URL's user when absent. */
+  readonly username?: string | null;
+  /** The environment variable that holds the password, so it stays out of the policy file. */
+  readonly passwordFromEnv?: string | null;
+  /** TLS for Sentinel and Cluster nodes (`rediss://` says it for `url`). */
+  readonly tls?: boolean;
+  /** A PEM file of the CA(s) to trust instead of Node's store (which honours NODE_EXTRA_CA_CERTS). */
+  readonly caFile?: string | null;
+  readonly connectTimeoutMs?: number;
+  readonly maxReconnectDelayMs?: number;
+}
+
+/** The rate-limit store's Redis: a connection, and the store's own key prefix and deadline. */
+export interface RedisStoreConfig extends RedisConnectionConfig {
+  /** Prefix of every key the store writes; null or absent: the deployment's (PETSTORE_REDIS_PREFIX). */
+  readonly prefix?: string | null;
   /** A command that has no answer after this many milliseconds fails (never a hang). */
   readonly commandTimeoutMs?: number;
-  /** Longest wait for a TCP connection to Redis. */
-  readonly connectTimeoutMs?: number;
-  /** Reconnection backs off exponentially up to this many milliseconds between attempts. */
-  readonly maxReconnectDelayMs?: number;
 }

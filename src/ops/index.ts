@@ -130,6 +130,8 @@ export interface OpsOptions {
   readonly breakerOpen: () => boolean;
   /** The response cache's counts, when there is a cache. */
   readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
+  /** Failed commands of the response cache's Redis store, when there is one. */
+  readonly cacheStoreErrors?: () => number;
   /** Prometheus default process metrics; off in tests that start many gateways. */
   readonly defaultMetrics?: boolean;
   /**
@@ -184,6 +186,7 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
   const metrics = new GatewayMetrics({
     breakerOpen: options.breakerOpen,
     cacheCounts: options.cacheCounts,
+    cacheStoreErrors: options.cacheStoreErrors,
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,

@@ -119,6 +119,8 @@ export interface GatewayMetricsOptions {
   readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
   /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
   readonly logDropped?: () => number;
+  /** How many commands of the response cache's Redis store failed so far; read at each scrape. */
+  readonly cacheStoreErrors?: () => number;
   /** Operations whose calls are counted per consumer (default: getPet, deprecated by the interface). */
   readonly deprecatedOperations?: readonly string[];
   /** Most distinct values of a label taken from a record (consumer, policy, code); past it `_OTHER`. Default 1000. */
@@ -240,6 +242,13 @@ export class GatewayMetrics implements ExchangeObserver {
       'petstore_gateway_log_dropped_lines_total',
       'Log lines (access lines and operator messages) dropped because the log destination held its most unwritten bytes (64 MiB).',
       options.logDropped,
+    );
+
+    countedElsewhere(
+      registry,
+      'petstore_gateway_cache_store_errors_total',
+      "Commands of the response cache's Redis store that failed (Redis away or slower than 250 ms); each such request was answered from the upstream.",
+      options.cacheStoreErrors,
     );
 
     const cacheCounts = options.cacheCounts;

@@ -22,14 +22,14 @@
 import { hash } from 'node:crypto';
 import type { PolicyLog } from '../core/policy.js';
 import { hashKey, type KeyGrant } from '../policies/auth/keys.js';
-import { createRedisClient, describeConnection, type RedisConnection, type RedisConnectionConfig } from '../stores/connection.js';
+import { acquireRedis, deploymentPrefix, describeConnection, type RedisConnection, type RedisConnectionConfig, type SharedRedis } from '../stores/connection.js';
 import { newRegistryKey } from './format.js';
 import { infoOf, localSecrets, parseRecord, type KeyInfo, type KeyRecord, type LocalSecret, type SecretRecord } from './records.js';
 
 export interface RegistryConfig {
   readonly redis: RedisConnectionConfig;
-  /** Prefix of every Redis key and channel of the registry. */
-  readonly prefix: string;
+  /** Prefix of every Redis key and channel of the registry; null: the deployment's (PETSTORE_REDIS_PREFIX). */
+  readonly prefix: string | null;
   /** How often the local copy is checked against Redis (a safety net under pub/sub). */
   readonly syncIntervalMs: number;
   /** How long the local copy answers after it was last confirmed current; null: for ever. */
@@ -138,16 +138,20 @@ export class KeyRegistry {
   readonly ready: Promise<void>;
   private readonly connected: Promise<void>;
   private connectedOnce = false;
+  private readonly shared: SharedRedis;
 
   constructor(
     readonly config: RegistryConfig,
     options: RegistryOptions = {},
   ) {
-    const p = config.prefix;
+    const p = config.prefix ?? deploymentPrefix(options.env ?? process.env);
     this.keys = { records: `${p}{keys}:records`, version: `${p}{keys}:version`, lastused: `${p}{keys}:lastused`, channel: `${p}keys:changed` };
     this.now = options.now ?? Date.now;
     this.log = options.log;
-    this.conn = createRedisClient(config.redis, options.env ?? process.env);
+    // The process's connection to this Redis, shared with the rate-limit store and the cache when
+    // they name the same one.
+    this.shared = acquireRedis(config.redis, options.env ?? process.env);
+    this.conn = this.shared.conn;
     let warned = false;
     this.conn.on('error', (err) => {
       // Once per outage: the client retries with backoff and would repeat it on every attempt.
@@ -163,13 +167,10 @@ export class KeyRegistry {
     // retrying, and its connect() would wait for a success that may be minutes away).
     const connecting = new Promise<void>((resolve) => {
       this.conn.on('error', () => resolve());
-      this.conn.connect().then(
-        () => {
-          this.connectedOnce = true;
-          resolve();
-        },
-        () => resolve(),
-      );
+      void this.shared.connected.then(() => {
+        this.connectedOnce = this.shared.connectedOnce;
+        resolve();
+      });
     });
     this.connected = connecting;
     this.ready = connecting.then(() => (follow ? this.resync() : undefined));
@@ -377,7 +378,7 @@ export class KeyRegistry {
     clearInterval(this.syncTimer);
     clearTimeout(this.flushTimer);
     if (this.conn.isReady) await this.flushLastUsed();
-    await this.conn.close();
+    await this.shared.release();
   }
 }
 

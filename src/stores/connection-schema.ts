@@ -2,29 +2,9 @@
  * The JSON Schema and type of a Redis connection config (src/stores/connection.ts), apart from the
  * client so the policy file schema can use them without loading node-redis.
  */
-export interface RedisNodeAddress {
-  readonly host: string;
-  readonly port: number;
-}
+import type { RedisConnectionConfig } from '../core/store.js';
 
-export interface RedisConnectionConfig {
-  /** One server: `redis[s]://[[user][:password]@]host[:port][/db]`; null with `sentinel` or `cluster`. */
-  readonly url?: string | null;
-  /** Redis Sentinel: the master's name and some sentinels. */
-  readonly sentinel?: { readonly masterName: string; readonly nodes: readonly string[] } | null;
-  /** Redis Cluster: some of its nodes (the rest are discovered). */
-  readonly cluster?: { readonly nodes: readonly string[] } | null;
-  /** ACL user (Redis 6+); for `url`, the URL's user when absent. */
-  readonly username?: string | null;
-  /** The environment variable that holds the password, so it stays out of the policy file. */
-  readonly passwordFromEnv?: string | null;
-  /** TLS for Sentinel and Cluster nodes (`rediss://` says it for `url`). */
-  readonly tls?: boolean;
-  /** A PEM file of the CA(s) to trust instead of Node's store (which honours NODE_EXTRA_CA_CERTS). */
-  readonly caFile?: string | null;
-  readonly connectTimeoutMs?: number;
-  readonly maxReconnectDelayMs?: number;
-}
+export type { RedisConnectionConfig, RedisNodeAddress } from '../core/store.js';
 
 const HOST_PORT = '^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:\\[\\]/]+):[0-9]{1,5}$';
 
@@ -81,3 +61,64 @@ export function checkConnection(config: RedisConnectionConfig, path: string): Ar
 
 /** A connection config as the policy file gives it, defaults filled (every property present). */
 export type RedisConnectionSettings = { readonly [K in keyof RedisConnectionConfig]-?: Exclude<RedisConnectionConfig[K], undefined> };
+
+/** The key prefix of a deployment that sets none: the names every release so far wrote. */
+export const DEFAULT_REDIS_PREFIX = 'petstore-gateway:';
+/** The environment variable that gives a deployment its Redis key prefix once, for every use. */
+export const REDIS_PREFIX_ENV = 'PETSTORE_REDIS_PREFIX';
+const PREFIX_PATTERN = '^[^{}\\s]*$';
+
+/** The `prefix` of a `redis:` section: null takes the deployment's. */
+export const REDIS_PREFIX_SCHEMA = {
+  type: ['string', 'null'],
+  default: null,
+  maxLength: 64,
+  pattern: PREFIX_PATTERN,
+  description: `Prefix of every Redis key and channel of this use, so several deployments can share one Redis (no braces or spaces: keys carry Cluster hash tags). null (default): the deployment's prefix, from the environment variable ${REDIS_PREFIX_ENV}, else "${DEFAULT_REDIS_PREFIX}".`,
+} as const;
+
+type WithoutDefaults<P> = { readonly [K in keyof P]: Omit<P[K], 'default'> };
+
+/**
+ * The JSON Schema of a `redis:` section: the connection config (`url`, `sentinel` or `cluster`,
+ * with TLS and ACL) plus the use's own options, so every section takes the same forms. Without
+ * `default`s: these sections sit in a `oneOf` ("memory" or {redis}), where Ajv fills no default
+ * (strict mode refuses one there); the code applies them, and each description states its own.
+ */
+export function redisSectionSchema<const P extends Record<string, object>>(extra: P) {
+  const all = { ...REDIS_CONNECTION_SCHEMA.properties, ...extra };
+  const properties = Object.fromEntries(
+    Object.entries(all).map(([name, property]) => {
+      const { default: value, ...rest } = property as { default?: unknown; description?: string };
+      return [name, value === undefined ? rest : { ...rest, description: `${rest.description ?? ''} Default: ${JSON.stringify(value)}.`.trim() }];
+    }),
+  ) as WithoutDefaults<typeof all>;
+  return { ...REDIS_CONNECTION_SCHEMA, properties };
+}
+
+/**
+ * The deployment's Redis key prefix: `PETSTORE_REDIS_PREFIX` when set, else the default. Set once
+ * per deployment, it keeps two deployments on one Redis apart without a prefix in every section.
+ * A value the schema's rule refuses throws (at start, before anything is written).
+ */
+export function deploymentPrefix(env: Readonly<Record<string, string | undefined>> = process.env): string {
+  const value = env[REDIS_PREFIX_ENV];
+  if (value === undefined || value === '') return DEFAULT_REDIS_PREFIX;
+  if (value.length > 64 || !new RegExp(PREFIX_PATTERN).test(value)) throw new Error(`${REDIS_PREFIX_ENV} must be at most 64 characters without braces or spaces`);
+  return value;
+}
+
+/**
+ * A URL with its user and password replaced by `***`, for a log line, a banner or an error; a
+ * text that is no URL keeps nothing between `//` and an `@`. Never throws.
+ */
+export function maskUrl(text: string): string {
+  try {
+    const u = new URL(text);
+    if (u.username !== '') u.username = '***';
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return text.replace(/^([^/]*\/\/)[^/]*@/, '$1***@');
+  }
+}

@@ -13,12 +13,14 @@
  * Cluster: every key one script touches must hash to one slot; the stores put a hash tag (`{...}`)
  * in such keys (Redis Cluster specification, "Hash tags").
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createClient, createCluster, createSentinel } from 'redis';
+import { maskUrl } from './connection-schema.js';
 import type { RedisConnectionConfig, RedisNodeAddress } from './connection-schema.js';
 
 export type { RedisConnectionConfig, RedisNodeAddress } from './connection-schema.js';
-export { REDIS_CONNECTION_SCHEMA, checkConnection } from './connection-schema.js';
+export { REDIS_CONNECTION_SCHEMA, checkConnection, deploymentPrefix, maskUrl } from './connection-schema.js';
 
 export type RedisForm = 'server' | 'sentinel' | 'cluster';
 
@@ -110,9 +112,12 @@ function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<st
   const client = createClient({ ...serverClientOptions(config, env), disableOfflineQueue: true });
   wire(client, listeners);
   let subscriber: ReturnType<typeof client.duplicate> | undefined;
+  let closed = false;
   return {
     command: (_key: string | undefined, args: readonly string[]) => client.sendCommand([...args]),
     async subscribe(channel: string, listener: (message: string) => void) {
+      // After close, a new subscriber would reconnect for ever and keep the process alive.
+      if (closed) throw new Error('the Redis connection is closed');
       // A connection in subscribe mode takes no other command: one of its own (RESP2 rule).
       subscriber ??= client.duplicate();
       subscriber.on('error', () => undefined);
@@ -122,6 +127,7 @@ function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<st
     isReady: () => client.isReady,
     connect: async () => void (await client.connect()),
     async close() {
+      closed = true;
       for (const c of [subscriber, client]) if (c?.isOpen === true) c.destroy();
     },
   };
@@ -196,16 +202,109 @@ export function createRedisClient(config: RedisConnectionConfig, env: Readonly<R
   };
 }
 
-/** The config's address without a password, for logs. */
+/**
+ * The config's address for logs, banners and errors: a URL's user and password are masked (a
+ * user alone still tells an attacker which ACL account to try).
+ */
 export function describeConnection(config: RedisConnectionConfig): string {
   const form = formOf(config);
   if (form === 'sentinel') return `sentinel ${config.sentinel?.masterName} via ${config.sentinel?.nodes.join(',')}`;
   if (form === 'cluster') return `cluster ${config.cluster?.nodes.join(',')}`;
+  return maskUrl(config.url ?? '');
+}
+
+/** A Lua script run by its SHA-1 (EVALSHA), its text sent only when Redis does not know it yet. */
+export interface RedisScript {
+  readonly source: string;
+  readonly sha1: string;
+}
+
+export function redisScript(source: string): RedisScript {
+  return { source, sha1: createHash('sha1').update(source).digest('hex') };
+}
+
+/**
+ * Runs a script on `keys` (a Cluster routes it by the first; the caller puts every key in one
+ * hash slot). EVALSHA first: one short command per call; after a restart or a failover the new
+ * master answers NOSCRIPT once, and the text goes with EVAL (which also caches it).
+ */
+export async function runScript(conn: RedisConnection, script: RedisScript, keys: readonly string[], args: readonly string[]): Promise<unknown> {
+  const tail = [String(keys.length), ...keys, ...args];
   try {
-    const u = new URL(config.url ?? '');
-    if (u.password !== '') u.password = '***';
-    return u.toString();
-  } catch {
-    return 'redis://(invalid url)';
+    return await conn.command(keys[0], ['EVALSHA', script.sha1, ...tail]);
+  } catch (err) {
+    if (err instanceof Error && err.message.startsWith('NOSCRIPT')) return conn.command(keys[0], ['EVAL', script.source, ...tail]);
+    throw err;
   }
+}
+
+/** One connection shared by every use of one connection config in this process. */
+export interface SharedRedis {
+  readonly conn: RedisConnection;
+  /** Resolves once the first connection is up, or when connecting gave up (never rejects). */
+  readonly connected: Promise<void>;
+  /** True once the first connection was up. */
+  readonly connectedOnce: boolean;
+  /** This use is done; the last use closes the connection. */
+  release(): Promise<void>;
+}
+
+interface PoolEntry {
+  readonly conn: RedisConnection;
+  readonly connected: Promise<void>;
+  connectedOnce: boolean;
+  users: number;
+}
+
+const pool = new Map<string, PoolEntry>();
+
+/**
+ * What tells two connection configs apart (a use's own options, as its prefix, do not). The
+ * password read from `passwordFromEnv` counts, as a digest: the same names with another password
+ * are another connection.
+ */
+export function connectionKey(c: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>> = process.env): string {
+  const password = c.passwordFromEnv == null ? '' : createHash('sha256').update(env[c.passwordFromEnv] ?? '').digest('base64');
+  return JSON.stringify([password, c.url ?? null, c.sentinel ?? null, c.cluster ?? null, c.username ?? null, c.passwordFromEnv ?? null, c.tls ?? false, c.caFile ?? null, c.connectTimeoutMs ?? 1000, c.maxReconnectDelayMs ?? 2000]);
+}
+
+/**
+ * The process's connection for `config`, opened (and connecting) on first use: the rate-limit
+ * store, the deprecation report and the response cache on one Redis make one connection (and one
+ * subscriber connection), not one each, and a reload opens none.
+ */
+export function acquireRedis(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>> = process.env): SharedRedis {
+  const key = connectionKey(config, env);
+  let entry = pool.get(key);
+  if (entry === undefined) {
+    const conn = createRedisClient(config, env);
+    const made: PoolEntry = {
+      conn,
+      users: 0,
+      connectedOnce: false,
+      connected: conn.connect().then(
+        () => void (made.connectedOnce = true),
+        () => undefined,
+      ),
+    };
+    entry = made;
+    pool.set(key, made);
+  }
+  const held = entry;
+  held.users++;
+  let released = false;
+  return {
+    conn: held.conn,
+    connected: held.connected,
+    get connectedOnce() {
+      return held.connectedOnce;
+    },
+    async release() {
+      if (released) return;
+      released = true;
+      if (--held.users > 0) return;
+      if (pool.get(key) === held) pool.delete(key);
+      await held.conn.close();
+    },
+  };
 }

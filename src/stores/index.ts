@@ -8,7 +8,8 @@
  */
 import type { PolicyLog } from '../core/policy.js';
 import { MemoryDeprecationLedger, MemoryRateLimitStore } from './memory.js';
-import { RedisStore, redactUrl } from './redis.js';
+import { connectionKey } from './connection.js';
+import { RedisStore } from './redis.js';
 import type { DeprecationLedger, RateLimitStore, RedisStoreConfig, StoreConfig } from './types.js';
 
 export type { DeprecationLedger, RateLimitStore, StoreConfig } from './types.js';
@@ -26,11 +27,13 @@ export function setStoreLog(l: PolicyLog | undefined): void {
 }
 
 function redisStore(config: { readonly redis: RedisStoreConfig }): RedisStore {
-  // Shared by URL: the first config's options (prefix, timeouts) hold until closeStores().
-  let store = redis.get(config.redis.url);
+  // One store per connection config and prefix (two prefixes are two deployments' counters); the
+  // first config's timeouts hold until closeStores(). Stores on one Redis share its connection.
+  const key = `${connectionKey(config.redis)} ${config.redis.prefix ?? ''}`;
+  let store = redis.get(key);
   if (store === undefined) {
     store = new RedisStore(config.redis, { log });
-    redis.set(config.redis.url, store);
+    redis.set(key, store);
   }
   return store;
 }
@@ -50,11 +53,11 @@ export function openDeprecationLedger(config: StoreConfig): DeprecationLedger {
   return redisStore(config).ledger;
 }
 
-/** The open stores, for metrics and readiness: kind, a password-free URL, health, failed commands. */
+/** The open stores, for metrics and readiness: kind, where (credentials masked), health, failed commands. */
 export function openStores(): Array<{ kind: 'memory' | 'redis'; url: string | undefined; healthy: boolean; errors: number }> {
   const out: Array<{ kind: 'memory' | 'redis'; url: string | undefined; healthy: boolean; errors: number }> = [];
   if (memory !== undefined) out.push({ kind: 'memory', url: undefined, healthy: true, errors: 0 });
-  for (const [url, s] of redis) out.push({ kind: 'redis', url: redactUrl(url), healthy: s.healthy, errors: s.errors });
+  for (const s of redis.values()) out.push({ kind: 'redis', url: s.where, healthy: s.healthy, errors: s.errors });
   return out;
 }
 

@@ -10,9 +10,16 @@
  * Never a hang: every command has a short timeout, the offline queue is off (while disconnected a
  * command fails at once instead of waiting for a reconnect), and the client reconnects by itself
  * with a capped exponential backoff. The policy decides what a failure means (`onStoreError`).
+ *
+ * The connection is the shared one of src/stores/connection.ts (one server, Sentinel or Cluster).
+ * Key names: `<prefix>rl:<consumer>` (one key per script call), and for the report
+ * `<prefix>deprecations` (the set of operations) and `<prefix>deprecations:<operation>` (one hash
+ * each); on a Cluster the two report keys carry the hash tag `{deprecations}` so the script that
+ * writes both touches one slot (Redis Cluster specification, "Hash tags").
  */
-import { createClient, defineScript, type CommandParser } from 'redis';
 import type { PolicyLog } from '../core/policy.js';
+import { acquireRedis, describeConnection, maskUrl, redisScript, runScript, type RedisConnection, type SharedRedis } from './connection.js';
+import { deploymentPrefix } from './connection-schema.js';
 import { REDIS_DEFAULTS } from './defaults.js';
 import { sortUses } from './memory.js';
 import type { DeprecationLedger, DeprecationUse, RateDecision, RateLimitRule, RateLimitStore, RedisStoreConfig } from './types.js';
@@ -44,15 +51,7 @@ if remaining < 0 then remaining = 0 end
 return {1, remaining, math.ceil((nxt - now) / 1000), 0}
 `;
 
-const GCRA = defineScript({
-  SCRIPT: GCRA_LUA,
-  NUMBER_OF_KEYS: 1,
-  parseCommand(parser: CommandParser, key: string, limit: number, windowMs: number) {
-    parser.pushKey(key);
-    parser.push(String(limit), String(windowMs));
-  },
-  transformReply: (reply: unknown) => reply as [number, number, number, number],
-});
+const GCRA = redisScript(GCRA_LUA);
 
 /**
  * One hash per deprecated operation: `c:<consumer>` count, `f:`/`l:` first and last seen (epoch
@@ -71,41 +70,23 @@ if l == nil or last > l then redis.call('HSET', KEYS[1], 'l:' .. ARGV[1], ARGV[3
 return 1
 `;
 
-const RECORD = defineScript({
-  SCRIPT: RECORD_LUA,
-  NUMBER_OF_KEYS: 2,
-  parseCommand(parser: CommandParser, hashKey: string, setKey: string, use: PendingUse) {
-    parser.pushKey(hashKey);
-    parser.pushKey(setKey);
-    parser.push(use.consumer, String(use.first), String(use.last), String(use.count), use.operation);
-  },
-  transformReply: (reply: unknown) => reply as number,
-});
+const RECORD = redisScript(RECORD_LUA);
 
-const OPERATIONS_KEY = 'deprecations';
-const operationKey = (operation: string): string => `deprecations:${operation}`;
-
-function connect(config: RedisStoreConfig) {
-  const maxDelay = config.maxReconnectDelayMs ?? REDIS_DEFAULTS.maxReconnectDelayMs;
-  return createClient({
-    url: config.url,
-    keyPrefix: config.prefix ?? REDIS_DEFAULTS.prefix,
-    // Fail fast while disconnected: a queued command would wait for the reconnect (a hang).
-    disableOfflineQueue: true,
-    // Covers the wait to be written only, and only as a backstop that drops a command from the
-    // queue: withDeadline below is the deadline a decision waits for, and it does not count the
-    // gateway's own event-loop lag, which this plain timer would.
-    commandOptions: { timeout: (config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs) * MAX_DEADLINES },
-    socket: {
-      connectTimeout: config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs,
-      // 50 ms, 100 ms, 200 ms, ... capped: never gives up, never hammers a Redis that is restarting.
-      reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 16), maxDelay),
-    },
-    scripts: { gcra: GCRA, record: RECORD },
-  });
+/** The report's keys: on a Cluster in one hash slot (the script writes both). */
+function reportKeys(prefix: string, cluster: boolean) {
+  const base = `${prefix}${cluster ? '{deprecations}' : 'deprecations'}`;
+  return { operations: base, operation: (name: string) => `${base}:${name}` };
 }
+type ReportKeys = ReturnType<typeof reportKeys>;
 
-type Client = ReturnType<typeof connect>;
+/** A hash as a command returns it: RESP2 a flat [field, value, ...] list, RESP3 a map. */
+function hashOf(reply: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (Array.isArray(reply)) for (let i = 0; i + 1 < reply.length; i += 2) out[String(reply[i])] = String(reply[i + 1]);
+  else if (reply instanceof Map) for (const [k, v] of reply) out[String(k)] = String(v);
+  else if (reply !== null && typeof reply === 'object') for (const [k, v] of Object.entries(reply)) out[k] = String(v);
+  return out;
+}
 
 export class RedisDeadlineError extends Error {
   constructor(ms: number) {
@@ -137,7 +118,7 @@ const MAX_DEADLINES = 8;
  * read before the command is declared failed. Without this, a flood's own lag made every take
  * fail and the limit switched itself off.
  */
-function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+export function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const start = performance.now();
     let due = start + ms;
@@ -199,26 +180,22 @@ export class ThrottledWarning {
   }
 }
 
-/** The URL without its password, for logs. */
+/** The URL without its user and password, for logs. */
 export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password !== '') u.password = '***';
-    return u.toString();
-  } catch {
-    return 'redis://(invalid url)';
-  }
+  return maskUrl(url);
 }
 
 export interface RedisStoreOptions {
   readonly log?: PolicyLog | undefined;
+  /** Where `passwordFromEnv` and PETSTORE_REDIS_PREFIX are read (process.env). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
   /** How often the deprecation ledger writes its counts to Redis (REDIS_DEFAULTS.ledgerFlushMs). */
   readonly ledgerFlushMs?: number;
 }
 
 /**
  * A rate-limit store and a deprecation ledger on one Redis connection. Open it once per process
- * and URL (src/stores/index.ts does): a reload must not open a second connection.
+ * and connection config (src/stores/index.ts does): a reload must not open a second connection.
  */
 export class RedisStore implements RateLimitStore {
   readonly kind = 'redis' as const;
@@ -229,40 +206,35 @@ export class RedisStore implements RateLimitStore {
   readonly ledger: RedisDeprecationLedger;
   /** Resolves once the first connection is ready (never rejects: the client keeps retrying). */
   readonly ready: Promise<void>;
-  private readonly client: Client;
+  /** Where the store is, for logs: user and password masked. */
+  readonly where: string;
+  private readonly shared: SharedRedis;
+  private readonly conn: RedisConnection;
   private readonly warning: ThrottledWarning;
-  private readonly url: string;
   private readonly timeoutMs: number;
+  private readonly prefix: string;
   private closed = false;
-  /** Set once the first connection is ready; until then a command waits for it (see `whenReady`). */
-  private connectedOnce = false;
 
   constructor(config: RedisStoreConfig, options: RedisStoreOptions = {}) {
-    this.url = redactUrl(config.url);
+    const env = options.env ?? process.env;
+    this.where = describeConnection(config);
     this.timeoutMs = config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
+    this.prefix = config.prefix ?? deploymentPrefix(env);
     this.warning = new ThrottledWarning(options.log);
-    this.client = connect(config);
-    // Without an 'error' listener an EventEmitter error would crash the process.
-    this.client.on('error', (err: Error) => {
+    this.shared = acquireRedis(config, env);
+    this.conn = this.shared.conn;
+    this.conn.on('error', (err: Error) => {
       this.healthy = false;
-      this.warning.warn({ store: 'redis', url: this.url, err: err.message }, 'Redis connection failed; reconnecting');
+      this.warning.warn({ store: 'redis', url: this.where, err: err.message }, 'Redis connection failed; reconnecting');
     });
-    this.client.on('ready', () => {
-      this.healthy = true;
-    });
-    this.client.on('end', () => {
-      this.healthy = false;
-    });
-    this.client.on('reconnecting', () => {
-      this.healthy = false;
-    });
-    this.ready = this.client.connect().then(
-      () => {
-        this.connectedOnce = true;
-      },
-      () => undefined,
-    );
-    this.ledger = new RedisDeprecationLedger(this.client, this.failed, this.timeoutMs, this.whenReady, options.ledgerFlushMs ?? REDIS_DEFAULTS.ledgerFlushMs);
+    this.conn.on('ready', () => (this.healthy = true));
+    this.conn.on('down', () => (this.healthy = false));
+    this.healthy = this.conn.isReady;
+    this.ready = this.shared.connected.then(() => void (this.healthy = this.conn.isReady));
+    const run = (keys: readonly string[], args: readonly string[]) => runScript(this.conn, RECORD, keys, args);
+    const read = (key: string, args: readonly string[]) => this.conn.command(key, args);
+    const keys = reportKeys(this.prefix, this.conn.form === 'cluster');
+    this.ledger = new RedisDeprecationLedger({ run, read, keys, failed: this.failed, timeoutMs: this.timeoutMs, whenReady: this.whenReady, flushMs: options.ledgerFlushMs ?? REDIS_DEFAULTS.ledgerFlushMs });
   }
 
   /**
@@ -271,12 +243,13 @@ export class RedisStore implements RateLimitStore {
    * fail at once (the offline queue is off) and, with onStoreError open, go unlimited: a start or a
    * restart would let a burst through. The caller's deadline still bounds the wait.
    */
-  private readonly whenReady = <T>(command: () => Promise<T>): Promise<T> => (this.connectedOnce ? command() : this.ready.then(command));
+  private readonly whenReady = <T>(command: () => Promise<T>): Promise<T> => (this.shared.connectedOnce ? command() : this.ready.then(command));
 
   take(key: string, rule: RateLimitRule): Promise<RateDecision> {
-    return withDeadline(this.whenReady(() => this.client.gcra(`rl:${key}`, rule.limit, rule.windowMs)), this.timeoutMs).then((reply) => {
+    const command = () => runScript(this.conn, GCRA, [`${this.prefix}rl:${key}`], [String(rule.limit), String(rule.windowMs)]);
+    return withDeadline(this.whenReady(command), this.timeoutMs).then((reply) => {
       this.healthy = true;
-      const [allowed, remaining, resetMs, retryAfterMs] = reply as [number, number, number, number];
+      const [allowed, remaining, resetMs, retryAfterMs] = (reply as unknown[]).map(Number) as [number, number, number, number];
       return { allowed: allowed === 1, remaining, resetMs, retryAfterMs };
     }, this.failed);
   }
@@ -285,7 +258,7 @@ export class RedisStore implements RateLimitStore {
   readonly failed = (err: unknown): never => {
     this.errors++;
     this.healthy = false;
-    this.warning.warn({ store: 'redis', url: this.url, err: err instanceof Error ? err.message : String(err) }, 'Redis command failed');
+    this.warning.warn({ store: 'redis', url: this.where, err: err instanceof Error ? err.message : String(err) }, 'Redis command failed');
     throw err;
   };
 
@@ -294,17 +267,9 @@ export class RedisStore implements RateLimitStore {
     this.closed = true;
     // The ledger's last counts go out before the connection closes (bounded by the command deadline).
     await this.ledger.flush();
-    // close() waits for the answers of commands in flight; destroy() when the connection is down,
-    // as there is nothing to wait for. A frozen Redis never answers, and node-redis' close() has no
-    // deadline of its own (our withDeadline only stops the request waiting), so a shutdown would hang
-    // on it: wait a few command timeouts at most, then destroy.
-    if (this.client.isReady) {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), this.timeoutMs * 4)));
-      const outcome = await Promise.race([this.client.close().then(() => 'closed' as const, () => 'failed' as const), late]);
-      clearTimeout(timer);
-      if (outcome !== 'closed' && this.client.isOpen) this.client.destroy();
-    } else if (this.client.isOpen) this.client.destroy();
+    // The last use of the shared connection closes it (at once: a frozen Redis would never answer
+    // a polite QUIT, and every command of ours has had its deadline).
+    await this.shared.release();
   }
 }
 
@@ -324,17 +289,23 @@ interface PendingUse {
  * another instance lags by `flushMs` at most. The pending map is bounded by the configured key
  * ids times the deprecated operations.
  */
+interface LedgerWiring {
+  /** Runs the RECORD script on the report's two keys. */
+  readonly run: (keys: readonly string[], args: readonly string[]) => Promise<unknown>;
+  /** One read command routed by `key`. */
+  readonly read: (key: string, args: readonly string[]) => Promise<unknown>;
+  readonly keys: ReportKeys;
+  readonly failed: (err: unknown) => never;
+  readonly timeoutMs: number;
+  readonly whenReady: <T>(command: () => Promise<T>) => Promise<T>;
+  readonly flushMs: number;
+}
+
 class RedisDeprecationLedger implements DeprecationLedger {
   private pending = new Map<string, PendingUse>();
   private timer: NodeJS.Timeout | undefined = undefined;
 
-  constructor(
-    private readonly client: Client,
-    private readonly failed: (err: unknown) => never,
-    private readonly timeoutMs: number,
-    private readonly whenReady: <T>(command: () => Promise<T>) => Promise<T>,
-    private readonly flushMs: number,
-  ) {}
+  constructor(private readonly w: LedgerWiring) {}
 
   record(operation: string, consumer: string, atMs: number): void {
     const key = `${operation}\n${consumer}`;
@@ -346,7 +317,7 @@ class RedisDeprecationLedger implements DeprecationLedger {
       if (atMs > use.last) use.last = atMs;
     }
     if (this.timer === undefined) {
-      this.timer = setTimeout(() => void this.flush(), this.flushMs);
+      this.timer = setTimeout(() => void this.flush(), this.w.flushMs);
       this.timer.unref();
     }
   }
@@ -361,10 +332,11 @@ class RedisDeprecationLedger implements DeprecationLedger {
     if (this.pending.size === 0) return;
     const uses = [...this.pending.values()];
     this.pending = new Map();
+    const { keys, run } = this.w;
     await Promise.all(
       uses.map((use) =>
-        withDeadline(this.whenReady(() => this.client.record(operationKey(use.operation), OPERATIONS_KEY, use)), this.timeoutMs)
-          .catch(this.failed)
+        withDeadline(this.w.whenReady(() => run([keys.operation(use.operation), keys.operations], [use.consumer, String(use.first), String(use.last), String(use.count), use.operation])), this.w.timeoutMs)
+          .catch(this.w.failed)
           .catch(() => undefined),
       ),
     );
@@ -373,13 +345,14 @@ class RedisDeprecationLedger implements DeprecationLedger {
   async report(): Promise<DeprecationUse[]> {
     // This instance's own calls are in the report at once; another instance's within its flushMs.
     await this.flush();
-    const client = this.client;
+    const { keys, read, failed } = this.w;
     // The report is for operators, not the request path: a longer deadline, still bounded.
-    const deadline = this.timeoutMs * 8;
-    const operations = await withDeadline(this.whenReady(() => client.sMembers(OPERATIONS_KEY)), deadline).catch(this.failed);
+    const deadline = this.w.timeoutMs * 8;
+    const operations = (await withDeadline(this.w.whenReady(() => read(keys.operations, ['SMEMBERS', keys.operations])), deadline).catch(failed)) as unknown[];
     const rows: DeprecationUse[] = [];
-    for (const operation of [...operations].map(String).sort()) {
-      const hash = (await withDeadline(client.hGetAll(operationKey(operation)), deadline).catch(this.failed)) as Record<string, string>;
+    for (const operation of operations.map(String).sort()) {
+      const key = keys.operation(operation);
+      const hash = hashOf(await withDeadline(read(key, ['HGETALL', key]), deadline).catch(failed));
       for (const [field, value] of Object.entries(hash)) {
         if (!field.startsWith('c:')) continue;
         const consumer = field.slice(2);

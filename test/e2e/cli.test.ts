@@ -71,6 +71,8 @@ const runs = {
   newKey: runCli(t, ['new-key'], { timeoutMs: 30_000 }),
   serveNoKey: runCli(t, SERVE, { timeoutMs: 30_000 }),
   serveBadUpstream: runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'not-a-url'], { timeoutMs: 30_000 }),
+  serveUpstreamUser: runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'http://partner@127.0.0.1:1/v1'], { timeoutMs: 30_000 }),
+  serveBadUpstreamPassword: runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'http://partner:hunter2@127.0.0.1:1/v1?x'], { timeoutMs: 30_000 }),
 };
 // At LOG_LEVEL info, so that the test can check the key reaches no log line. `serve` is the one
 // command that depends on the engine: it runs once per engine.
@@ -249,6 +251,18 @@ t.test('serve --upstream not-a-url is a usage error that names --upstream (exit 
   t.equal(r.code, 2);
   t.match(r.stderr, /^petstore-gateway: --upstream must be 'builtin' or an http\(s\) base URL such as http:\/\/127\.0\.0\.1:8081\/v1, not 'not-a-url'\nsee 'petstore-gateway serve --help'\n$/);
   t.equal(r.stdout, '', 'it never listened');
+});
+
+// parity: a usage error from the CLI's argument parsing, before any engine is loaded.
+t.test('serve --upstream with a user or password: refused, echoed masked (exit 2)', async (t) => {
+  const user = await runs.serveUpstreamUser;
+  t.equal(user.code, 2);
+  t.match(user.stderr, /--upstream takes no user or password \('http:\/\/\*\*\*@127\.0\.0\.1:1\/v1'\)/);
+  t.notMatch(user.stderr, /partner/, 'the user is not echoed');
+  const bad = await runs.serveBadUpstreamPassword;
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /--upstream must be 'builtin'/);
+  t.notMatch(bad.stderr, /partner|hunter2/, 'nor a password, in an otherwise refused URL');
 });
 
 // parity: the supervisor (node:cluster, one banner, SIGHUP and SIGTERM passed to the workers) is the

@@ -157,7 +157,7 @@ t.test('Kubernetes: the gateway drains, probes the admin port, rides out a blip,
     t.ok(Number(podSpec(deployment).terminationGracePeriodSeconds) * 1000 > drainDelayMs + shutdownGraceMs, 'terminationGracePeriodSeconds covers the drain and the grace period');
     t.equal(new URL(policy.config.upstream.url).host, 'backend:8081', 'the upstream is the Service `backend`');
     const store = policy.config.policies['rate-limit'].store;
-    t.equal(store === 'memory' ? '' : new URL(store.redis.url).host, 'redis:6379', 'the store is the Service `redis`');
+    t.equal(store === 'memory' ? '' : new URL(store.redis.url ?? '').host, 'redis:6379', 'the store is the Service `redis`');
   }
 
   const service = kind(docs, 'Service', 'petstore-gateway');

@@ -1,7 +1,7 @@
 /** The config of the `auth` policy: its JSON Schema (with defaults) and its TypeScript type. */
 import type { OperationId } from '../../core/operations.js';
 import { HASH_PATTERN } from './keys.js';
-import { REDIS_CONNECTION_SCHEMA } from '../../stores/connection-schema.js';
+import { REDIS_CONNECTION_SCHEMA, REDIS_PREFIX_SCHEMA } from '../../stores/connection-schema.js';
 import type { RedisConnectionSettings } from '../../stores/connection-schema.js';
 
 export type UpstreamAuthorization = 'drop' | 'forward' | { readonly fromEnv: string };
@@ -34,7 +34,7 @@ export interface AuthConfig {
 /** `auth.registry` (the registry's own type, src/registry/registry.ts, is this, as loaded). */
 export interface RegistryPolicyConfig {
   readonly redis: RedisConnectionSettings;
-  readonly prefix: string;
+  readonly prefix: string | null;
   readonly syncIntervalMs: number;
   readonly maxStaleSeconds: number | null;
   readonly commandTimeoutMs: number;
@@ -105,7 +105,7 @@ export const schema = {
         'Keys issued, rotated and revoked at run time (the `keys` command, the admin API), kept in Redis as hashes and shared by every instance; null (default): none. Authentication reads a local copy, never Redis. When an id is both here and in `keys`, the policy file\'s key wins and the registry\'s is ignored. See docs/keys.md.',
       properties: {
         redis: REDIS_CONNECTION_SCHEMA,
-        prefix: { type: 'string', maxLength: 64, pattern: '^[^{}\\s]*$', default: 'petstore-gateway:', description: 'Prefix of the registry\'s Redis keys and channel, so several deployments can share one Redis (no braces: the keys carry a Cluster hash tag).' },
+        prefix: REDIS_PREFIX_SCHEMA,
         syncIntervalMs: { type: 'integer', minimum: 100, maximum: 600000, default: 5000, description: 'How often the local copy is checked against Redis, beside publish/subscribe (catches messages lost during a reconnection).' },
         maxStaleSeconds: {
           type: ['integer', 'null'],

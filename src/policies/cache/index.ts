@@ -7,6 +7,7 @@
  * misses. No decision is taken here: the chain skips a policy with no phase.
  */
 import type { Policy, PolicyModule, Problem } from '../../core/policy.js';
+import { checkConnection } from '../../stores/connection-schema.js';
 import { schema, type CacheConfig } from './schema.js';
 
 export type { CacheConfig, CacheRedisConfig } from './schema.js';
@@ -14,12 +15,7 @@ export type { CacheConfig, CacheRedisConfig } from './schema.js';
 function check(config: CacheConfig, path: string): Problem[] {
   const store = config.store;
   if (typeof store !== 'object') return [];
-  try {
-    new URL(store.redis.url);
-    return [];
-  } catch {
-    return [{ path: `${path}.store.redis.url`, message: 'is not a valid URL' }];
-  }
+  return checkConnection(store.redis, `${path}.store.redis`);
 }
 
 const NOTHING: Policy = Object.freeze({ name: 'cache' });

@@ -1,10 +1,11 @@
 /** The config of the `cache` policy: its JSON Schema (with defaults) and its TypeScript type. */
+import type { RedisConnectionConfig } from '../../core/store.js';
+import { DEFAULT_REDIS_PREFIX, REDIS_PREFIX_ENV, REDIS_PREFIX_SCHEMA, redisSectionSchema } from '../../stores/connection-schema.js';
 
-export interface CacheRedisConfig {
-  /** `redis[s]://[[user][:password]@]host[:port][/db]`. */
-  readonly url: string;
-  /** Prefix of every key and channel the cache writes. */
-  readonly prefix?: string;
+/** The cache's Redis: a connection (one server, Sentinel or Cluster) and its key prefix. */
+export interface CacheRedisConfig extends RedisConnectionConfig {
+  /** Prefix of every key and channel the cache writes; null or absent: the deployment's, then `cache:`. */
+  readonly prefix?: string | null;
 }
 
 export interface CacheConfig {
@@ -49,7 +50,7 @@ export const schema = {
     },
     store: {
       default: 'memory',
-      description: 'Where entries live: "memory" (this process, bounded by maxBytes) or {redis: {url}} (one cache for every instance; createPet invalidates the lists on every instance through publish/subscribe).',
+      description: 'Where entries live: "memory" (this process, bounded by maxBytes) or {redis: {...}} (one cache for every instance; createPet invalidates the lists on every instance through publish/subscribe; the same Redis forms as every `redis:` section: url, sentinel or cluster, see docs/scaling.md).',
       oneOf: [
         { type: 'string', enum: ['memory'] },
         {
@@ -57,15 +58,12 @@ export const schema = {
           additionalProperties: false,
           required: ['redis'],
           properties: {
-            redis: {
-              type: 'object',
-              additionalProperties: false,
-              required: ['url'],
-              properties: {
-                url: { type: 'string', pattern: '^rediss?://[^\\s]+$', description: 'redis[s]://[[user][:password]@]host[:port][/db]' },
-                prefix: { type: 'string', minLength: 1, maxLength: 64, description: 'Prefix of every key and channel the cache writes; default "petstore-gateway:cache:".' },
+            redis: redisSectionSchema({
+              prefix: {
+                ...REDIS_PREFIX_SCHEMA,
+                description: `Prefix of every key and channel the cache writes (no braces or spaces). null (default): the deployment's prefix (the environment variable ${REDIS_PREFIX_ENV}, else "${DEFAULT_REDIS_PREFIX}") followed by "cache:".`,
               },
-            },
+            }),
           },
         },
       ],

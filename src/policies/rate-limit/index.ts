@@ -12,6 +12,7 @@
  */
 import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
+import { checkConnection } from '../../stores/connection-schema.js';
 import { MemoryRateLimitStore, openStore } from '../../stores/index.js';
 import { ThrottledWarning } from '../../stores/redis.js';
 import type { RateDecision, RateLimitRule, RateLimitStore } from '../../stores/types.js';
@@ -46,13 +47,7 @@ function seconds(ms: number): number {
 function check(config: RateLimitConfig, path: string): Problem[] {
   const problems: Problem[] = [];
   const store = config.store;
-  if (typeof store === 'object') {
-    try {
-      new URL(store.redis.url);
-    } catch {
-      problems.push({ path: `${path}.store.redis.url`, message: 'is not a valid URL' });
-    }
-  }
+  if (typeof store === 'object') problems.push(...checkConnection(store.redis, `${path}.store.redis`));
   return problems;
 }
 

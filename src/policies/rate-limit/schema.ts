@@ -1,4 +1,5 @@
 /** The options of the `rate-limit` policy: its JSON Schema (with defaults), and the type derived from it. */
+import { REDIS_PREFIX_SCHEMA, redisSectionSchema } from '../../stores/connection-schema.js';
 import { REDIS_DEFAULTS } from '../../stores/defaults.js';
 import type { SchemaType } from '../../core/options.js';
 
@@ -31,7 +32,7 @@ export const schema = {
     store: {
       default: 'memory',
       description:
-        'Where the counters live: "memory" (this process; with --workers N each worker has its own) or {redis: {url}} (one limit across every instance and worker).',
+        'Where the counters live: "memory" (this process; with --workers N each worker has its own) or {redis: {...}} (one limit across every instance and worker; the same Redis forms as every `redis:` section: url, sentinel or cluster, see docs/scaling.md). The deprecation report lives there too.',
       oneOf: [
         { type: 'string', enum: ['memory'] },
         {
@@ -39,18 +40,16 @@ export const schema = {
           additionalProperties: false,
           required: ['redis'],
           properties: {
-            redis: {
-              type: 'object',
-              additionalProperties: false,
-              required: ['url'],
-              properties: {
-                url: { type: 'string', pattern: '^rediss?://[^\\s]+$', description: 'redis[s]://[[user][:password]@]host[:port][/db]' },
-                prefix: { type: 'string', minLength: 1, maxLength: 64, description: `Prefix of every key the gateway writes; default "${REDIS_DEFAULTS.prefix}".` },
-                commandTimeoutMs: { type: 'integer', minimum: 10, maximum: 10000, description: `A command without an answer after this many ms fails (onStoreError decides); default ${REDIS_DEFAULTS.commandTimeoutMs}. Time this process's event loop was busy is not counted (up to 8 times this in all).` },
-                connectTimeoutMs: { type: 'integer', minimum: 10, maximum: 60000, description: `Longest wait for a connection, ms; default ${REDIS_DEFAULTS.connectTimeoutMs}.` },
-                maxReconnectDelayMs: { type: 'integer', minimum: 10, maximum: 60000, description: `Reconnection backs off exponentially up to this many ms; default ${REDIS_DEFAULTS.maxReconnectDelayMs}.` },
+            redis: redisSectionSchema({
+              prefix: REDIS_PREFIX_SCHEMA,
+              commandTimeoutMs: {
+                type: 'integer',
+                minimum: 10,
+                maximum: 10000,
+                default: REDIS_DEFAULTS.commandTimeoutMs,
+                description: "A command without an answer after this many ms fails (onStoreError decides). Time this process's event loop was busy is not counted (up to 8 times this in all).",
               },
-            },
+            }),
           },
         },
       ],
