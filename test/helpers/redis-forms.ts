@@ -4,6 +4,8 @@
  * with `redis-cli --cluster create`. Every process listens on a free loopback port, keeps no data
  * on disk beyond a temporary directory, and is stopped at teardown.
  */
+import type { RedisStore } from '../../src/stores/redis.js';
+import type { RedisStoreConfig } from '../../src/stores/types.js';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
@@ -144,4 +146,28 @@ export async function startCluster(t: TeardownHost): Promise<{ nodes: string[] }
   if (!/All 16384 slots covered/.test(out)) throw new Error(`redis-cli --cluster create failed:\n${out}`);
   for (const p of ports) await until(['-p', String(p), 'CLUSTER', 'INFO'], /cluster_state:ok/, `cluster state on ${p}`);
   return { nodes };
+}
+
+/** A rule of 4 takes a minute: small enough to exhaust in a test, shared by the multi-instance store tests. */
+export const RULE_OF_FOUR = { limit: 4, windowMs: 60_000 };
+
+/**
+ * Two stores on two connections to the same Redis: two gateway instances. The connection pool
+ * shares one connection per distinct config, so the two differ by 1 ms of connect timeout.
+ */
+export async function twoInstances<S extends { readonly ready: Promise<unknown> }>(make: (config: RedisStoreConfig) => S, config: RedisStoreConfig): Promise<[S, S]> {
+  const a = make({ ...config, connectTimeoutMs: 1000 });
+  const b = make({ ...config, connectTimeoutMs: 1001 });
+  await Promise.all([a.ready, b.ready]);
+  return [a, b];
+}
+
+/** Takes alternate between the instances; how many were allowed (the limit holds across both). */
+export async function allowedAcross(stores: readonly RedisStore[], key: string, calls = 10): Promise<number> {
+  let allowed = 0;
+  for (let i = 0; i < calls; i++) {
+    const instance = stores[i % stores.length];
+    if (instance !== undefined && (await instance.take(key, RULE_OF_FOUR)).allowed) allowed++;
+  }
+  return allowed;
 }

@@ -15,10 +15,9 @@ import { RedisStore } from '../../src/stores/redis.js';
 import type { RedisStoreConfig } from '../../src/stores/types.js';
 import { fakeLog } from '../helpers/log.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
-import { cli, freePort, startCluster, startTlsRedis } from '../helpers/redis-forms.js';
+import { allowedAcross, cli, freePort, RULE_OF_FOUR as RULE, startCluster, startTlsRedis, twoInstances } from '../helpers/redis-forms.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
-const RULE = { limit: 4, windowMs: 60_000 };
 
 function store(t: Tap, config: RedisStoreConfig, env: Record<string, string> = {}): RedisStore {
   const s = new RedisStore(config, { env, ledgerFlushMs: 50 });
@@ -26,22 +25,9 @@ function store(t: Tap, config: RedisStoreConfig, env: Record<string, string> = {
   return s;
 }
 
-/** Two stores on two connections to the same Redis: two gateway instances. */
-async function twoInstances(t: Tap, config: RedisStoreConfig, env: Record<string, string> = {}): Promise<[RedisStore, RedisStore]> {
-  const a = store(t, { ...config, connectTimeoutMs: 1000 }, env);
-  const b = store(t, { ...config, connectTimeoutMs: 1001 }, env);
-  await Promise.all([a.ready, b.ready]);
-  return [a, b];
-}
-
-/** Takes alternate between the instances: the limit holds across both. */
-async function allowedAcross(stores: readonly RedisStore[], key: string, calls = 10): Promise<number> {
-  let allowed = 0;
-  for (let i = 0; i < calls; i++) {
-    const instance = stores[i % stores.length];
-    if (instance !== undefined && (await instance.take(key, RULE)).allowed) allowed++;
-  }
-  return allowed;
+/** Two instances (see twoInstances), closed at the end of the test. */
+function instancesOf(t: Tap, config: RedisStoreConfig, env: Record<string, string> = {}): Promise<[RedisStore, RedisStore]> {
+  return twoInstances((c) => store(t, c, env), config);
 }
 
 function entry(body: string): CacheEntry {
@@ -126,7 +112,7 @@ t.test('two deployments on one redis-server: their prefixes keep counters apart'
 t.test('Redis Cluster: the rate limit, the deprecation report and the cache shared by two instances', { skip: REDIS_SKIP }, async (t) => {
   const c = await startCluster(t);
   const config = { cluster: { nodes: c.nodes } };
-  const both = await twoInstances(t, config);
+  const both = await instancesOf(t, config);
   // Keys spread over the three masters' slots: each limit holds across both instances.
   for (const key of ['alpha', 'beta', 'gamma', 'delta']) t.equal(await allowedAcross(both, key), 4, `limit 4 for ${key}`);
   // The report's script writes two keys: one hash slot, or Redis answers CROSSSLOT.
@@ -153,7 +139,7 @@ t.test('Redis Cluster: the rate limit, the deprecation report and the cache shar
 t.test('rediss:// with a CA file and an ACL user: one limit across two instances', { skip: REDIS_SKIP }, async (t) => {
   const tls = await startTlsRedis(t);
   const config = { url: `rediss://${tls.user}@127.0.0.1:${tls.port}`, passwordFromEnv: 'REDIS_PASSWORD', caFile: tls.caFile };
-  const both = await twoInstances(t, config, { REDIS_PASSWORD: tls.password });
+  const both = await instancesOf(t, config, { REDIS_PASSWORD: tls.password });
   t.equal(await allowedAcross(both, 'tls'), 4);
   t.equal(both[0].where, `rediss://***@127.0.0.1:${tls.port}`, 'the user is masked where the store is named');
 

@@ -7,34 +7,26 @@ import type { TapTest as Tap } from '../helpers/assert.js';
 import { RedisStore } from '../../src/stores/redis.js';
 import type { RedisStoreConfig } from '../../src/stores/types.js';
 import { REDIS_SKIP } from '../helpers/redis.js';
-import { cli, startSentinel } from '../helpers/redis-forms.js';
+import { allowedAcross, cli, RULE_OF_FOUR as RULE, startSentinel, twoInstances } from '../helpers/redis-forms.js';
 import { sleep } from '../helpers/wait.js';
 
-const RULE = { limit: 4, windowMs: 60_000 };
 
-/** Two stores on two connections to the same Redis: two gateway instances. */
-async function twoInstances(t: Tap, config: RedisStoreConfig): Promise<[RedisStore, RedisStore]> {
-  const a = new RedisStore({ ...config, connectTimeoutMs: 1000 });
-  const b = new RedisStore({ ...config, connectTimeoutMs: 1001 });
-  t.teardown(() => Promise.all([a.close(), b.close()]));
-  await Promise.all([a.ready, b.ready]);
-  return [a, b];
-}
 
-/** Takes alternate between the instances: the limit holds across both. */
-async function allowedAcross(stores: readonly RedisStore[], key: string, calls = 10): Promise<number> {
-  let allowed = 0;
-  for (let i = 0; i < calls; i++) {
-    const instance = stores[i % stores.length];
-    if (instance !== undefined && (await instance.take(key, RULE)).allowed) allowed++;
-  }
-  return allowed;
+/** Two instances (see twoInstances), closed at the end of the test. */
+async function instancesOf(t: Tap, config: RedisStoreConfig): Promise<[RedisStore, RedisStore]> {
+  const made: RedisStore[] = [];
+  t.teardown(() => Promise.all(made.map((s) => s.close())));
+  return twoInstances((c) => {
+    const s = new RedisStore(c);
+    made.push(s);
+    return s;
+  }, config);
 }
 
 t.test('Redis Sentinel: one limit across two instances, before and after a failover', { skip: REDIS_SKIP }, async (t) => {
   const s = await startSentinel(t);
   const config = { sentinel: { masterName: s.masterName, nodes: [`127.0.0.1:${s.sentinelPort}`] } };
-  const both = await twoInstances(t, config);
+  const both = await instancesOf(t, config);
   t.equal(await allowedAcross(both, 'before'), 4, 'limit 4 across both');
   const oldMaster = s.master();
   t.match(cli(['-p', String(s.sentinelPort), 'SENTINEL', 'failover', s.masterName]), /OK/);
