@@ -60,7 +60,7 @@ Run the gateway.
   --watch             reload the policy when the file changes, and the TLS certificate when its
                       files change (SIGHUP always reloads both)
   --engine E          undici (default, fastest), fastify or http-proxy-3: same policies on each
-  --workers N         N processes share the port (node:cluster); SIGHUP reloads every one
+  --workers N         N processes share the port (reusePort, else node:cluster); SIGHUP reloads every one
 
 stdout carries JSON log lines only; the banner and the ephemeral key go to stderr.
 At start, the upstream is probed once (GET <upstream>/pets?limit=1, no key) and a warning is logged
