@@ -49,7 +49,7 @@ t.test('rediss:// with a CA file and an ACL user (password from the environment)
   const dir = tempDir(t, 'forms-policy');
   const file = join(dir, 'policy.json');
   writeFileSync(file, JSON.stringify({ version: 1, policies: { auth: { keysFromEnv: null, registry: { redis: { url: conn.url, passwordFromEnv: 'REDIS_PASSWORD' }, prefix: 'forms:' } } } }));
-  const list = await runCli(t, ['keys', 'list', '--json', '--policy', file], { env: { REDIS_PASSWORD: tls.password, NODE_EXTRA_CA_CERTS: tls.caFile } });
+  const list = await runCli(t, ['keys', 'list', '--json', '--policy', file], { env: { REDIS_PASSWORD: tls.password, NODE_EXTRA_CA_CERTS: tls.caFile }, timeoutMs: 30_000 });
   t.equal(list.code, 0, list.stderr);
   t.match(list.stdout, /"id":"over-tls"/);
 });
