@@ -493,15 +493,32 @@ export function responseCache(cache: ResponseCache): Layer {
         cache.counts.bypass++;
         return start(next, request, new Bypass(handler, cache, request.operation === 'createPet'));
       }
-      const sub = new Subscriber(handler, request);
-      sub.onStart(undefined);
       const found = cache.store.get(key);
-      if (!(found instanceof Promise)) return lookup(cache, next, request, key, sub, found);
+      if (!(found instanceof Promise)) {
+        // A fresh entry at hand is written at once: nothing waits and nothing runs, so no
+        // subscriber is made (the handler is told nothing else, not even a start).
+        const now = cache.now();
+        if (found !== undefined && now < found.freshUntil) return hit(cache, handler, found, now);
+        return lookup(cache, next, request, key, subscribe(handler, request), found);
+      }
+      const sub = subscribe(handler, request);
       found.then(
         (entry) => lookup(cache, next, request, key, sub, entry),
         () => lookup(cache, next, request, key, sub, undefined),
       ).catch((err: unknown) => cache.crashed?.(err));
     };
+}
+
+function subscribe(handler: CacheClient, request: UpstreamRequest): Subscriber {
+  const sub = new Subscriber(handler, request);
+  sub.onStart(undefined);
+  return sub;
+}
+
+/** Answers from a fresh entry. */
+function hit(cache: ResponseCache, handler: CacheClient, entry: CacheEntry, now: number): void {
+  cache.counts.hit++;
+  handler.onStored(entry, ageText(entry.born, now), `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`);
 }
 
 function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key: string, sub: Subscriber, entry: CacheEntry | undefined): void {
