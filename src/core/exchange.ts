@@ -24,7 +24,7 @@ import { forwarding, type AnswerKeeper, type ForwardHandler, type Send } from '.
 import type { CacheEntry, ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
-import { operationPath, petIdOf, type OperationId } from './operations.js';
+import { operationPath, petIdOf, type Operation, type OperationId } from './operations.js';
 import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
 import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamRequest } from './upstream.js';
@@ -254,6 +254,45 @@ export class Pipeline {
   }
 }
 
+/**
+ * The upstream request of one client request. Its headers are built when first read: a transport
+ * reads them as it sends, while a request the response cache answers from an entry is never sent.
+ * Built (the path rebuilt from the operation, never copied from the client) once the request and
+ * body phases passed.
+ */
+class Outgoing implements UpstreamRequest {
+  readonly method: 'GET' | 'POST';
+  readonly operation: OperationId;
+  readonly petId: string | undefined;
+  readonly query: string;
+  readonly pathname: string;
+  readonly path: string;
+  readonly native: unknown;
+  readonly answerRules: string | undefined;
+  private built: Record<string, string | string[]> | undefined = undefined;
+
+  constructor(
+    private readonly active: ActiveRequest,
+    op: Operation,
+    basePath: string,
+    readonly body: Buffer | undefined,
+  ) {
+    const ex = active.ex;
+    this.method = op.method;
+    this.operation = op.id;
+    this.petId = petIdOf(ex.route);
+    this.query = ex.upstreamQuery;
+    this.pathname = basePath + operationPath(op, this.petId);
+    this.path = this.query === '' ? this.pathname : `${this.pathname}?${this.query}`;
+    this.native = active.native;
+    this.answerRules = active.answerRulesOf;
+  }
+
+  get headers(): Record<string, string | string[]> {
+    return (this.built ??= this.active.upstreamHeaders(this.body));
+  }
+}
+
 /** Where a response keeps its request, for the one shared 'close' listener. */
 const ACTIVE = Symbol('petstore-gateway request');
 
@@ -275,7 +314,8 @@ export class ActiveRequest implements ForwardHandler {
   readonly chain: Chain;
   readonly rules: HeaderRules;
   readonly bodyLimit: number;
-  private readonly answerRules: string | undefined;
+  /** The gateway's answer rules when the request arrived (`GatewayView.answerRules`). */
+  readonly answerRulesOf: string | undefined;
 
   private status = 0;
   private errorCode: string | undefined = undefined;
@@ -306,7 +346,7 @@ export class ActiveRequest implements ForwardHandler {
     this.chain = gw.chain;
     this.rules = gw.headerRules;
     this.bodyLimit = gw.bodyLimit;
-    this.answerRules = gw.answerRules;
+    this.answerRulesOf = gw.answerRules;
     this.ex = gw.chain.open(head);
     // One listener shared by every request (no closure per request): it finds the request on `res`.
     // `on`, not `once`: a response closes once, and `once` would wrap the listener per request.
@@ -428,31 +468,22 @@ export class ActiveRequest implements ForwardHandler {
         return this.sendError(new GatewayError('invalid_request', { message: 'The request body is missing.' }));
       }
       const pipeline = this.pipeline;
-      const h = this.head.headers;
-      const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
-      if (body !== undefined) headers['content-length'] = String(body.length);
-      else delete headers['content-length'];
-      const query = ex.upstreamQuery;
-      const petId = petIdOf(ex.route);
-      const pathname = pipeline.settings.basePath + operationPath(op, petId);
-      const request: UpstreamRequest = {
-        method: op.method,
-        operation: op.id,
-        petId,
-        query,
-        pathname,
-        path: query === '' ? pathname : `${pathname}?${query}`,
-        headers,
-        body,
-        native: this.native,
-        answerRules: this.answerRules,
-      };
+      const request = new Outgoing(this, op, pipeline.settings.basePath, body);
       this.settled = false;
       this.upstreamT0 = performance.now();
       pipeline.send(request, this);
     } catch (err) {
       this.crash(err, 'forward');
     }
+  }
+
+  /** The request headers the upstream receives, for a request with `body` (`Outgoing`). */
+  upstreamHeaders(body: Buffer | undefined): Record<string, string | string[]> {
+    const h = this.head.headers;
+    const headers = upstreamRequestHeaders(this.rules, h, this.ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
+    if (body !== undefined) headers['content-length'] = String(body.length);
+    else delete headers['content-length'];
+    return headers;
   }
 
   // ---- Upstream call (ForwardHandler) ----------------------------------------------------------
@@ -559,7 +590,8 @@ export class ActiveRequest implements ForwardHandler {
       // of this request's own fields (they are added per request, as on a hit).
       const shared = clientResponseHeaders(this.rules, upstreamHeaders, { responseHeaders: NO_FIELDS, consumerId: this.ex.consumerId }, true);
       const entry = keeper.keep(200, shared, out.body);
-      if (entry !== undefined) return this.writeStored(entry, headers.age as string, headers['cache-status'] as string);
+      // The cache's head says this request's Age and Cache-Status (forward/cache.ts, `answerHead`).
+      if (entry !== undefined) return this.writeStored(entry, String(headers.age ?? '0'), String(headers['cache-status'] ?? ''));
     }
     this.answer(out, upstreamHeaders);
   }
