@@ -31,6 +31,7 @@
 //                         deprecation report is in Redis too, as `serve` keeps it
 //   fastify, http-proxy-3 the other engines, ops on, memory rate limit
 //   cached                engine undici, ops on, the response cache (memory store; repeated requests hit)
+//   cached-enforce        the same with response-contract enforce (the default of a policy file)
 //   monitor               undici + response-contract monitor
 //   contract              undici + response-contract enforce (against undici: the contract's cost)
 //   bound-on, bound-off   the undici engine's handler on a bare node:http server, every policy on, ops off,
@@ -78,6 +79,8 @@ export const TARGETS = {
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'http-proxy-3') },
   // The response cache (policies.cache, memory store): one request repeated per route, so hits.
   cached: { name: 'gateway, engine undici, response cache', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--cache', 'on') },
+  // The response cache with the response contract enforced, as a policy file without the section runs.
+  'cached-enforce': { name: 'gateway, engine undici, response cache, contract enforce', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--cache', 'on', '--contract', 'enforce') },
   contract: { name: 'gateway, undici + response-contract enforce', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--contract', 'enforce') },
   'bound-on': { name: 'undici handler on node:http, ops off, in-flight bound on', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => startTarget('gateway-handler', up.url, '--bound', 'on') },
   'bound-off': { name: 'undici handler on node:http, ops off, in-flight bound off', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => startTarget('gateway-handler', up.url, '--bound', 'off') },

@@ -6,7 +6,7 @@
 //   npm run build && node bench/profile.mjs [--write]
 //
 // Environment: BENCH_PROFILE_SECONDS (5), BENCH_PROFILE_TARGETS (bare,undici,fastify,http-proxy-3,builtin;
-// also monitor, cached), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
+// also monitor, cached, cached-enforce), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +21,8 @@ const KINDS = {
   builtin: { name: 'gateway, built-in backend (undici)', args: () => ['gateway', 'builtin', '--engine', 'undici'] },
   // The response cache (bench/fixtures.mjs: getPet 30 s, listPets 5 s): after the warm-up, hits.
   cached: { name: 'gateway, engine undici, response cache', args: (up) => ['gateway', up, '--engine', 'undici', '--cache', 'on'] },
+  // The same with the response contract enforced, as a policy file without the section runs.
+  'cached-enforce': { name: 'gateway, engine undici, response cache, contract enforce', args: (up) => ['gateway', up, '--engine', 'undici', '--cache', 'on', '--contract', 'enforce'] },
 };
 
 const ALL_REQUESTS = [

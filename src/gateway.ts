@@ -2,6 +2,7 @@
  * The composition root: a validated policy config becomes a running chain of policies, plus what
  * the exchange needs to forward (the upstream, the body limit, the built-in backend).
  */
+import { createHash } from 'node:crypto';
 import { ReferenceBackend } from './backend/service.js';
 import type { PolicyConfig, UpstreamConfig } from './config/types.js';
 import { Chain } from './core/chain.js';
@@ -29,6 +30,20 @@ export interface Gateway {
   readonly upstreamBasePath: string;
   /** The in-process reference backend, when `upstream.url` is `builtin`. */
   readonly backend: ReferenceBackend | undefined;
+  /** A fingerprint of what turns an upstream answer into the client's (`answerRulesOf`). */
+  readonly answerRules: string;
+}
+
+/**
+ * A fingerprint of the sections that shape what a client gets of an upstream answer: every policy
+ * but the cache, and the header rules. The response cache stores answers after the response phase
+ * and keys them by it, so an answer made under other rules (before a reload, or by an instance
+ * sharing the Redis store with another policy file) is never served. Hashed, and short: it is
+ * part of every key, and says nothing of the config it came from.
+ */
+export function answerRulesOf(config: PolicyConfig): string {
+  const { cache: _cache, ...policies } = config.policies;
+  return createHash('sha256').update(JSON.stringify({ headers: config.headers, policies })).digest('base64url').slice(0, 8);
 }
 
 /**
@@ -60,6 +75,7 @@ export function compileGateway(config: PolicyConfig, env: PolicyEnv, backend?: R
     upstreamOrigin: url?.origin,
     upstreamBasePath: url === undefined ? '' : url.pathname.replace(/\/+$/, ''),
     backend: builtin ? (backend ?? new ReferenceBackend()) : undefined,
+    answerRules: answerRulesOf(config),
   };
 }
 

@@ -20,11 +20,11 @@ import { isValidUpstreamStatus } from './contract.js';
 import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
-import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
-import type { ResponseCache } from './forward/cache.js';
+import { forwarding, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
+import type { CacheEntry, ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
-import { operationPath, petIdOf, type OperationId } from './operations.js';
+import { operationPath, petIdOf, type Operation, type OperationId } from './operations.js';
 import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
 import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamRequest } from './upstream.js';
@@ -52,6 +52,8 @@ export interface GatewayView {
   readonly chain: Chain;
   readonly bodyLimit: number;
   readonly headerRules: HeaderRules;
+  /** A fingerprint of the policies and header rules: the response cache keys stored answers by it. */
+  readonly answerRules?: string | undefined;
 }
 
 export interface GatewaySource {
@@ -132,6 +134,9 @@ function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly
   }
   return out;
 }
+
+/** No fields of a request: the view of the headers every client gets of a stored answer. */
+const NO_FIELDS: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Most bytes of a non-2xx upstream body kept for the error mapping; the rest is not buffered. */
 export const ERROR_BODY_CAP = 16 * 1024;
@@ -249,6 +254,45 @@ export class Pipeline {
   }
 }
 
+/**
+ * The upstream request of one client request. Its headers are built when first read: a transport
+ * reads them as it sends, while a request the response cache answers from an entry is never sent.
+ * Built (the path rebuilt from the operation, never copied from the client) once the request and
+ * body phases passed.
+ */
+class Outgoing implements UpstreamRequest {
+  readonly method: 'GET' | 'POST';
+  readonly operation: OperationId;
+  readonly petId: string | undefined;
+  readonly query: string;
+  readonly pathname: string;
+  readonly path: string;
+  readonly native: unknown;
+  readonly answerRules: string | undefined;
+  private built: Record<string, string | string[]> | undefined = undefined;
+
+  constructor(
+    private readonly active: ActiveRequest,
+    op: Operation,
+    basePath: string,
+    readonly body: Buffer | undefined,
+  ) {
+    const ex = active.ex;
+    this.method = op.method;
+    this.operation = op.id;
+    this.petId = petIdOf(ex.route);
+    this.query = ex.upstreamQuery;
+    this.pathname = basePath + operationPath(op, this.petId);
+    this.path = this.query === '' ? this.pathname : `${this.pathname}?${this.query}`;
+    this.native = active.native;
+    this.answerRules = active.answerRulesOf;
+  }
+
+  get headers(): Record<string, string | string[]> {
+    return (this.built ??= this.active.upstreamHeaders(this.body));
+  }
+}
+
 /** Where a response keeps its request, for the one shared 'close' listener. */
 const ACTIVE = Symbol('petstore-gateway request');
 
@@ -270,6 +314,8 @@ export class ActiveRequest implements ForwardHandler {
   readonly chain: Chain;
   readonly rules: HeaderRules;
   readonly bodyLimit: number;
+  /** The gateway's answer rules when the request arrived (`GatewayView.answerRules`). */
+  readonly answerRulesOf: string | undefined;
 
   private status = 0;
   private errorCode: string | undefined = undefined;
@@ -300,6 +346,7 @@ export class ActiveRequest implements ForwardHandler {
     this.chain = gw.chain;
     this.rules = gw.headerRules;
     this.bodyLimit = gw.bodyLimit;
+    this.answerRulesOf = gw.answerRules;
     this.ex = gw.chain.open(head);
     // One listener shared by every request (no closure per request): it finds the request on `res`.
     // `on`, not `once`: a response closes once, and `once` would wrap the listener per request.
@@ -421,30 +468,22 @@ export class ActiveRequest implements ForwardHandler {
         return this.sendError(new GatewayError('invalid_request', { message: 'The request body is missing.' }));
       }
       const pipeline = this.pipeline;
-      const h = this.head.headers;
-      const headers = upstreamRequestHeaders(this.rules, h, ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
-      if (body !== undefined) headers['content-length'] = String(body.length);
-      else delete headers['content-length'];
-      const query = ex.upstreamQuery;
-      const petId = petIdOf(ex.route);
-      const pathname = pipeline.settings.basePath + operationPath(op, petId);
-      const request: UpstreamRequest = {
-        method: op.method,
-        operation: op.id,
-        petId,
-        query,
-        pathname,
-        path: query === '' ? pathname : `${pathname}?${query}`,
-        headers,
-        body,
-        native: this.native,
-      };
+      const request = new Outgoing(this, op, pipeline.settings.basePath, body);
       this.settled = false;
       this.upstreamT0 = performance.now();
       pipeline.send(request, this);
     } catch (err) {
       this.crash(err, 'forward');
     }
+  }
+
+  /** The request headers the upstream receives, for a request with `body` (`Outgoing`). */
+  upstreamHeaders(body: Buffer | undefined): Record<string, string | string[]> {
+    const h = this.head.headers;
+    const headers = upstreamRequestHeaders(this.rules, h, this.ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
+    if (body !== undefined) headers['content-length'] = String(body.length);
+    else delete headers['content-length'];
+    return headers;
   }
 
   // ---- Upstream call (ForwardHandler) ----------------------------------------------------------
@@ -521,12 +560,62 @@ export class ActiveRequest implements ForwardHandler {
     this.settle();
     const status = this.upstreamStatus ?? 0;
     const upstreamHeaders = this.headers as Record<string, HeaderValue | number>;
-    let out: ResponseBody;
+    const out = this.respond({ status, headers: upstreamHeaders, body, truncated });
+    if (out !== undefined) this.answer(out, upstreamHeaders);
+  }
+
+  /**
+   * A whole upstream answer the response cache holds: the response phase runs on it, when a
+   * policy asks as for any answer, and the cache is offered what the client would get. Kept, it
+   * is written from the entry, as every later hit is: one way to write a cached answer.
+   */
+  onAnswer(status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, keeper: AnswerKeeper): void {
+    if (this.settled) return;
+    this.upstreamStatus = status;
+    this.headers = headers;
+    if (tooManyHeaders(headers)) return this.refuseAnswer(new Error('upstream answered too many header fields'));
+    const upstreamHeaders = headers as Record<string, HeaderValue | number>;
+    let hold: number;
     try {
-      out = this.chain.finishResponse(this.ex, { status, headers: upstreamHeaders, body, truncated });
+      hold = this.pipeline.answers.hold(this, status, headers);
     } catch (err) {
       return this.crash(err, 'response phase');
     }
+    this.settle();
+    const res: ResponseBody = { status, headers: upstreamHeaders, body, truncated: false };
+    const out = hold > 0 ? this.respond(res) : res;
+    if (out === undefined) return;
+    if (out.status === 200 && out.headers === upstreamHeaders) {
+      // What every client gets of this answer: the allowlist and the `private` rule applied, none
+      // of this request's own fields (they are added per request, as on a hit).
+      const shared = clientResponseHeaders(this.rules, upstreamHeaders, { responseHeaders: NO_FIELDS, consumerId: this.ex.consumerId }, true);
+      const entry = keeper.keep(200, shared, out.body);
+      // The cache's head says this request's Age and Cache-Status (forward/cache.ts, `answerHead`).
+      if (entry !== undefined) return this.writeStored(entry, String(headers.age ?? '0'), String(headers['cache-status'] ?? ''));
+    }
+    this.answer(out, upstreamHeaders);
+  }
+
+  /** The response cache answers from an entry: the request's own fields on the stored answer. */
+  onStored(entry: CacheEntry, age: string, cacheStatus: string): void {
+    if (this.settled) return;
+    this.upstreamStatus = entry.status;
+    this.settle();
+    this.writeStored(entry, age, cacheStatus);
+  }
+
+  /** The response phase on a held answer; undefined when it crashed (answered 500). */
+  private respond(res: ResponseBody): ResponseBody | undefined {
+    try {
+      return this.chain.finishResponse(this.ex, res);
+    } catch (err) {
+      this.crash(err, 'response phase');
+      return undefined;
+    }
+  }
+
+  /** Sends what the response phase made of an upstream answer. */
+  private answer(out: ResponseBody, upstreamHeaders: Record<string, HeaderValue | number>): void {
     if (out.code !== undefined) this.errorCode = out.code;
     // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
     // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
@@ -602,6 +691,27 @@ export class ActiveRequest implements ForwardHandler {
     this.bytesOut = body.length;
     res.writeHead(status, headers);
     endWith(res, body);
+  }
+
+  /**
+   * Writes a stored answer: its fields (Content-Length included) as stored, then the exchange's
+   * own (request id, CORS, deprecation, rate limit; Vary merged), Age and Cache-Status; the body
+   * as stored, with the head in one write when it is small.
+   */
+  private writeStored(entry: CacheEntry, age: string, cacheStatus: string): void {
+    const res = this.res;
+    if (res.headersSent || res.destroyed) return;
+    const out: Record<string, HeaderValue | number> = {};
+    const stored = entry.headers;
+    for (const name in stored) out[name] = stored[name];
+    const own = this.ex.responseHeaders;
+    for (const name in own) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, own.vary) : own[name];
+    out.age = age;
+    out['cache-status'] = cacheStatus;
+    this.status = entry.status;
+    this.bytesOut = entry.body.length;
+    res.writeHead(entry.status, out);
+    endWith(res, entry.body);
   }
 
   /** Answers a policy's local reply: its status, no body, the exchange's own headers and its own. */

@@ -51,6 +51,12 @@ export interface UpstreamRequest {
   readonly body: Buffer | undefined;
   /** The front's own request object, for a transport that works through it (reply-from). */
   readonly native: unknown;
+  /**
+   * What identifies the rules that turn an upstream answer into the client's (the policies and
+   * header rules in force): the response cache keeps answers after the response phase, so it keys
+   * them by these too. A transport ignores it.
+   */
+  readonly answerRules?: string | undefined;
 }
 
 /** What a transport may do to the call it is running, handed to the handler at the start. */

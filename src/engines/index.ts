@@ -160,6 +160,9 @@ export class PetstoreGateway extends GatewayHolder implements Gateway {
   get backend(): ReferenceBackend | undefined {
     return this.current.backend;
   }
+  get answerRules(): string {
+    return this.current.answerRules;
+  }
 }
 
 /**

@@ -2,13 +2,20 @@
  * The response cache as a forwarding layer (RFC 9111, as a shared cache), outermost: it sits
  * above breaker accounting, so a hit is no upstream call and tells the breaker nothing.
  *
- * What it stores is the upstream's answer as it arrived (status, fields, body bytes), before the
- * response phase. A hit is replayed to the handler as if the upstream had answered, so the
- * response phase (contract checks, list filtering), the header allowlist and the access line
- * apply to hits exactly as to misses, and the bytes are the same bytes (an int64 stays exact).
+ * What it stores is the answer the client got, after the response phase: the status, the client
+ * fields that do not depend on the request (the header allowlist applied, Content-Length
+ * computed) and the final body bytes (a list filtered, unknown fields dropped). The miss that
+ * fills an entry runs the response phase once (`onAnswer`) and offers the result (`AnswerKeeper`);
+ * every later answer from the entry, the filling miss's own included, is written from it
+ * (`onStored`) with the request's own fields (request id, CORS, deprecation, rate limit, Age,
+ * Cache-Status). A hit parses nothing and runs no response policy, and its bytes are the bytes
+ * the miss sent (an int64 stays exact). The request phase (authentication, the rate limit,
+ * parameter validation) runs before the layer is reached, for hits as for misses.
  *
- * - Key: the operation and its normalised parameters: getPet's petId, listPets' upstream query,
- *   which `list-pets` rebuilt from the validated values with `limit` explicit. Never the raw query.
+ * - Key: the rules that made the stored answer (`UpstreamRequest.answerRules`: a reload that
+ *   changes a policy or the header rules starts afresh), the operation and its normalised
+ *   parameters: getPet's petId, listPets' upstream query, which `list-pets` rebuilt from the
+ *   validated values with `limit` explicit. Never the raw query.
  * - Single flight: identical misses wait for one upstream call (a `Flight`). When its answer may
  *   not be shared (not a storable 200), the waiters send their own calls: a `private` answer is
  *   never handed to another client. A transport failure carries no data and is shared.
@@ -22,15 +29,17 @@ import type { GatewayError } from '../errors.js';
 import type { OperationId } from '../operations.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
-import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { start, Wrapper, type AnswerKeeper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
 export const CACHE_NAME = 'petstore-gateway';
 
-/** One stored upstream answer. Times are milliseconds since the epoch. */
+/** One stored answer, as the client gets it but for the request's own fields. Times are milliseconds since the epoch. */
 export interface CacheEntry {
   readonly status: number;
+  /** The client fields that do not depend on the request, Content-Length included; no Age, no Cache-Status. */
   readonly headers: Readonly<Record<string, string | string[]>>;
+  /** The body after the response phase: the bytes the client gets. */
   readonly body: Buffer;
   /** When the upstream produced it (the store time less the upstream's Age): the Age is counted from it. */
   readonly born: number;
@@ -127,6 +136,9 @@ function variesOnRequest(vary: HeaderValue): boolean {
 function freshness(cache: ResponseCache, request: UpstreamRequest, op: 'listPets' | 'getPet', headers: Readonly<Record<string, HeaderValue>>): number {
   const d = directives(headers['cache-control']);
   if (d.noStore || d.unshared || variesOnRequest(headers.vary)) return 0;
+  // A coded answer (gzip...) reaches a client only if its Accept-Encoding, which the key does not
+  // hold, accepts the coding (response-contract): what one client may get is not every client's.
+  if (headers['content-encoding'] !== undefined && fieldText(headers['content-encoding']).trim().toLowerCase() !== 'identity') return 0;
   if (!cache.sharedCredential && request.headers.authorization !== undefined && !d.shareable) return 0;
   const age = ageOf(headers);
   const limit = d.maxAge === undefined ? cache.ttlMs[op] : Math.min(cache.ttlMs[op], d.maxAge * 1000);
@@ -143,12 +155,25 @@ function ageOf(headers: Readonly<Record<string, HeaderValue>>): number {
 export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string | undefined {
   if (request.method !== 'GET') return undefined;
   const op = request.operation;
-  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.petId !== undefined ? `getPet ${request.petId}` : undefined;
-  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? `listPets ${cache.store.generation} ${request.query}` : undefined;
+  const rules = request.answerRules === undefined ? '' : `${request.answerRules} `;
+  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.petId !== undefined ? `${rules}getPet ${request.petId}` : undefined;
+  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? `${rules}listPets ${cache.store.generation} ${request.query}` : undefined;
   return undefined;
 }
 
+/** Seconds since the answer was made (RFC 9111 section 5.1), as the Age field says it. */
+function ageText(born: number, now: number): string {
+  return String(Math.max(0, Math.floor((now - born) / 1000)));
+}
+
 // ---- Replaying an answer --------------------------------------------------------------------
+
+/** A handler the cache can answer: it takes a whole answer to finish, and a stored one. */
+type CacheClient = ForwardHandler & Required<Pick<ForwardHandler, 'onAnswer' | 'onStored'>>;
+
+function isCacheClient(handler: ForwardHandler): handler is CacheClient {
+  return handler.onAnswer !== undefined && handler.onStored !== undefined;
+}
 
 /** What a client request waits on: its handler, and the call it is part of. */
 class Subscriber extends Wrapper {
@@ -156,11 +181,11 @@ class Subscriber extends Wrapper {
   private started = false;
 
   constructor(
-    handler: ForwardHandler,
+    readonly client: CacheClient,
     /** Its own request: a transport may work through the front's request object (`native`). */
     readonly request: UpstreamRequest,
   ) {
-    super(handler);
+    super(client);
   }
 
   /** Starts the handler once; a later call of its own only replaces the control. */
@@ -182,24 +207,20 @@ class Subscriber extends Wrapper {
     else this.control?.abort(reason);
   }
 
-  /** Answers with a stored entry: head, then the body whole or as one chunk, as the handler asked. */
-  replay(entry: CacheEntry, status: string, now: number): void {
+  /** Answers with a stored entry, as it is (no response phase runs again). */
+  serve(entry: CacheEntry, status: string, now: number): void {
     if (this.done) return;
     this.flight = undefined;
-    const headers: Record<string, string | string[]> = {};
-    for (const name in entry.headers) headers[name] = entry.headers[name] as string | string[];
-    headers['content-length'] = String(entry.body.length);
-    headers.age = String(Math.max(0, Math.floor((now - entry.born) / 1000)));
-    headers['cache-status'] = status;
-    const hold = this.handler.onHead(entry.status, headers);
-    if (this.done) return;
     this.done = true;
-    const body = entry.body;
-    if (hold > 0) this.handler.onBody(body.length > hold ? body.subarray(0, hold) : body, body.length > hold);
-    else {
-      this.handler.onData(body);
-      this.handler.onEnd();
-    }
+    this.client.onStored(entry, ageText(entry.born, now), status);
+  }
+
+  /** Hands the upstream's answer whole to the handler, whose response phase offers `keeper` the result. */
+  deliver(headers: Readonly<Record<string, string | string[]>>, body: Buffer, keeper: AnswerKeeper): void {
+    if (this.done) return;
+    this.flight = undefined;
+    this.done = true;
+    this.client.onAnswer(200, headers, body, keeper);
   }
 }
 
@@ -211,16 +232,22 @@ function ttlParam(entry: CacheEntry, now: number): string {
 /**
  * One upstream call that several identical requests wait on. It is the handler the layer below
  * calls; its subscribers are the client requests. Storing mode: the body is held whole (up to
- * `maxEntryBytes`), stored, and replayed to every subscriber. Pass mode (an answer that may not
+ * `maxEntryBytes`) and handed to one subscriber's response phase, which offers back what it
+ * sends (`keep`); that is stored, and every other subscriber answered with it. Pass mode (an answer that may not
  * be stored or shared): the first subscriber gets the call as it comes, the others send their own.
  */
-export class Flight implements ForwardHandler {
+export class Flight implements ForwardHandler, AnswerKeeper {
   private readonly subs: Subscriber[] = [];
+  /** The answer kept from this call, once a subscriber's response phase offered it. */
+  private kept: CacheEntry | undefined = undefined;
+  /** True while a subscriber's response phase runs on the answer: only then is an offer taken. */
+  private keeping = false;
+  private born = 0;
+  private storedAt = 0;
   private control: UpstreamControl | undefined = undefined;
   private headers: Readonly<Record<string, HeaderValue>> = {};
   private mode: 'pending' | 'store' | 'pass' | 'drain' = 'pending';
   private fresh = 0;
-  private upstreamStatus = 0;
   private passTo: Subscriber | undefined = undefined;
 
   constructor(
@@ -281,7 +308,6 @@ export class Flight implements ForwardHandler {
   }
 
   onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    this.upstreamStatus = status;
     if (status === 200) {
       this.fresh = freshness(this.cache, this.request, this.op, headers);
       if (this.fresh > 0) {
@@ -333,7 +359,7 @@ export class Flight implements ForwardHandler {
     const subs = this.subs.splice(0);
     const status = `${CACHE_NAME}; ${params}${ttlParam(entry, now)}; detail=${detail}`;
     this.cache.counts.stale += subs.length;
-    for (const sub of subs) sub.replay(entry, status, now);
+    for (const sub of subs) sub.serve(entry, status, now);
     return true;
   }
 
@@ -352,18 +378,56 @@ export class Flight implements ForwardHandler {
       return;
     }
     const now = this.cache.now();
-    const stored: Record<string, string | string[]> = {};
+    this.storedAt = now;
+    this.born = now - ageOf(this.headers) * 1000;
+    const fwd = this.stale === undefined ? 'uri-miss' : 'stale';
+    const status = `${CACHE_NAME}; fwd=${fwd}; fwd-status=200; stored; ttl=${Math.floor(this.fresh / 1000)}`;
+    const head = this.answerHead(body, now, status);
+    for (let i = 0; i < subs.length; i++) {
+      const sub = subs[i] as Subscriber;
+      // The first subscriber whose response phase offers its answer fills the entry; the others
+      // get that entry. One whose phase made no shareable answer (a contract violation) kept
+      // nothing: the next runs its own phase on the upstream's answer.
+      if (this.kept !== undefined) {
+        sub.serve(this.kept, i === 0 ? status : `${status}; collapsed`, now);
+        continue;
+      }
+      this.keeping = true;
+      sub.deliver(i === 0 ? head : { ...head, 'cache-status': `${status}; collapsed` }, body, this);
+      this.keeping = false;
+    }
+  }
+
+  /** The upstream's fields for the response phase: framing, its own Age and cache names replaced by what this cache says. */
+  private answerHead(body: Buffer, now: number, status: string): Record<string, string | string[]> {
+    const head: Record<string, string | string[]> = {};
     for (const name in this.headers) {
       const v = this.headers[name];
-      // Framing, the upstream's own Age and cache names are replaced by what this cache says.
-      if (v !== undefined && name !== 'transfer-encoding' && name !== 'age' && name !== 'cache-status' && name !== 'connection') stored[name] = v;
+      if (v !== undefined && name !== 'transfer-encoding' && name !== 'age' && name !== 'cache-status' && name !== 'connection' && name !== 'content-length') head[name] = v;
     }
-    const born = now - ageOf(this.headers) * 1000;
-    const entry: CacheEntry = { status: this.upstreamStatus, headers: stored, body, born, freshUntil: now + this.fresh, staleUntil: now + this.fresh + this.cache.staleMs };
+    head['content-length'] = String(body.length);
+    head.age = ageText(this.born, now);
+    head['cache-status'] = status;
+    return head;
+  }
+
+  /**
+   * A subscriber's response phase offers what it sends: kept, unless it is not the shareable 200.
+   * Age and Cache-Status are the request's own; Content-Length is the final body's.
+   */
+  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer): CacheEntry | undefined {
+    if (!this.keeping || this.kept !== undefined || status !== 200) return undefined;
+    const stored: Record<string, string | string[]> = {};
+    for (const name in headers) {
+      const v = headers[name];
+      if (v === undefined || name === 'age' || name === 'cache-status' || name === 'content-length') continue;
+      stored[name] = typeof v === 'number' ? String(v) : v;
+    }
+    stored['content-length'] = String(body.length);
+    const entry: CacheEntry = { status, headers: stored, body, born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
     this.cache.store.set(this.key, entry);
-    const fwd = this.stale === undefined ? 'uri-miss' : 'stale';
-    const status = `${CACHE_NAME}; fwd=${fwd}; fwd-status=200; stored; ${ttlParam(entry, now)}`;
-    for (let i = 0; i < subs.length; i++) (subs[i] as Subscriber).replay(entry, i === 0 ? status : `${status}; collapsed`, now);
+    this.kept = entry;
+    return entry;
   }
 
   onEnd(): void {
@@ -425,14 +489,19 @@ export function responseCache(cache: ResponseCache): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
       const key = cacheKey(cache, request);
-      if (key === undefined) {
+      if (key === undefined || !isCacheClient(handler)) {
         cache.counts.bypass++;
         return start(next, request, new Bypass(handler, cache, request.operation === 'createPet'));
       }
-      const sub = new Subscriber(handler, request);
-      sub.onStart(undefined);
       const found = cache.store.get(key);
-      if (!(found instanceof Promise)) return lookup(cache, next, request, key, sub, found);
+      if (!(found instanceof Promise)) {
+        // A fresh entry at hand is written at once: nothing waits and nothing runs, so no
+        // subscriber is made (the handler is told nothing else, not even a start).
+        const now = cache.now();
+        if (found !== undefined && now < found.freshUntil) return hit(cache, handler, found, now);
+        return lookup(cache, next, request, key, subscribe(handler, request), found);
+      }
+      const sub = subscribe(handler, request);
       found.then(
         (entry) => lookup(cache, next, request, key, sub, entry),
         () => lookup(cache, next, request, key, sub, undefined),
@@ -440,12 +509,24 @@ export function responseCache(cache: ResponseCache): Layer {
     };
 }
 
+function subscribe(handler: CacheClient, request: UpstreamRequest): Subscriber {
+  const sub = new Subscriber(handler, request);
+  sub.onStart(undefined);
+  return sub;
+}
+
+/** Answers from a fresh entry. */
+function hit(cache: ResponseCache, handler: CacheClient, entry: CacheEntry, now: number): void {
+  cache.counts.hit++;
+  handler.onStored(entry, ageText(entry.born, now), `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`);
+}
+
 function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key: string, sub: Subscriber, entry: CacheEntry | undefined): void {
   if (sub.done) return;
   const now = cache.now();
   if (entry !== undefined && now < entry.freshUntil) {
     cache.counts.hit++;
-    return sub.replay(entry, `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`, now);
+    return sub.serve(entry, `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`, now);
   }
   const running = cache.flights.get(key);
   if (running !== undefined) {

@@ -23,7 +23,7 @@ import { totalDeadline } from './total-deadline.js';
 import { compose, type Layer, type Send } from './layer.js';
 import { retryReads } from './retry.js';
 
-export type { ForwardHandler, Layer, Send } from './layer.js';
+export type { AnswerKeeper, ForwardHandler, Layer, Send } from './layer.js';
 export { Wrapper, compose } from './layer.js';
 
 export interface LayerSettings {

@@ -11,6 +11,7 @@
  */
 import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
+import type { CacheEntry } from './cache.js';
 import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamHandler, UpstreamRequest } from '../upstream.js';
 
 /**
@@ -23,6 +24,20 @@ export interface ForwardHandler extends UpstreamHandler {
   /** A held body: whole, or cut at the cap the handler gave (`truncated`; the call was stopped). */
   onBody(body: Buffer, truncated: boolean): void;
   /**
+   * The two calls of the response cache, which is outermost: only the handler above it (the
+   * exchange) has them; a handler without them is not answered from the cache (it is passed
+   * through). A whole upstream answer the cache holds to store: the handler runs its response
+   * phase on it as on a held body, and offers `keeper` what it would send (see `AnswerKeeper`).
+   * Instead of `onHead`; nothing follows.
+   */
+  onAnswer?(status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, keeper: AnswerKeeper): void;
+  /**
+   * The response cache answers with a finished answer it kept (a hit, a stale copy, or a waiter of
+   * the miss that filled it): written as it is, with the request's own fields and these two.
+   * Instead of `onHead`; nothing follows.
+   */
+  onStored?(entry: CacheEntry, age: string, cacheStatus: string): void;
+  /**
    * The call was never sent: the gateway refuses it (the circuit breaker is open) and `err` is
    * the answer. Instead of `onStart`; nothing follows. Not an upstream failure: no observer counts it as one.
    */
@@ -30,6 +45,17 @@ export interface ForwardHandler extends UpstreamHandler {
 }
 
 export type Send = (request: UpstreamRequest, handler: ForwardHandler) => void;
+
+/**
+ * Offered with a whole answer by the response cache: the handler runs its response phase, and when
+ * what it would send is the shareable answer (a 200 made of the upstream's fields), gives it here
+ * with its client fields that do not depend on the request. The cache stores that, and answers
+ * with it: `keep` returns the entry the handler then writes (`onStored`), or undefined when the
+ * cache does not keep it (the handler writes its answer as usual).
+ */
+export interface AnswerKeeper {
+  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer): CacheEntry | undefined;
+}
 
 /** One layer: given the `send` below it, the `send` that wraps each call. */
 export type Layer = (next: Send) => Send;
@@ -70,6 +96,7 @@ export class Wrapper implements ForwardHandler, UpstreamControl {
     this.done = true;
     this.handler.onBody(body, truncated);
   }
+
 
   onEnd(): void {
     if (this.done) return;

@@ -1,0 +1,172 @@
+// How the response cache serves a hit, without sockets: the pipeline of a real compiled gateway
+// (auth, list-pets, response-contract, cache) over an in-memory upstream, with one more response
+// policy that counts how often the response phase runs. The answer is stored after the response
+// phase: the miss runs it once, and neither its coalesced waiters nor later hits run it again, nor
+// parse or filter the body; they write the miss's bytes with their own request id, Age and Cache-Status.
+import t from 'tap';
+import { parsePolicy, formatProblems } from '../../src/config/load.js';
+import { Chain } from '../../src/core/chain.js';
+import { Pipeline, type ClientResponse, type FrontHooks, type GatewayView } from '../../src/core/exchange.js';
+import type { HeaderValue, Policy, RequestHead, ResponseBody } from '../../src/core/policy.js';
+import type { Upstream, UpstreamHandler, UpstreamRequest } from '../../src/core/upstream.js';
+import { GatewayHolder, compileGateway } from '../../src/gateway.js';
+import { policyText, testKey } from '../helpers/servers.js';
+
+/** What the exchange writes: node's ServerResponse, reduced to what a test reads. */
+class FakeResponse implements ClientResponse {
+  headersSent = false;
+  writableFinished = false;
+  destroyed = false;
+  status = 0;
+  headers: Record<string, HeaderValue | number> = {};
+  body = Buffer.alloc(0);
+  private closers: (() => void)[] = [];
+  writeHead(status: number, headers: Record<string, HeaderValue | number>): this {
+    this.status = status;
+    this.headers = headers;
+    this.headersSent = true;
+    return this;
+  }
+  write(chunk: Buffer): boolean {
+    this.body = Buffer.concat([this.body, chunk]);
+    return true;
+  }
+  end(chunk?: Buffer | string, encoding?: 'latin1'): this {
+    if (chunk !== undefined) this.write(typeof chunk === 'string' ? Buffer.from(chunk, encoding ?? 'utf8') : chunk);
+    this.writableFinished = true;
+    for (const close of this.closers.splice(0)) close.call(this);
+    return this;
+  }
+  destroy(): this {
+    this.destroyed = true;
+    return this;
+  }
+  once(event: string, listener: () => void): this {
+    return this.on(event, listener);
+  }
+  on(event: string, listener: () => void): this {
+    if (event === 'close') this.closers.push(listener);
+    return this;
+  }
+  setHeader(): this {
+    return this;
+  }
+}
+
+// Three animals where two were asked for, an int64 beyond 2^53, and a field the interface does not define.
+const UPSTREAM_BODY = Buffer.from(
+  '[{"id":9007199254740993,"name":"Rex","categoryId":1,"internalNote":"x"},{"id":2,"name":"Tom","categoryId":1},{"id":3,"name":"Kit","categoryId":2}]',
+);
+
+/** An upstream in memory: answers every call on the next turn of the event loop, and counts them. */
+function memoryUpstream(): Upstream & { calls: number } {
+  return {
+    name: 'memory',
+    conforms: false,
+    calls: 0,
+    send(_request: UpstreamRequest, handler: UpstreamHandler): void {
+      this.calls++;
+      setImmediate(() => {
+        handler.onStart({ pause() {}, resume() {}, abort() {} });
+        handler.onHead(200, { 'content-type': 'application/json', 'content-length': String(UPSTREAM_BODY.length), 'cache-control': 'public, max-age=60' });
+        handler.onData(UPSTREAM_BODY);
+        handler.onEnd();
+      });
+    },
+    close: () => Promise.resolve(),
+  };
+}
+
+const front: FrontHooks = {
+  proceed: (request) => request.forward(undefined),
+  discard: () => undefined,
+};
+
+t.test('a hit writes the stored answer: the response phase ran once, for the miss', async (t) => {
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key };
+  const loaded = parsePolicy(policyText({ upstream: { url: 'http://127.0.0.1:9/v1' }, policies: { cache: { ttlSeconds: { listPets: 30, getPet: 30 } } } }), { env });
+  if (!loaded.ok) throw new Error(formatProblems("policy", loaded.problems));
+  const gw = compileGateway(loaded.config, { env });
+  const holder = new GatewayHolder(gw);
+  t.teardown(() => holder.close());
+
+  let phases = 0;
+  const counter: Policy = {
+    name: 'count-response-phase',
+    wantsResponseBody: () => true,
+    onResponseBody(_ex, res: ResponseBody): ResponseBody {
+      phases++;
+      return res;
+    },
+  };
+  const view: GatewayView = { chain: new Chain([...gw.chain.policies, counter]), bodyLimit: gw.bodyLimit, headerRules: gw.headerRules, answerRules: gw.answerRules };
+  const upstream = memoryUpstream();
+  const pipeline = new Pipeline({
+    gateways: { current: view, breaker: undefined, cache: holder.cache },
+    upstream,
+    settings: { basePath: '/v1', headersMs: 5000, bodyMs: 5000, totalMs: 10_000, maxBufferedBytes: 1 << 20, retryIdempotent: false },
+    front,
+  });
+  const head = (id: string): RequestHead => ({ method: 'GET', target: '/v1/pets?limit=2', headers: { authorization: `Bearer ${key}`, 'x-request-id': id }, remoteAddress: '127.0.0.1', httpVersion: '1.1' });
+  const ask = (id: string): FakeResponse => {
+    const res = new FakeResponse();
+    pipeline.handle(head(id), res, res);
+    return res;
+  };
+  const settled = async (res: FakeResponse): Promise<void> => {
+    for (let i = 0; i < 100 && !res.writableFinished; i++) await new Promise((r) => setImmediate(r));
+  };
+
+  // Three identical misses at once: one upstream call, one response phase.
+  const first = [ask('req-1'), ask('req-2'), ask('req-3')];
+  for (const res of first) await settled(res);
+  const miss = first[0]!;
+  t.equal(miss.status, 200, miss.body.toString());
+  const expected = '[{"id":9007199254740993,"name":"Rex","categoryId":1},{"id":2,"name":"Tom","categoryId":1}]';
+  t.equal(miss.body.toString(), expected, 'the miss: filtered to the limit, the unknown field dropped, the int64 exact');
+  t.equal(upstream.calls, 1, 'one upstream call for three identical misses');
+  t.equal(phases, 1, 'the response phase ran once, for the miss that filled the entry');
+  t.match(miss.headers['cache-status'], /fwd=uri-miss; fwd-status=200; stored/);
+
+  // A later request is a hit: nothing of the response phase, the same bytes.
+  const hit = ask('req-4');
+  await settled(hit);
+  t.equal(phases, 1, 'a hit does not run the response phase');
+  t.equal(upstream.calls, 1, 'a hit makes no upstream call');
+  for (const res of [...first, hit]) {
+    t.equal(res.status, 200);
+    t.same(res.body, miss.body, 'the same bytes as the miss');
+    t.equal(Number(res.headers['content-length']), res.body.length, 'Content-Length is the stored body length');
+    t.equal(res.headers['cache-control'], 'private, max-age=60', 'the answer to an authenticated request stays private (RFC 9111 section 3.5)');
+    t.equal(res.headers['content-type'], 'application/json');
+    t.ok(typeof res.headers.age === 'string', 'Age on every answer');
+  }
+  t.same(
+    [...first, hit].map((r) => r.headers['x-request-id']),
+    ['req-1', 'req-2', 'req-3', 'req-4'],
+    'each answer carries its own request id',
+  );
+  t.match(first[1]!.headers['cache-status'], /collapsed/, 'a coalesced waiter says so');
+  t.match(hit.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/);
+  t.equal(holder.cache?.counts.hit, 1);
+  t.equal(holder.cache?.counts.coalesced, 2);
+
+  // The request phase still applies to hits: a wrong key gets 401, not the stored list.
+  const denied = new FakeResponse();
+  pipeline.handle({ ...head('req-5'), headers: { authorization: 'Bearer wrong-key', 'x-request-id': 'req-5' } }, denied, denied);
+  await settled(denied);
+  t.equal(denied.status, 401);
+  t.equal(holder.cache?.counts.hit, 1, 'a denied request never reaches the cache');
+});
+
+t.test('answers made under other rules are not served: the key carries the rules', async (t) => {
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key };
+  const text = (mode: string) => policyText({ upstream: { url: 'http://127.0.0.1:9/v1' }, policies: { 'response-contract': { mode }, cache: { ttlSeconds: { listPets: 30, getPet: 30 } } } });
+  const a = parsePolicy(text('enforce'), { env });
+  const b = parsePolicy(text('off'), { env });
+  if (!a.ok || !b.ok) throw new Error('policy');
+  t.not(compileGateway(a.config, { env }).answerRules, compileGateway(b.config, { env }).answerRules, 'another response contract: other rules');
+  t.equal(compileGateway(a.config, { env }).answerRules, compileGateway(a.config, { env }).answerRules, 'the same file: the same rules');
+});
