@@ -119,11 +119,11 @@ export class GatewayHolder {
   /** The response cache in front of a URL upstream; none for the built-in backend (nothing to shield). */
   readonly cache: ResponseCache | undefined;
 
-  /** `now`: the response cache's clock (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
+  /** `now`: the clock of the response cache and the circuit breaker's open window (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
   constructor(initial: Gateway, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } } = {}) {
     this.gw = initial;
     const cb = initial.upstream.circuitBreaker;
-    this.breaker = cb === null || initial.backend !== undefined ? undefined : new CircuitBreaker(cb);
+    this.breaker = cb === null || initial.backend !== undefined ? undefined : new CircuitBreaker(cb, options.now);
     const policies = initial.config.policies;
     this.cache =
       initial.backend !== undefined

@@ -20,6 +20,7 @@ import { request as httpRequest, type IncomingHttpHeaders, type ServerResponse }
 import { Socket as NetSocket, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { assertError, assertJson, type TapTest } from '../helpers/assert.js';
+import { manualWallClock } from '../helpers/clock.js';
 import {
   bearer,
   closedPort,
@@ -36,6 +37,7 @@ import {
   type StubHandler,
   type StubUpstream,
 } from '../helpers/servers.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * getPet and createPet answers stream only with the response contract off (it is on by default and
@@ -684,13 +686,17 @@ async function breakerRig(t: TapTest, engine: Engine, upstream: Record<string, u
       }),
   );
   const conns = connectionCounter(stub);
+  // The breaker's open window runs on this clock: the test moves it past the cool-down instead of
+  // sleeping through it. The upstream deadlines stay on real time.
+  const clock = manualWallClock();
   const gw = await startGateway(t, {
     upstream: { url: `${stub.origin}/v1`, timeouts: { connectMs: 1000, headersMs: 300, bodyMs: 300 }, circuitBreaker: BREAKER, ...upstream },
-  }, { engine });
+  }, { engine, now: clock.now });
   return {
     stub,
     gw,
     conns,
+    clock,
     setDelay(ms: number) {
       delayMs = ms;
     },
@@ -699,10 +705,9 @@ async function breakerRig(t: TapTest, engine: Engine, upstream: Record<string, u
 
 function breakerTests(t: TapTest, engine: Engine): void {
   t.test('circuit breaker: opens after 3 failures, 503 without the upstream, one probe, closes', async (t) => {
-    const { stub, gw, conns, setDelay } = await breakerRig(t, engine);
+    const { stub, gw, conns, setDelay, clock } = await breakerRig(t, engine);
     conns.setDown(true);
     for (let i = 1; i <= 3; i++) assertError(t, await call(gw, 'listPets'), 502, 'upstream_unavailable', { message: 'any' });
-    const openedAt = performance.now();
     t.equal(stub.requests.length, 0, 'no request reached the down upstream');
 
     const latencies: number[] = [];
@@ -727,11 +732,16 @@ function breakerTests(t: TapTest, engine: Engine): void {
     t.equal(conns.count, connsBefore, 'no connection reached the upstream while open');
     t.equal(stub.requests.length, 0, 'no request reached the upstream while open');
 
+    // 1 ms before the end of the cool-down: still open.
+    clock.advance(BREAKER.coolDownMs - 1);
+    assertError(t, await call(gw, 'listPets'), 503, 'service_unavailable', { message: 'any', headers: { 'retry-after': '1' } });
+    t.equal(stub.requests.length, 0, 'not a probe before the cool-down ends');
+
     // After the cool-down: exactly one probe; the others still get 503 while it runs.
-    await sleep(Math.max(0, BREAKER.coolDownMs + 50 - (performance.now() - openedAt)));
+    clock.advance(1);
     setDelay(150);
     const probe = call(gw, 'listPets');
-    await sleep(30);
+    await waitFor('the probe at the upstream', () => stub.requests.length === 1, 10_000);
     const concurrent = await Promise.all([call(gw, 'listPets'), call(gw, 'getPet')]);
     for (const res of concurrent) assertError(t, res, 503, 'service_unavailable', { message: 'any' });
     const probed = await probe;
@@ -745,13 +755,12 @@ function breakerTests(t: TapTest, engine: Engine): void {
   });
 
   t.test('circuit breaker: a failed probe opens the circuit again', async (t) => {
-    const { stub, gw, conns } = await breakerRig(t, engine);
+    const { stub, gw, conns, clock } = await breakerRig(t, engine);
     conns.setDown(true);
     for (let i = 0; i < 3; i++) await call(gw, 'listPets');
-    const opened = performance.now();
     assertError(t, await call(gw, 'listPets'), 503, 'service_unavailable', { message: 'any' });
     const before = conns.count;
-    await sleep(Math.max(0, BREAKER.coolDownMs + 50 - (performance.now() - opened)));
+    clock.advance(BREAKER.coolDownMs);
     assertError(t, await call(gw, 'listPets'), 502, 'upstream_unavailable', { message: 'any' });
     t.equal(conns.count - before, 1, 'the probe tried the upstream once');
     const { value: again, ms } = await timed(() => call(gw, 'listPets'));

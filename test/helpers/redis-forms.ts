@@ -102,6 +102,13 @@ export interface SentinelSetup {
   readonly masterName: string;
   /** The port of the master now, as the sentinel says. */
   master(): number;
+  /**
+   * Once the sentinel has promoted the replica: points the old master (`oldPort`) at the new one,
+   * as the sentinel itself does, but only when its next INFO round (every 10 s, fixed in Redis)
+   * finds the old master still claiming the role. Until then the old master takes writes that its
+   * resync drops. True when the old master is a replica now.
+   */
+  demote(oldPort: number): boolean;
 }
 
 /** A master, one replica, and one sentinel (quorum 1) watching them. */
@@ -126,10 +133,17 @@ export async function startSentinel(t: TeardownHost): Promise<SentinelSetup> {
   );
   start(t, 'redis-sentinel', [conf], dir);
   await until(['-p', String(s), 'SENTINEL', 'replicas', 'mymaster'], new RegExp(String(r)), 'sentinel sees the replica');
+  const master = () => Number(/\n?(\d+)\s*$/.exec(cli(['-p', String(s), 'SENTINEL', 'get-master-addr-by-name', 'mymaster']).trim())?.[1]);
   return {
     sentinelPort: s,
     masterName: 'mymaster',
-    master: () => Number(/\n?(\d+)\s*$/.exec(cli(['-p', String(s), 'SENTINEL', 'get-master-addr-by-name', 'mymaster']).trim())?.[1]),
+    master,
+    demote(oldPort) {
+      const now = master();
+      if (now === oldPort || !Number.isInteger(now)) return false;
+      if (/^master/.test(cli(['-p', String(oldPort), 'ROLE'], 1000))) cli(['-p', String(oldPort), 'REPLICAOF', '127.0.0.1', String(now)], 1000);
+      return /^slave/.test(cli(['-p', String(oldPort), 'ROLE'], 1000));
+    },
   };
 }
 

@@ -20,7 +20,9 @@ import { buildServer } from '../../src/engines/fastify.js';
 import { buildProxyServer } from '../../src/engines/http-proxy-3.js';
 import { buildUndiciServer } from '../../src/engines/undici.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
-import { compileGateway, type Gateway, type GatewayHolder } from '../../src/gateway.js';
+import { compileGateway, GatewayHolder, type Gateway } from '../../src/gateway.js';
+import { openStore } from '../../src/stores/index.js';
+import { MemoryRateLimitStore } from '../../src/stores/memory.js';
 import type { Logger } from 'pino';
 import type { ExchangeObserver } from '../../src/core/record.js';
 
@@ -153,6 +155,13 @@ export interface StartGatewayOptions {
   readonly key?: string;
   /** Receives every finished request's record (what the access log and metrics read). */
   readonly observer?: ExchangeObserver;
+  /**
+   * The gateway's wall clock in place of Date.now (e.g. `manualWallClock().now`, test/helpers/clock.ts):
+   * the policies' (rate-limit windows, key expiry, brute-force lock), a memory rate-limit store of
+   * this gateway's own (not the process-wide one), the circuit breaker's open window and the
+   * response cache. The deadlines (headersMs, bodyMs, totalMs) stay on real time: the sockets do.
+   */
+  readonly now?: () => number;
 }
 
 const DEFAULT_POLICY = { version: 1, upstream: { url: 'builtin' }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } };
@@ -214,9 +223,14 @@ export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, op
   const env = { ...(options.env ?? {}), PETSTORE_API_KEYS: key };
   const loaded = parsePolicy(policyText(policy), { env });
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
-  const gateway = compileGateway(loaded.config, { env });
+  const now = options.now;
+  const gateway =
+    now === undefined
+      ? compileGateway(loaded.config, { env })
+      : compileGateway(loaded.config, { env, now, openStore: (config) => (config === 'memory' ? new MemoryRateLimitStore({ now }) : openStore(config)) });
   const engine = options.engine ?? 'undici';
-  const { server, port } = await listenEngine(t, engine, gateway, undefined, options.observer);
+  const served = now === undefined ? gateway : new GatewayHolder(gateway, { now });
+  const { server, port } = await listenEngine(t, engine, served, undefined, options.observer);
   return { url: `http://127.0.0.1:${port}`, key, gateway, engine, server };
 }
 

@@ -5,7 +5,6 @@
 import t from 'tap';
 import { CircuitBreaker } from '../../src/core/breaker.js';
 import type { GatewayError } from '../../src/core/errors.js';
-import type { Clock } from '../../src/core/deadlines.js';
 import { bodyIdle } from '../../src/core/forward/body-idle.js';
 import { breakerAccounting } from '../../src/core/forward/breaker.js';
 import { buffering } from '../../src/core/forward/buffer.js';
@@ -14,35 +13,7 @@ import { compose, forwarding, type ForwardHandler, type Layer, type Send } from 
 import { retryReads } from '../../src/core/forward/retry.js';
 import { totalDeadline } from '../../src/core/forward/total-deadline.js';
 import { UpstreamFailure, type AbortReason, type Upstream, type UpstreamControl, type UpstreamHandler, type UpstreamRequest } from '../../src/core/upstream.js';
-
-/** Timers that fire only when the test advances the time. */
-export class ManualClock implements Clock {
-  time = 1000;
-  private timers: Array<{ at: number; fire: () => void }> = [];
-  now(): number {
-    return this.time;
-  }
-  set(fire: () => void, ms: number): unknown {
-    const timer = { at: this.time + ms, fire };
-    this.timers.push(timer);
-    return timer;
-  }
-  clear(handle: unknown): void {
-    this.timers = this.timers.filter((x) => x !== handle);
-  }
-  /** Moves the time by `ms`, firing each timer due on the way, in order (bounded). */
-  advance(ms: number): void {
-    const end = this.time + ms;
-    for (let n = 0; n < 1000; n++) {
-      const next = this.timers.filter((x) => x.at <= end).sort((a, b) => a.at - b.at)[0];
-      if (next === undefined) break;
-      this.timers = this.timers.filter((x) => x !== next);
-      this.time = next.at;
-      next.fire();
-    }
-    this.time = end;
-  }
-}
+import { ManualClock } from '../helpers/clock.js';
 
 /** One call the fake transport received, with the control it hands out. */
 class FakeCall implements UpstreamControl {
