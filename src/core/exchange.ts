@@ -24,7 +24,7 @@ import { forwarding, type ForwardHandler, type Send } from './forward/index.js';
 import type { ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
-import { operationPath, petIdOf, type OperationId } from './operations.js';
+import { operationPath, paramOf, type OperationId } from './operations.js';
 import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
 import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamRequest } from './upstream.js';
@@ -426,12 +426,12 @@ export class ActiveRequest implements ForwardHandler {
       if (body !== undefined) headers['content-length'] = String(body.length);
       else delete headers['content-length'];
       const query = ex.upstreamQuery;
-      const petId = petIdOf(ex.route);
-      const pathname = pipeline.settings.basePath + operationPath(op, petId);
+      const param = paramOf(ex.route);
+      const pathname = pipeline.settings.basePath + operationPath(op, param);
       const request: UpstreamRequest = {
         method: op.method,
         operation: op.id,
-        petId,
+        param,
         query,
         pathname,
         path: query === '' ? pathname : `${pathname}?${query}`,

@@ -246,6 +246,22 @@ t.test('the loader names no policy: it iterates the ordered list, each module ch
   t.same(named, [], 'no string of the loader names a policy (path or key)');
 });
 
+t.test('the core names no field of the pet store: a path parameter travels as `param`', async (t) => {
+  const files = sourceFiles(join(SRC, 'core'));
+  const named: string[] = [];
+  for (const file of files) {
+    const sf = ts.createSourceFile(file, readFileSync(join(PROJECT_ROOT, file), 'utf8'), ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+    const visit = (node: ts.Node): void => {
+      // Identifiers only: a route label such as '/v1/pets/{petId}' is a value, not a field.
+      if (ts.isIdentifier(node) && node.text === 'petId') named.push(`${file}:${sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1}`);
+      ts.forEachChild(node, visit);
+    };
+    visit(sf);
+  }
+  t.ok(files.length > 20, `read ${files.length} core files`);
+  t.same(named, [], 'no identifier petId in src/core');
+});
+
 t.test('every import in src/ keeps the dependency rules', async (t) => {
   const files = sourceFiles(SRC);
   t.ok(files.length > 50, `found ${files.length} source files`);

@@ -143,7 +143,7 @@ function ageOf(headers: Readonly<Record<string, HeaderValue>>): number {
 export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string | undefined {
   if (request.method !== 'GET') return undefined;
   const op = request.operation;
-  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.petId !== undefined ? `getPet ${request.petId}` : undefined;
+  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? `getPet ${request.param}` : undefined;
   if (op === 'listPets') return cache.ttlMs.listPets > 0 ? `listPets ${cache.store.generation} ${request.query}` : undefined;
   return undefined;
 }
