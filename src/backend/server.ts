@@ -76,7 +76,7 @@ export function createBackendServer(options: BackendServerOptions = {}): Server 
         return sendError(res, new GatewayError('payload_too_large'));
       }
     }
-    const out = backend.handle({ operation: route.operation.id, petId: route.petId, query, body });
+    const out = backend.handle({ operation: route.operation.id, petId: route.param, query, body });
     send(res, out.status, out.body);
   }
 }

@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parseDocument } from 'yaml';
 import { checkHeaderRules } from '../core/headers.js';
-import type { PolicyEnv, PolicyModule, Problem } from '../core/policy.js';
-import { buildKeyRing, type AuthConfig } from '../policies/auth/index.js';
+import { toJsonPath } from '../core/json-path.js';
+import type { CheckContext, PolicyEnv, PolicyModule, Problem, RunRequirement } from '../core/policy.js';
 import { POLICY_MODULES, type PolicyName } from '../policies/index.js';
 import { policyFileSchema } from './schema.js';
 import type { PolicyConfig } from './types.js';
@@ -24,19 +24,7 @@ function validate(value: unknown) {
   return ok ? [] : (validator.errors ?? []);
 }
 
-/** `/policies/auth/keys/0/hash` -> `$.policies.auth.keys[0].hash` */
-export function toJsonPath(pointer: string): string {
-  if (pointer === '') return '$';
-  return (
-    '$' +
-    pointer
-      .slice(1)
-      .split('/')
-      .map((seg) => seg.replace(/~1/g, '/').replace(/~0/g, '~'))
-      .map((seg) => (/^\d+$/.test(seg) ? `[${seg}]` : /^[A-Za-z_$][\w$]*$/.test(seg) ? `.${seg}` : `[${JSON.stringify(seg)}]`))
-      .join('')
-  );
-}
+export { toJsonPath };
 
 /**
  * What a `pattern` expects, said the way a user reads it ("has the wrong format"
@@ -133,7 +121,7 @@ export interface Overrides {
  * which works only when `auth.keysFromEnv` names a variable to put it in.
  */
 export interface LoadOptions {
-  readonly keys?: 'not-checked' | 'required' | 'ephemeral-allowed';
+  readonly keys?: RunRequirement;
   /**
    * `json`: the text is parsed as strict JSON (RFC 8259), as a `.json` file's reader expects; a
    * YAML parser would accept trailing commas and comments that every other JSON tool refuses.
@@ -178,60 +166,46 @@ function related(a: string, b: string): boolean {
   return within(a, b) || within(b, a);
 }
 
-/** The problem `serve` refuses to start with when no key is accepted, or none. */
-function keyProblem(auth: AuthConfig, env: PolicyEnv, mode: LoadOptions['keys']): Problem | undefined {
-  if (mode === undefined || mode === 'not-checked') return undefined;
-  if (buildKeyRing(auth, env).size > 0) return undefined;
-  // Keys come at run time from the registry (docs/keys.md): none yet is a fleet's first start.
-  if (auth.registry != null) return undefined;
-  if (mode === 'ephemeral-allowed' && auth.keysFromEnv !== null) return undefined;
-  const ways = ['add keys to auth.keys (petstore-gateway new-key, then hash-key)'];
-  if (auth.keysFromEnv !== null) ways.push(`set ${auth.keysFromEnv}`, 'or pass --ephemeral-key for a key that lasts one run');
-  else ways.push('or set auth.keysFromEnv to read keys from the environment');
-  return { path: '$.policies.auth', message: `no API key is configured, so every request would be refused: ${ways.join(', ')}` };
-}
-
 /**
  * One module's cross-field rules over its section. The section has been through Ajv (defaults
  * filled) but may still hold schema errors, so it is the module's config only as far as the schema
- * passed: the cast says that, and the caller skips a rule that trips over a value of the wrong type.
- * Generic in the name so the module and its config type stay paired (see `createPolicy`, src/gateway.ts).
+ * passed (`context.accepted` says whether it did): the cast says that, and the caller skips a rule
+ * that trips over a value of the wrong type. Generic in the name so the module and its config type
+ * stay paired (see `createPolicy`, src/gateway.ts).
  */
 function checkSection<K extends PolicyName>(
   m: PolicyModule<PolicyConfig['policies'][K], K>,
   section: Record<string, unknown>,
+  path: string,
   env: PolicyEnv,
+  context: CheckContext,
 ): readonly Problem[] {
   if (m.check === undefined) return [];
   // A mapping the schema may have refused: `check` reads its fields defensively, the caller catches
   // a throw and drops problems under a path the schema already reported.
-  return m.check(section as unknown as PolicyConfig['policies'][K], toJsonPath(`/policies/${m.name}`), env);
+  return m.check(section as unknown as PolicyConfig['policies'][K], path, env, context);
 }
 
 /**
- * The ids `rate-limit.perKey` may name: every `auth.keys` id, and `NAME#n` for the keys of
- * `auth.keysFromEnv` NAME (n from 1, in the order the variable lists them). When the variable holds
- * no key where the file is checked (a CI check without the secret, `--ephemeral-key`), any `NAME#n`
- * is accepted: the count is known only where the gateway runs, which checks again with its keys.
+ * Every module's cross-field rules, in the chain's order, on the sections that are mappings. A
+ * rule that trips over a value of the wrong type is skipped (that value is reported already), and a
+ * problem about a value the schema already blamed (e.g. "is not a valid date" after "must be an
+ * RFC 3339 date-time") is dropped.
  */
-function perKeyProblems(policies: Record<string, unknown>, env: PolicyEnv): Problem[] {
-  const auth = policies.auth;
-  const limits = policies['rate-limit'];
-  if (!isMapping(auth) || !isMapping(limits) || !isMapping(limits.perKey) || !Array.isArray(auth.keys)) return [];
-  const ids = new Set(auth.keys.map((k: unknown) => (isMapping(k) ? k.id : undefined)).filter((id): id is string => typeof id === 'string'));
-  const name = typeof auth.keysFromEnv === 'string' ? auth.keysFromEnv : undefined;
-  const fromEnv = name === undefined ? [] : (env.env[name] ?? '').split(',').filter((k) => k.trim() !== '');
-  for (let i = 1; i <= fromEnv.length; i++) ids.add(`${name}#${i}`);
+function policyProblems(policies: Record<string, unknown>, env: PolicyEnv, run: RunRequirement, schemaPaths: readonly string[]): Problem[] {
   const problems: Problem[] = [];
-  for (const id of Object.keys(limits.perKey)) {
-    if (ids.has(id)) continue;
-    const envId = name !== undefined && id.startsWith(`${name}#`) && /^[1-9][0-9]*$/.test(id.slice(name.length + 1));
-    if (envId && fromEnv.length === 0) continue;
-    const known = [...ids].map((k) => JSON.stringify(k)).join(', ');
-    problems.push({
-      path: toJsonPath(`/policies/rate-limit/perKey/${id.replace(/~/g, '~0').replace(/\//g, '~1')}`),
-      message: `names no API key, so this limit would apply to no one: the ids are ${known === '' ? '(none)' : known}`,
-    });
+  for (const m of POLICY_MODULES) {
+    const section = policies[m.name];
+    if (!isMapping(section)) continue;
+    const path = toJsonPath(`/policies/${m.name}`);
+    const context: CheckContext = { policies, accepted: !schemaPaths.some((s) => related(s, path)), run };
+    let found: readonly Problem[];
+    try {
+      found = checkSection(m, section, path, env, context);
+    } catch {
+      continue;
+    }
+    problems.push(...found.filter((f) => !schemaPaths.some((s) => related(f.path, s))));
   }
   return problems;
 }
@@ -270,32 +244,10 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   // below see complete sections.
   const errors = validate(value);
   const problems = schemaProblems(errors);
-  // Every problem in one pass: the cross-field rules (date order, duplicate keys...)
-  // run also on a section with schema errors. A rule that trips over a value of the wrong type is
-  // skipped (that value is reported already), and a rule's problem about a value the schema already
-  // blamed (e.g. "is not a valid date" after "must be an RFC 3339 date-time") is dropped.
+  // Every problem in one pass: the cross-field rules (date order, duplicate keys...) run also on a
+  // section with schema errors.
   const schemaPaths = problems.map((p) => p.path);
-  const policies = value.policies;
-  if (isMapping(policies)) {
-    for (const m of POLICY_MODULES) {
-      const section = policies[m.name];
-      if (!isMapping(section)) continue;
-      let found: readonly Problem[];
-      try {
-        found = checkSection(m, section, env);
-      } catch {
-        continue;
-      }
-      problems.push(...found.filter((f) => !schemaPaths.some((s) => related(f.path, s))));
-    }
-    problems.push(...perKeyProblems(policies, env).filter((f) => !schemaPaths.some((s) => related(f.path, s))));
-    const auth = policies.auth;
-    if (isMapping(auth) && !schemaPaths.some((s) => related(s, '$.policies.auth'))) {
-      // The schema accepted the auth section (no problem under its path): it is an AuthConfig.
-      const missing = keyProblem(auth as unknown as AuthConfig, env, options.keys);
-      if (missing !== undefined) problems.push(missing);
-    }
-  }
+  if (isMapping(value.policies)) problems.push(...policyProblems(value.policies, env, options.keys ?? 'not-checked', schemaPaths));
   // Header names the gateway never forwards, and trusted proxies proxy-addr cannot parse.
   const v = value as { headers?: unknown; server?: unknown };
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));

@@ -24,7 +24,7 @@ import { forwarding, type AnswerKeeper, type ForwardHandler, type Send } from '.
 import type { CacheEntry, ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
-import { operationPath, petIdOf, type Operation, type OperationId } from './operations.js';
+import { operationPath, paramOf, type Operation, type OperationId } from './operations.js';
 import { LocalReply, type Exchange, type HeaderValue, type RequestDecision, type RequestHead, type ResponseBody } from './policy.js';
 import type { ExchangeObserver, ExchangeRecord, RouteLabel } from './record.js';
 import type { FailureKind, Upstream, UpstreamControl, UpstreamFailure, UpstreamRequest } from './upstream.js';
@@ -263,7 +263,7 @@ export class Pipeline {
 class Outgoing implements UpstreamRequest {
   readonly method: 'GET' | 'POST';
   readonly operation: OperationId;
-  readonly petId: string | undefined;
+  readonly param: string | undefined;
   readonly query: string;
   readonly pathname: string;
   readonly path: string;
@@ -280,9 +280,9 @@ class Outgoing implements UpstreamRequest {
     const ex = active.ex;
     this.method = op.method;
     this.operation = op.id;
-    this.petId = petIdOf(ex.route);
+    this.param = paramOf(ex.route);
     this.query = ex.upstreamQuery;
-    this.pathname = basePath + operationPath(op, this.petId);
+    this.pathname = basePath + operationPath(op, this.param);
     this.path = this.query === '' ? this.pathname : `${this.pathname}?${this.query}`;
     this.native = active.native;
     this.answerRules = active.answerRulesOf;

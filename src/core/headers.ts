@@ -10,6 +10,7 @@
  */
 import { isIPv6 } from 'node:net';
 import proxyAddr from 'proxy-addr';
+import type { SchemaType } from './options.js';
 import type { Exchange, HeaderValue, Problem } from './policy.js';
 
 /**
@@ -117,10 +118,46 @@ export const DEFAULT_RESPONSE_ALLOW = [
 /** A header field name (RFC 9110 section 5.1: a token). */
 export const FIELD_NAME_PATTERN = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
-export interface HeadersConfig {
-  readonly request: { readonly allow: readonly string[] };
-  readonly response: { readonly allow: readonly string[] };
-}
+const FIELD_NAMES = (description: string) =>
+  ({
+    type: 'array',
+    default: [],
+    maxItems: 256,
+    items: { type: 'string', pattern: FIELD_NAME_PATTERN, maxLength: 128, description: 'A header field name (RFC 9110 token), any case.' },
+    description,
+  }) as const;
+
+export const HEADERS_SCHEMA = {
+  type: 'object',
+  description: 'Which header fields cross the gateway: both directions by allowlist.',
+  additionalProperties: false,
+  default: {},
+  properties: {
+    request: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        allow: FIELD_NAMES(
+          `Client request fields forwarded to the upstream, ADDED to the defaults (${DEFAULT_REQUEST_ALLOW.join(', ')}). Hop-by-hop, method-override, URL-rewrite, forwarding fields, Host, Authorization and Accept-Encoding are never forwarded.`,
+        ),
+      },
+    },
+    response: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        allow: FIELD_NAMES(
+          `Upstream response fields passed to the client, ADDED to the defaults (${DEFAULT_RESPONSE_ALLOW.join(', ')}). Hop-by-hop fields, Set-Cookie, Server, Via, X-Powered-By, X-AspNet-Version, Access-Control-*, Strict-Transport-Security and WWW-Authenticate never pass.`,
+        ),
+      },
+    },
+  },
+} as const;
+
+/** The `headers:` section of a policy file, defaults filled. */
+export type HeadersConfig = SchemaType<typeof HEADERS_SCHEMA>;
 
 /** The header rules, compiled once from the config. */
 export interface HeaderRules {

@@ -16,12 +16,19 @@ export interface Operation {
   readonly method: 'GET' | 'POST';
   /** Whether the request carries a body the gateway must read (createPet only). */
   readonly hasBody: boolean;
+  /**
+   * The name of the operation's one path parameter, as the interface writes it (`/pets/{petId}`);
+   * undefined: its path has none. Its value travels as `param` (RouteMatch, UpstreamRequest), so the
+   * core's types name no field of the pet store. Present on every operation (undefined when none),
+   * so the three objects share one shape and the hot path's property reads stay monomorphic.
+   */
+  readonly paramName: string | undefined;
 }
 
 export const OPERATIONS: Readonly<Record<OperationId, Operation>> = Object.freeze({
-  listPets: { id: 'listPets', method: 'GET', hasBody: false },
-  createPet: { id: 'createPet', method: 'POST', hasBody: true },
-  getPet: { id: 'getPet', method: 'GET', hasBody: false },
+  listPets: { id: 'listPets', method: 'GET', hasBody: false, paramName: undefined },
+  createPet: { id: 'createPet', method: 'POST', hasBody: true, paramName: undefined },
+  getPet: { id: 'getPet', method: 'GET', hasBody: false, paramName: 'petId' },
 });
 
 /** The path prefix of the interface's base address ("Versioning": /v1). */
@@ -29,11 +36,16 @@ export const BASE_PATH = '/v1';
 const COLLECTION = '/v1/pets';
 const ITEM_PREFIX = '/v1/pets/';
 
-/** Path segment characters we accept for petId before any policy looks at it (RFC 3986 pchar, minus ';'). */
+/** Path segment characters we accept for a path parameter before any policy looks at it (RFC 3986 pchar, minus ';'). */
 const SEGMENT = /^[A-Za-z0-9\-._~%!$&'()*+,=:@]+$/;
 
 export type RouteMatch =
-  | { readonly kind: 'operation'; readonly operation: Operation; readonly petId?: string }
+  | {
+      readonly kind: 'operation';
+      readonly operation: Operation;
+      /** The raw value of the operation's path parameter (`operation.paramName`), unchecked. */
+      readonly param?: string;
+    }
   | { readonly kind: 'method_not_allowed'; readonly allow: string }
   | { readonly kind: 'not_found' };
 
@@ -60,17 +72,20 @@ export function matchRoute(method: string, path: string): RouteMatch {
     const segment = path.slice(ITEM_PREFIX.length);
     if (!SEGMENT.test(segment) || segment === '.' || segment === '..') return NOT_FOUND;
     if (method !== 'GET') return ITEM_405;
-    return { kind: 'operation', operation: OPERATIONS.getPet, petId: segment };
+    return { kind: 'operation', operation: OPERATIONS.getPet, param: segment };
   }
   return NOT_FOUND;
 }
 
-/** The raw petId path segment of a getPet route (not yet checked as an int64: the `route` policy does). */
-export function petIdOf(route: RouteMatch): string | undefined {
-  return route.kind === 'operation' ? route.petId : undefined;
+/**
+ * The raw path parameter of a route (getPet's petId segment), not yet checked: the `route` policy
+ * checks it is an int64.
+ */
+export function paramOf(route: RouteMatch): string | undefined {
+  return route.kind === 'operation' ? route.param : undefined;
 }
 
 /** The path of an operation below the base address, as the upstream receives it: `/pets` or `/pets/{petId}`. */
-export function operationPath(operation: Operation, petId: string | undefined): string {
-  return operation.id === 'getPet' ? `/pets/${petId}` : '/pets';
+export function operationPath(operation: Operation, param: string | undefined): string {
+  return operation.paramName !== undefined ? `/pets/${param}` : '/pets';
 }

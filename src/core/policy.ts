@@ -185,6 +185,28 @@ export interface Problem {
 }
 
 /**
+ * What a running gateway needs beyond a valid file, as the loader was asked (`LoadOptions.keys`):
+ * `serve` refuses a config that accepts no API key; `check` applies the same rule;
+ * `ephemeral-allowed` is `serve --ephemeral-key`; `not-checked` (default) asks nothing.
+ */
+export type RunRequirement = 'not-checked' | 'required' | 'ephemeral-allowed';
+
+/**
+ * What a module's `check` may read beyond its own section, so that a rule across policies lives in
+ * the policy it belongs to and the loader names none.
+ */
+export interface CheckContext {
+  /**
+   * The whole `policies:` section as read, defaults filled, possibly with schema errors elsewhere:
+   * another policy's section is read defensively (`unknown` until proven otherwise).
+   */
+  readonly policies: Readonly<Record<string, unknown>>;
+  /** Whether the schema accepted this module's section: only then is `config` exactly its type. */
+  readonly accepted: boolean;
+  readonly run: RunRequirement;
+}
+
+/**
  * A policy module: the name an operator writes under `policies:` in a policy file, the JSON Schema
  * of its config (with defaults), optional cross-field rules, and a factory.
  *
@@ -197,7 +219,11 @@ export interface PolicyModule<C, N extends string = string> {
   readonly name: N;
   readonly description: string;
   readonly schema: Readonly<Record<string, unknown>>;
-  /** Cross-field rules that a JSON Schema cannot say; return problems, never throw. */
-  check?(config: C, path: string, env: PolicyEnv): Problem[];
+  /**
+   * Cross-field rules that a JSON Schema cannot say; return problems, never throw. Without
+   * `context` (a unit test of the section alone) the rules across policies and the run's
+   * requirements are not checked.
+   */
+  check?(config: C, path: string, env: PolicyEnv, context?: CheckContext): Problem[];
   create(config: C, env: PolicyEnv): Policy;
 }

@@ -39,7 +39,11 @@ export interface UpstreamRequest {
   readonly method: 'GET' | 'POST';
   /** The operation (for the in-process backend, which needs no path). */
   readonly operation: OperationId;
-  readonly petId: string | undefined;
+  /**
+   * The raw value of the operation's path parameter (`Operation.paramName`: getPet's petId), for a
+   * transport that needs no path (the in-process backend) and for the response cache's key.
+   */
+  readonly param: string | undefined;
   /** The upstream query, without '?'. */
   readonly query: string;
   /** The upstream's base path and the operation's path, without the query. */

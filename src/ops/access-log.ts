@@ -19,9 +19,10 @@
  * past it are dropped and counted). `flush()` hands over what is pending at once
  * (close() and the process's exit do it), so an exit loses no line.
  */
-import { pino, type DestinationStream, type Level, type Logger, type LoggerOptions } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { declaredValues, type RecordFacts } from '../core/facts.js';
+import type { SchemaType } from '../core/options.js';
 
 /**
  * Most bytes one write of the log destination carries. sonic-boom keeps one write in flight and
@@ -123,10 +124,8 @@ export const LOG_SCHEMA = {
   },
 } as const;
 
-export interface LogConfig {
-  readonly access: boolean;
-  readonly level: Level | 'silent';
-}
+/** The `log` section, defaults filled: `level` is one of pino's levels or `silent`. */
+export type LogConfig = SchemaType<typeof LOG_SCHEMA>;
 
 /** What the operator configured about a consumer, for the line: never the key or its hash. */
 export interface ConsumerInfo {

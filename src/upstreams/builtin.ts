@@ -15,7 +15,7 @@ export function builtinUpstream(backend: ReferenceBackend): Upstream {
     name: 'builtin',
     conforms: true,
     send(request: UpstreamRequest, handler: UpstreamHandler): void {
-      const r = backend.handle({ operation: request.operation, petId: request.petId, query: request.query, body: request.body });
+      const r = backend.handle({ operation: request.operation, petId: request.param, query: request.query, body: request.body });
       handler.onStart(INSTANT);
       handler.onHead(r.status, { 'content-type': ERROR_CONTENT_TYPE, 'content-length': String(r.body.length) }, r.code);
       handler.onData(r.body);

@@ -228,6 +228,40 @@ t.test('the rules refuse what the table forbids, and say which rule', async (t) 
   }
 });
 
+t.test('the loader names no policy: it iterates the ordered list, each module checks its own section', async (t) => {
+  const file = 'src/config/load.ts';
+  const text = readFileSync(join(PROJECT_ROOT, file), 'utf8');
+  const intoPolicies = importsOf(file, text).map((r) => resolveSpecifier(file, r.specifier)).filter((to) => to.startsWith('src/policies/'));
+  t.same(intoPolicies, ['src/policies/index.ts'], 'only src/policies/index.ts (POLICY_MODULES)');
+  const names = readdirSync(join(SRC, 'policies'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  t.ok(names.length >= 10, `found ${names.length} policies`);
+  const literals: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isStringLiteralLike(node) || ts.isTemplateHead(node) || ts.isTemplateMiddle(node) || ts.isTemplateTail(node)) literals.push(node.text);
+    ts.forEachChild(node, visit);
+  };
+  visit(ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS));
+  const named = literals.filter((l) => names.some((n) => l === n || l.includes(`policies/${n}`) || l.includes(`$.policies.${n}`) || l.includes(`policies["${n}"]`)));
+  // (A message may still tell the operator where an option lives: only paths and keys count.)
+  t.same(named, [], 'no string of the loader names a policy (path or key)');
+});
+
+t.test('the core names no field of the pet store: a path parameter travels as `param`', async (t) => {
+  const files = sourceFiles(join(SRC, 'core'));
+  const named: string[] = [];
+  for (const file of files) {
+    const sf = ts.createSourceFile(file, readFileSync(join(PROJECT_ROOT, file), 'utf8'), ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+    const visit = (node: ts.Node): void => {
+      // Identifiers only: a route label such as '/v1/pets/{petId}' is a value, not a field.
+      if (ts.isIdentifier(node) && node.text === 'petId') named.push(`${file}:${sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1}`);
+      ts.forEachChild(node, visit);
+    };
+    visit(sf);
+  }
+  t.ok(files.length > 20, `read ${files.length} core files`);
+  t.same(named, [], 'no identifier petId in src/core');
+});
+
 t.test('every import in src/ keeps the dependency rules', async (t) => {
   const files = sourceFiles(SRC);
   t.ok(files.length > 50, `found ${files.length} source files`);

@@ -245,6 +245,19 @@ t.test('auth.check: duplicate ids and hashes, bad env keys, unset fromEnv', asyn
   t.strictSame(auth.check!(config({ upstreamAuthorization: { fromEnv: 'UP' } }), path, { env: { UP: 'Bearer x' } }), []);
 });
 
+t.test('auth.check with the loader\'s context: a config that accepts no key is refused when the run requires one', async (t) => {
+  const path = '$.policies.auth';
+  const none = config({ keys: [], keysFromEnv: 'PETSTORE_API_KEYS' });
+  const ctx = (run: 'not-checked' | 'required' | 'ephemeral-allowed', accepted = true) => ({ policies: {}, accepted, run });
+  t.strictSame(auth.check!(none, path, { env: {} }), [], 'no context: the section alone, no run requirement');
+  t.strictSame(auth.check!(none, path, { env: {} }, ctx('not-checked')), []);
+  t.match(auth.check!(none, path, { env: {} }, ctx('required')), [{ path, message: /^no API key is configured, so every request would be refused: .*set PETSTORE_API_KEYS.*--ephemeral-key/ }]);
+  t.strictSame(auth.check!(none, path, { env: {} }, ctx('required', false)), [], 'a section the schema refused builds no key ring');
+  t.strictSame(auth.check!(none, path, { env: {} }, ctx('ephemeral-allowed')), [], '--ephemeral-key puts a key in the variable');
+  t.strictSame(auth.check!(none, path, { env: { PETSTORE_API_KEYS: 'psg_abc' } }, ctx('required')), [], 'a key from the variable');
+  t.match(auth.check!(config({ keys: [], keysFromEnv: null }), path, { env: {} }, ctx('ephemeral-allowed')), [{ path, message: /or set auth.keysFromEnv/ }]);
+});
+
 t.test('hashKey: sha256: and 64 lower-case hex digits', async (t) => {
   // SHA-256 of "" and of "abc" (FIPS 180-2 test vectors).
   t.equal(hashKey(''), 'sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');

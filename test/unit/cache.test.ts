@@ -25,10 +25,10 @@ t.test('Cache-Control directives (RFC 9111 section 5.2.2)', async (t) => {
 t.test('keys: operation and normalised parameters; lists carry the generation', async (t) => {
   const cache = openResponseCache({ ttlSeconds: { listPets: 5, getPet: 0 }, maxBytes: 1 << 20, staleIfErrorSeconds: 0, store: 'memory' }, { sharedCredential: true, maxEntryBytes: 1 << 20 });
   t.ok(cache);
-  const req = (over: Partial<UpstreamRequest>): UpstreamRequest => ({ method: 'GET', operation: 'listPets', petId: undefined, query: 'limit=20', pathname: '/v1/pets', path: '/v1/pets?limit=20', headers: {}, body: undefined, native: undefined, ...over });
+  const req = (over: Partial<UpstreamRequest>): UpstreamRequest => ({ method: 'GET', operation: 'listPets', param: undefined, query: 'limit=20', pathname: '/v1/pets', path: '/v1/pets?limit=20', headers: {}, body: undefined, native: undefined, ...over });
   const k = cacheKey(cache!, req({}));
   t.equal(k, 'listPets 0 limit=20');
-  t.equal(cacheKey(cache!, req({ operation: 'getPet', petId: '1' })), undefined, 'getPet ttl 0: not cached');
+  t.equal(cacheKey(cache!, req({ operation: 'getPet', param: '1' })), undefined, 'getPet ttl 0: not cached');
   t.equal(cacheKey(cache!, req({ method: 'POST', operation: 'createPet' })), undefined);
   cache!.store.dropLists();
   t.equal(cacheKey(cache!, req({})), 'listPets 1 limit=20', 'a new generation after createPet');

@@ -9,7 +9,7 @@ import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
 import type { GatewayError } from '../../src/core/errors.js';
 import { Chain } from '../../src/core/chain.js';
-import { petIdOf } from '../../src/core/operations.js';
+import { paramOf } from '../../src/core/operations.js';
 import type { IncomingHeaders, Policy, PolicyEnv } from '../../src/core/policy.js';
 import { compileGateway } from '../../src/gateway.js';
 import { auth } from '../../src/policies/auth/index.js';
@@ -257,7 +257,7 @@ t.test('route: a getPet petId that is not an int64 is 404 pet_not_found', async 
   for (const petId of ['0', '1', '42', '9223372036854775807', '-1', '-9223372036854775808']) {
     const { ex, error } = chain.begin({ method: 'GET', target: `/v1/pets/${petId}?x=1`, headers: {} });
     t.equal(error, undefined, `${petId}: passes`);
-    t.equal(petIdOf(ex.route), petId, `${petId}: raw petId kept`);
+    t.equal(paramOf(ex.route), petId, `${petId}: raw petId kept`);
   }
 });
 

@@ -78,7 +78,7 @@ class Recorder implements ForwardHandler {
 }
 
 function request(method: 'GET' | 'POST' = 'GET'): UpstreamRequest {
-  return { method, operation: method === 'GET' ? 'listPets' : 'createPet', petId: undefined, query: '', pathname: '/v1/pets', path: '/v1/pets', headers: {}, body: undefined, native: undefined };
+  return { method, operation: method === 'GET' ? 'listPets' : 'createPet', param: undefined, query: '', pathname: '/v1/pets', path: '/v1/pets', headers: {}, body: undefined, native: undefined };
 }
 
 function stack(layers: Layer[]): { send: Send; calls: FakeCall[] } {

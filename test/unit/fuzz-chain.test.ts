@@ -19,7 +19,7 @@ import t from 'tap';
 import fc from 'fast-check';
 import { parsePolicy } from '../../src/config/load.js';
 import { CATALOGUE, GatewayError, renderError, type ErrorCode } from '../../src/core/errors.js';
-import { petIdOf } from '../../src/core/operations.js';
+import { paramOf } from '../../src/core/operations.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
 import { KEY_ID } from '../../src/policies/auth/facts.js';
 import { LIMIT } from '../../src/policies/list-pets/facts.js';
@@ -339,7 +339,7 @@ function check(v: Variant, req: Req): string | undefined {
   const op = ex.operation?.id;
   if (op === undefined) return 'passed without an operation';
   if (op !== expectedOperation(req)) return `passed as ${op}, the request line names ${expectedOperation(req)}`;
-  if (op === 'getPet' && !isInt64(petIdOf(ex.route) ?? '')) return `getPet with petId ${petIdOf(ex.route)}`;
+  if (op === 'getPet' && !isInt64(paramOf(ex.route) ?? '')) return `getPet with petId ${paramOf(ex.route)}`;
   if (op === 'listPets') {
     const m = /^limit=([0-9]{1,3})(&status=(available|pending|sold))?$/.exec(ex.upstreamQuery);
     if (m === null) return `listPets upstream query ${JSON.stringify(ex.upstreamQuery)}`;

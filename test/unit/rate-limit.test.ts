@@ -226,6 +226,18 @@ t.test('perKey: an id that names no API key is refused, with the ids there are; 
   t.notOk(parsePolicy(policy('      "OTHER#1": { limit: 5 }\n', 'PETSTORE_API_KEYS'), { env: {} }).ok, 'another variable name is a typo');
 });
 
+t.test('rate-limit.check reads auth\'s section from the loader\'s context for the perKey ids', async (t) => {
+  const path = '$.policies["rate-limit"]';
+  const cfg = config({ perKey: { opz: { limit: 5 }, 'a b': { limit: 5 } } });
+  const ctx = (authSection: unknown) => ({ policies: { auth: authSection }, accepted: true, run: 'not-checked' as const });
+  t.strictSame(rateLimit.check!(cfg, path, { env: {} }), [], 'no context: the section alone');
+  t.match(rateLimit.check!(cfg, path, { env: {} }, ctx(AUTH)), [
+    { path: '$.policies["rate-limit"].perKey.opz', message: /^names no API key, so this limit would apply to no one: the ids are "ops", "app", "free"$/ },
+    { path: '$.policies["rate-limit"].perKey["a b"]', message: /names no API key/ },
+  ]);
+  t.strictSame(rateLimit.check!(cfg, path, { env: {} }, ctx('not a mapping')), [], 'an auth section of the wrong type is the schema\'s to report');
+});
+
 t.test('--workers N with the memory store: a notice that limits are per worker; none with Redis or one worker', async (t) => {
   t.match(perWorkerNotice(config(), 4), /counts per worker: with --workers 4 a consumer may make up to 4x its limit/);
   t.equal(perWorkerNotice(config(), 1), undefined);

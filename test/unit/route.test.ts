@@ -5,7 +5,7 @@
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { Chain } from '../../src/core/chain.js';
-import { matchRoute, operationPath, petIdOf, OPERATIONS, splitTarget, type RouteMatch } from '../../src/core/operations.js';
+import { matchRoute, operationPath, paramOf, OPERATIONS, splitTarget, type RouteMatch } from '../../src/core/operations.js';
 import type { IncomingHeaders } from '../../src/core/policy.js';
 import { compileGateway } from '../../src/gateway.js';
 import { hashKey } from '../../src/policies/auth/index.js';
@@ -13,7 +13,7 @@ import { route } from '../../src/policies/route/index.js';
 
 const LIST: RouteMatch = { kind: 'operation', operation: OPERATIONS.listPets };
 const CREATE: RouteMatch = { kind: 'operation', operation: OPERATIONS.createPet };
-const get = (petId: string): RouteMatch => ({ kind: 'operation', operation: OPERATIONS.getPet, petId });
+const get = (petId: string): RouteMatch => ({ kind: 'operation', operation: OPERATIONS.getPet, param: petId });
 const COLLECTION_405: RouteMatch = { kind: 'method_not_allowed', allow: 'GET, POST' };
 const ITEM_405: RouteMatch = { kind: 'method_not_allowed', allow: 'GET' };
 const NOT_FOUND: RouteMatch = { kind: 'not_found' };
@@ -153,12 +153,12 @@ t.test('route policy: decisions, codes, statuses and exact headers', async (t) =
 
   const { ex } = decide('GET', '/v1/pets/7?x=1');
   t.equal(ex.operation, OPERATIONS.getPet);
-  t.equal(petIdOf(ex.route), '7');
+  t.equal(paramOf(ex.route), '7');
   t.equal(ex.rawQuery, 'x=1');
   t.equal(ex.upstreamQuery, '', 'the client query of getPet is not forwarded');
   const list = decide('GET', '/v1/pets?limit=5').ex;
   t.equal(list.operation?.id, 'listPets');
-  t.equal(petIdOf(list.route), undefined);
+  t.equal(paramOf(list.route), undefined);
   t.equal(list.rawQuery, 'limit=5');
 });
 

@@ -156,7 +156,7 @@ export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string
   if (request.method !== 'GET') return undefined;
   const op = request.operation;
   const rules = request.answerRules === undefined ? '' : `${request.answerRules} `;
-  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.petId !== undefined ? `${rules}getPet ${request.petId}` : undefined;
+  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? `${rules}getPet ${request.param}` : undefined;
   if (op === 'listPets') return cache.ttlMs.listPets > 0 ? `${rules}listPets ${cache.store.generation} ${request.query}` : undefined;
   return undefined;
 }

@@ -18,7 +18,7 @@
  */
 import { GatewayError } from '../../core/errors.js';
 import { isValidHost } from '../../core/headers.js';
-import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem, UpstreamAuth } from '../../core/policy.js';
+import type { CheckContext, Decision, Exchange, PolicyEnv, PolicyModule, Problem, RunRequirement, UpstreamAuth } from '../../core/policy.js';
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
 import { parseDateTime } from '../../core/date-time.js';
 import { FailureLimiter } from './brute-force.js';
@@ -74,7 +74,24 @@ function envKeys(config: AuthConfig, env: PolicyEnv): string[] {
   return raw.split(',').map((k) => k.trim()).filter((k) => k !== '');
 }
 
-function check(config: AuthConfig, path: string, env: PolicyEnv): Problem[] {
+/**
+ * The problem `serve` refuses to start with when the config accepts no API key: every request
+ * would be 401. `check` applies the same rule, so it fails exactly when `serve` would.
+ */
+function keyProblem(config: AuthConfig, path: string, env: PolicyEnv, run: RunRequirement): Problem | undefined {
+  if (run === 'not-checked') return undefined;
+  if (buildKeyRing(config, env).size > 0) return undefined;
+  // Keys come at run time from the registry (docs/keys.md): none yet is a fleet's first start.
+  if (config.registry != null) return undefined;
+  // `serve --ephemeral-key` makes a key for the run, put in the variable keysFromEnv names.
+  if (run === 'ephemeral-allowed' && config.keysFromEnv !== null) return undefined;
+  const ways = ['add keys to auth.keys (petstore-gateway new-key, then hash-key)'];
+  if (config.keysFromEnv !== null) ways.push(`set ${config.keysFromEnv}`, 'or pass --ephemeral-key for a key that lasts one run');
+  else ways.push('or set auth.keysFromEnv to read keys from the environment');
+  return { path, message: `no API key is configured, so every request would be refused: ${ways.join(', ')}` };
+}
+
+function check(config: AuthConfig, path: string, env: PolicyEnv, context?: CheckContext): Problem[] {
   const problems: Problem[] = [];
   const seenIds = new Set<string>();
   const seenHashes = new Set<string>();
@@ -98,6 +115,9 @@ function check(config: AuthConfig, path: string, env: PolicyEnv): Problem[] {
     problems.push({ path: `${path}.upstreamAuthorization.fromEnv`, message: `environment variable ${up.fromEnv} is not set or empty` });
   }
   if (config.registry != null) problems.push(...checkConnection(config.registry.redis, `${path}.registry.redis`));
+  // Only on a section the schema accepted: a key ring is built from it.
+  const missing = context?.accepted === true ? keyProblem(config, path, env, context.run) : undefined;
+  if (missing !== undefined) problems.push(missing);
   return problems;
 }
 

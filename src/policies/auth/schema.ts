@@ -1,46 +1,10 @@
-/** The config of the `auth` policy: its JSON Schema (with defaults) and its TypeScript type. */
-import type { OperationId } from '../../core/operations.js';
+/** The options of the `auth` policy: its JSON Schema (with defaults), and the types derived from it. */
+import type { SchemaType } from '../../core/options.js';
 import { HASH_PATTERN } from './keys.js';
 import { REDIS_CONNECTION_SCHEMA, REDIS_PREFIX_SCHEMA } from '../../stores/connection-schema.js';
-import type { RedisConnectionSettings } from '../../stores/connection-schema.js';
 
-export type UpstreamAuthorization = 'drop' | 'forward' | { readonly fromEnv: string };
-
-export interface KeyEntry {
-  readonly id: string;
-  readonly hash: string;
-  /** RFC 3339; after it the key is refused with 401. */
-  readonly expires?: string;
-  /** The operationIds the key may call; absent: all of them. */
-  readonly operations?: readonly OperationId[];
-}
-
-export interface BruteForceConfig {
-  readonly maxFailures: number;
-  readonly windowSeconds: number;
-}
-
-export interface AuthConfig {
-  readonly keys: ReadonlyArray<KeyEntry>;
-  readonly keysFromEnv: string | null;
-  readonly realm: string;
-  readonly upstreamAuthorization: UpstreamAuthorization;
-  /** Failed authentications per client address; null: no limit. */
-  readonly bruteForce: BruteForceConfig | null;
-  /** Keys issued at run time, in Redis (docs/keys.md); null (default): none. */
-  readonly registry: RegistryPolicyConfig | null;
-}
-
-/** `auth.registry` (the registry's own type, src/registry/registry.ts, is this, as loaded). */
-export interface RegistryPolicyConfig {
-  readonly redis: RedisConnectionSettings;
-  readonly prefix: string | null;
-  readonly syncIntervalMs: number;
-  readonly maxStaleSeconds: number | null;
-  readonly commandTimeoutMs: number;
-}
-
-export const DEFAULT_BRUTE_FORCE: BruteForceConfig = Object.freeze({ maxFailures: 100, windowSeconds: 60 });
+/** Its own literal type, not `BruteForceConfig`: the schema's type is read from this default. */
+export const DEFAULT_BRUTE_FORCE = Object.freeze({ maxFailures: 100, windowSeconds: 60 });
 
 /** RFC 3339 date-time, with a zone. */
 const DATE_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$';
@@ -132,3 +96,12 @@ export const schema = {
     },
   },
 } as const;
+
+export type AuthConfig = SchemaType<typeof schema>;
+/** One entry of `keys`: `expires` is RFC 3339 (after it, 401); `operations` absent: all of them. */
+export type KeyEntry = AuthConfig['keys'][number];
+/** Failed authentications per client address; `bruteForce: null` is no limit. */
+export type BruteForceConfig = NonNullable<AuthConfig['bruteForce']>;
+/** `auth.registry` (the registry's own type, src/registry/registry.ts, is this, as loaded). */
+export type RegistryPolicyConfig = NonNullable<AuthConfig['registry']>;
+export type UpstreamAuthorization = AuthConfig['upstreamAuthorization'];

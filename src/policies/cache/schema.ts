@@ -1,20 +1,6 @@
-/** The config of the `cache` policy: its JSON Schema (with defaults) and its TypeScript type. */
-import type { RedisConnectionConfig } from '../../core/store.js';
+/** The options of the `cache` policy: its JSON Schema (with defaults), and the types derived from it. */
+import type { SchemaType } from '../../core/options.js';
 import { DEFAULT_REDIS_PREFIX, REDIS_PREFIX_ENV, REDIS_PREFIX_SCHEMA, redisSectionSchema } from '../../stores/connection-schema.js';
-
-/** The cache's Redis: a connection (one server, Sentinel or Cluster) and its key prefix. */
-export interface CacheRedisConfig extends RedisConnectionConfig {
-  /** Prefix of every key and channel the cache writes; null or absent: the deployment's, then `cache:`. */
-  readonly prefix?: string | null;
-}
-
-export interface CacheConfig {
-  /** Seconds an answer stays fresh, per operation; 0: that operation is not cached. */
-  readonly ttlSeconds: { readonly listPets: number; readonly getPet: number };
-  readonly maxBytes: number;
-  readonly staleIfErrorSeconds: number;
-  readonly store: 'memory' | { readonly redis: CacheRedisConfig };
-}
 
 const TTL = { type: 'integer', minimum: 0, maximum: 86400 } as const;
 
@@ -70,3 +56,10 @@ export const schema = {
     },
   },
 } as const;
+
+export type CacheConfig = SchemaType<typeof schema>;
+/**
+ * The cache's Redis: a connection (one server, Sentinel or Cluster) and its key `prefix` (null or
+ * absent: the deployment's, then `cache:`). In a `oneOf`, so without defaults: every field optional.
+ */
+export type CacheRedisConfig = Extract<CacheConfig['store'], object>['redis'];

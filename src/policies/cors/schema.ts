@@ -1,12 +1,5 @@
-/** The config of the `cors` policy: its JSON Schema (with defaults) and its TypeScript type. */
-
-export interface CorsConfig {
-  readonly origins: readonly string[];
-  readonly credentials: boolean;
-  readonly maxAgeSeconds: number;
-  readonly exposeHeaders: readonly string[];
-  readonly allowHeaders: readonly string[];
-}
+/** The options of the `cors` policy: its JSON Schema (with defaults), and the type derived from it. */
+import type { SchemaType } from '../../core/options.js';
 
 const FIELD_NAME = { type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", maxLength: 128 } as const;
 
@@ -45,3 +38,5 @@ export const schema = {
     },
   },
 } as const;
+
+export type CorsConfig = SchemaType<typeof schema>;

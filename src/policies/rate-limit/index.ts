@@ -11,7 +11,8 @@
  * until one request is allowed again), both rounded up so a client never retries too early.
  */
 import { GatewayError } from '../../core/errors.js';
-import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
+import { pathSegment } from '../../core/json-path.js';
+import type { CheckContext, Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
 import { checkConnection } from '../../stores/connection-schema.js';
 import { MemoryRateLimitStore, openStore } from '../../stores/index.js';
 import { ThrottledWarning } from '../../stores/redis.js';
@@ -44,10 +45,42 @@ function seconds(ms: number): number {
   return Math.max(s , 0);
 }
 
-function check(config: RateLimitConfig, path: string): Problem[] {
+const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * The ids `perKey` may name: every `auth.keys` id, and `NAME#n` for the keys of `auth.keysFromEnv`
+ * NAME (n from 1, in the order the variable lists them), as the auth policy names them. When the
+ * variable holds no key where the file is checked (a CI check without the secret,
+ * `--ephemeral-key`), any `NAME#n` is accepted: the count is known only where the gateway runs,
+ * which checks again with its keys. The auth section is read as data, defensively: it may hold
+ * schema errors of its own.
+ */
+function perKeyProblems(perKey: unknown, auth: unknown, path: string, env: PolicyEnv): Problem[] {
+  if (!isMapping(auth) || !isMapping(perKey) || !Array.isArray(auth.keys)) return [];
+  const ids = new Set(auth.keys.map((k: unknown) => (isMapping(k) ? k.id : undefined)).filter((id): id is string => typeof id === 'string'));
+  const name = typeof auth.keysFromEnv === 'string' ? auth.keysFromEnv : undefined;
+  const fromEnv = name === undefined ? [] : (env.env[name] ?? '').split(',').filter((k) => k.trim() !== '');
+  for (let i = 1; i <= fromEnv.length; i++) ids.add(`${name}#${i}`);
   const problems: Problem[] = [];
-  const store = config.store;
-  if (typeof store === 'object') problems.push(...checkConnection(store.redis, `${path}.store.redis`));
+  for (const id of Object.keys(perKey)) {
+    if (ids.has(id)) continue;
+    const envId = name !== undefined && id.startsWith(`${name}#`) && /^[1-9][0-9]*$/.test(id.slice(name.length + 1));
+    if (envId && fromEnv.length === 0) continue;
+    const known = [...ids].map((k) => JSON.stringify(k)).join(', ');
+    problems.push({
+      path: `${path}.perKey${pathSegment(id)}`,
+      message: `names no API key, so this limit would apply to no one: the ids are ${known === '' ? '(none)' : known}`,
+    });
+  }
+  return problems;
+}
+
+function check(config: RateLimitConfig, path: string, env: PolicyEnv, context?: CheckContext): Problem[] {
+  const problems: Problem[] = [];
+  const store: unknown = config.store;
+  // Read defensively, so a store the schema refused does not hide the perKey problems below.
+  if (isMapping(store) && isMapping(store.redis)) problems.push(...checkConnection(store.redis, `${path}.store.redis`));
+  if (context !== undefined) problems.push(...perKeyProblems(config.perKey, context.policies.auth, path, env));
   return problems;
 }
 

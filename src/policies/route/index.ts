@@ -37,9 +37,10 @@ export const route: PolicyModule<RouteConfig, 'route'> = {
     onRequest(ex: Exchange): Decision {
       const r = ex.route;
       if (r.kind === 'operation') {
-        // "petId: integer, int64": any other segment identifies no animal. The interface lists no
-        // 400 for getPet, so this is its 404, answered without calling the upstream.
-        return r.petId !== undefined && !isInt64Text(r.petId) ? petNotFound : undefined;
+        // getPet's one parameter is "petId: integer, int64": any other segment identifies no
+        // animal. The interface lists no 400 for getPet, so this is its 404, answered without
+        // calling the upstream.
+        return r.param !== undefined && !isInt64Text(r.param) ? petNotFound : undefined;
       }
       return r.kind === 'not_found' ? notFound : methodNotAllowed(r.allow);
     },
