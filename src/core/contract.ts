@@ -199,7 +199,8 @@ export interface NewPetCheck {
   readonly stripped?: LosslessValue;
 }
 
-const PET_SCHEMA = {
+/** Pet (docs/interface.md, "Pet"): the one definition, compiled by Ajv and read by pet-scan.ts. */
+export const PET_SCHEMA = {
   type: 'object',
   required: ['id', 'name', 'categoryId'],
   properties: {
