@@ -18,6 +18,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { parseLossless, PET_SCHEMA } from './contract.js';
+import { slot } from './facts.js';
 import { ScanError, skipValue } from './json-scan.js';
 
 const QUOTE = 0x22;
@@ -75,6 +76,8 @@ function fieldsOf(schema: { readonly properties: Readonly<Record<string, object>
 }
 
 const { fields: FIELDS, required: REQUIRED } = fieldsOf(PET_SCHEMA);
+/** The field listPets' `status` filter reads (docs/interface.md, "listPets"). */
+const STATUS = FIELDS.findIndex((f) => f.name === 'status' && f.kind === Kind.Enum);
 
 /** 2^63 - 1 and 2^63 as digits: the largest magnitudes of a positive and a negative int64. */
 const INT64_MAX = Buffer.from('9223372036854775807');
@@ -94,6 +97,8 @@ export interface PetScan {
 
 /** Set by the value checks beside the index they return: whether the value had the field's type. */
 let valueOk = true;
+/** Set by checkField for an enum value of the field's type: which of the field's values it is. */
+let enumIndex = -1;
 /** Set by `skipString`: whether the string token it passed has an escape. */
 let escaped = false;
 
@@ -206,10 +211,16 @@ function checkField(buf: Buffer, i: number, field: Field): number {
   valueOk = true;
   if (field.kind === Kind.String) return skipString(buf, i);
   // A value spelled as one of the tokens is that value, whole: the token ends with its quote.
-  for (let k = 0; k < field.tokens.length; k++) if (startsWith(buf, i, field.tokens[k]!)) return i + field.tokens[k]!.length;
+  for (let k = 0; k < field.tokens.length; k++) {
+    if (startsWith(buf, i, field.tokens[k]!)) {
+      enumIndex = k;
+      return i + field.tokens[k]!.length;
+    }
+  }
   const end = skipString(buf, i);
   // An escaped spelling such as "sol\u0064" is the same string (RFC 8259 section 7).
-  valueOk = escaped && field.values.includes(decode(buf, i, end));
+  enumIndex = escaped ? field.values.indexOf(decode(buf, i, end)) : -1;
+  valueOk = enumIndex !== -1;
   return end;
 }
 
@@ -227,10 +238,14 @@ class Scan {
   /** With `drop`: the output so far, and where in `buf` the copying stopped. */
   pieces: Buffer[] | undefined = undefined;
   cursor = 0;
+  /** Without a mode (list-pets' pass): the objects rareMembers must read, as [start, end) pairs. */
+  readonly rare: number[] = [];
+  /** The last Pet's `status`: the index of its value in the enum, -1 none or invalid, -2 repeated. */
+  status = -1;
 
   constructor(
     readonly buf: Buffer,
-    readonly mode: UnknownFieldMode,
+    readonly mode: UnknownFieldMode | undefined,
   ) {}
 
   /** `index` -1: the body is the Pet; else its place in Pets. Messages as Ajv words them. */
@@ -375,6 +390,7 @@ function scanPet(s: Scan, i: number, index: number): number {
   const start = i;
   let seen = 0;
   let rare = false;
+  s.status = -1;
   // The field expected next: an upstream writes its members in one order, and a key that is the
   // expected field's token is matched without being scanned twice.
   let next = 0;
@@ -402,6 +418,7 @@ function scanPet(s: Scan, i: number, index: number): number {
         i = checkField(buf, i, field);
         if (!valueOk) s.problem(index, field.name, field.kind === Kind.Int64 ? 'must be an integer within int64' : field.kind === Kind.String ? 'must be string' : 'must be equal to one of the allowed values');
         if ((seen & (1 << f)) !== 0) rare = true;
+        if (f === STATUS) s.status = (seen & (1 << f)) !== 0 ? -2 : valueOk ? enumIndex : -1;
         seen |= 1 << f;
       }
       if (i < n && buf[i] !== COMMA && buf[i] !== RBRACE) i = skipSpace(buf, i);
@@ -417,7 +434,8 @@ function scanPet(s: Scan, i: number, index: number): number {
   if ((seen & REQUIRED) !== REQUIRED) {
     for (let f = 0; f < FIELDS.length; f++) if ((REQUIRED & (1 << f)) !== 0 && (seen & (1 << f)) === 0) s.problem(index, undefined, `must have required property '${FIELDS[f]!.name}'`);
   }
-  if (rare) rareMembers(s, start, i + 1);
+  if (rare && s.mode === undefined) s.rare.push(start, i + 1);
+  else if (rare) rareMembers(s, start, i + 1);
   return i + 1;
 }
 
@@ -460,5 +478,122 @@ export function scanPetBody(body: Buffer, list: boolean, unknownFields: UnknownF
     if (err instanceof ScanError) return NOT_JSON;
     throw err;
   }
+  return s.result();
+}
+
+/**
+ * What list-pets' pass over a listPets answer found for the response contract, when that pass also
+ * checked each Pet (the body it passes on is then `body`, unchanged): the contract finishes from
+ * here instead of reading the list a second time.
+ */
+export interface PetsFindings {
+  readonly body: Buffer;
+  readonly problems: readonly string[];
+  readonly repeated: boolean;
+  /** Objects with a name outside the interface or a repeated one, as [start, end) pairs. */
+  readonly rare: readonly number[];
+}
+
+/**
+ * One slot, two steps: `'wanted'` on a listPets request, set by a policy that will check the answer
+ * as Pets (the response contract); then, by list-pets, the findings of its pass, when that pass
+ * checked the list it passes on.
+ */
+export const PETS_CHECK = slot<'wanted' | PetsFindings>('petsCheck');
+
+export interface PageScan {
+  /** The array to send: the original buffer when nothing was removed, else the kept elements. */
+  readonly body: Buffer;
+  /** Whether any element was removed or cut off. */
+  readonly changed: boolean;
+  /** When nothing was removed: each Pet checked on the way, for the response contract. */
+  readonly findings?: PetsFindings;
+}
+
+/** Offsets of the kept elements, [start, end) pairs, in a scratch array shared by every call. */
+let KEPT: Uint32Array = new Uint32Array(256);
+
+function join(buf: Buffer, kept: Uint32Array, k: number): Buffer {
+  const parts: Buffer[] = [LIST_OPEN];
+  for (let e = 0; e < k; e += 2) {
+    if (e > 0) parts.push(SEPARATOR);
+    parts.push(buf.subarray(kept[e], kept[e + 1]));
+  }
+  parts.push(LIST_CLOSE);
+  return Buffer.concat(parts);
+}
+
+const LIST_OPEN = Buffer.from('[');
+const LIST_CLOSE = Buffer.from(']');
+
+/**
+ * json-scan's filterArray (the same cut after `limit` kept elements, unread beyond; the same
+ * status filter; an object with two `status` members dropped; the same ScanError when the bytes
+ * read are not a JSON array) that checks each kept element as a Pet on the way, so that a list the
+ * response contract will check is read once.
+ */
+export function scanPetPage(buf: Buffer, limit: number, status: string | undefined): PageScan {
+  // A status outside the enum (never, after the query check) would match no element: -3.
+  const index = status === undefined ? -1 : FIELDS[STATUS]!.values.indexOf(status);
+  const wanted = status !== undefined && index === -1 ? -3 : index;
+  const s = new Scan(buf, undefined);
+  let i = skipSpace(buf, 0);
+  if (buf[i] !== LBRACKET) throw new ScanError('not a JSON array');
+  i = skipSpace(buf, i + 1);
+  let kept = KEPT;
+  let k = 0;
+  let removed = false;
+  let cut = false;
+  if (buf[i] === RBRACKET) i++;
+  else {
+    for (;;) {
+      if (k === limit * 2) {
+        // Another element follows the last one we may send: cut here, unread.
+        removed = cut = true;
+        break;
+      }
+      const start = i;
+      const problems = s.problems.length;
+      const rare = s.rare.length;
+      const repeated = s.repeated;
+      const end = scanElement(s, i, k / 2);
+      if (wanted === -1 || (buf[start] === LBRACE && s.status === wanted)) {
+        if (k === kept.length) kept = KEPT = growKept(kept);
+        kept[k++] = start;
+        kept[k++] = end;
+      } else {
+        // Dropped by the filter: what it held is not the answer's, nor are its problems.
+        removed = true;
+        s.problems.length = problems;
+        s.rare.length = rare;
+        s.repeated = repeated;
+      }
+      i = skipSpace(buf, end);
+      if (buf[i] === RBRACKET) {
+        i++;
+        break;
+      }
+      if (buf[i] !== COMMA) throw new ScanError(i >= buf.length ? 'truncated' : "',' or ']' expected");
+      i = skipSpace(buf, i + 1);
+    }
+  }
+  if (!cut && skipSpace(buf, i) !== buf.length) throw new ScanError('trailing data');
+  if (removed) return { body: join(buf, kept, k), changed: true };
+  return { body: buf, changed: false, findings: { body: buf, problems: s.problems, repeated: s.repeated, rare: s.rare } };
+}
+
+function growKept(a: Uint32Array): Uint32Array {
+  const b = new Uint32Array(a.length * 2);
+  b.set(a);
+  return b;
+}
+
+/** The verdict on a list from list-pets' findings, as scanPetBody would give on `findings.body`. */
+export function finishPets(findings: PetsFindings, unknownFields: UnknownFieldMode): PetScan {
+  if (!isUtf8(findings.body)) return NOT_JSON;
+  const s = new Scan(findings.body, unknownFields);
+  s.problems.push(...findings.problems);
+  s.repeated = findings.repeated;
+  for (let k = 0; k < findings.rare.length; k += 2) rareMembers(s, findings.rare[k]!, findings.rare[k + 1]!);
   return s.result();
 }

@@ -14,7 +14,8 @@ import {
   unknownPetFields,
   withoutUnknownPetFields,
 } from '../../src/core/contract.js';
-import { scanPetBody, type UnknownFieldMode } from '../../src/core/pet-scan.js';
+import { filterArray } from '../../src/core/json-scan.js';
+import { finishPets, scanPetBody, scanPetPage, type PetScan, type UnknownFieldMode } from '../../src/core/pet-scan.js';
 
 const MODES: readonly UnknownFieldMode[] = ['drop', 'refuse', 'pass'];
 const shapes = compileResponseShapes();
@@ -261,4 +262,63 @@ t.test('differential: generated bodies, the same verdict as Ajv (seeded, 4,000 c
   // The generator must reach both verdicts and the drop path often, or the comparison proves little.
   t.ok(valid > 800 && invalid > 800, `both verdicts reached: ${valid} valid, ${invalid} invalid`);
   t.ok(dropped > 200, `unknown fields dropped in ${dropped} valid cases`);
+});
+
+/** list-pets then the contract, as two passes (filterArray, then scanPetBody on what it kept). */
+function twoPasses(body: Buffer, limit: number, status: string | undefined, mode: UnknownFieldMode): string {
+  let out: Buffer;
+  try {
+    out = filterArray(body, limit, status).body;
+  } catch {
+    // The reason is only logged; the two passes may name another fault first.
+    return 'list-pets refuses';
+  }
+  return outcome(out, scanPetBody(out, true, mode));
+}
+
+/** The same in one pass: scanPetPage, then finishPets on its findings (or a scan of a changed list). */
+function onePass(body: Buffer, limit: number, status: string | undefined, mode: UnknownFieldMode): string {
+  let page;
+  try {
+    page = scanPetPage(body, limit, status);
+  } catch {
+    return 'list-pets refuses';
+  }
+  if (page.changed !== (page.findings === undefined)) return 'findings given for a changed list, or none for an unchanged one';
+  return outcome(page.body, page.findings === undefined ? scanPetBody(page.body, true, mode) : finishPets(page.findings, mode));
+}
+
+function outcome(sent: Buffer, r: PetScan): string {
+  return JSON.stringify({ sent: sent.toString('latin1'), problems: r.problems, body: r.body?.toString('latin1') });
+}
+
+t.test('list-pets\' pass with the check folded in: what two passes give, bytes and verdicts (seeded, 2,000 lists)', async (t) => {
+  const rand = random(7);
+  const failures: string[] = [];
+  let cut = 0;
+  let filtered = 0;
+  for (let k = 0; k < 2000; k++) {
+    const body = Buffer.from(bodyText(rand, true));
+    const limit = 1 + Math.floor(rand() * 4);
+    const status = rand() < 0.4 ? pick(rand, ['available', 'pending', 'sold']) : undefined;
+    for (const mode of MODES) {
+      const want = twoPasses(body, limit, status, mode);
+      const got = onePass(body, limit, status, mode);
+      if (got !== want) failures.push(`case ${k} limit ${limit} status ${status} ${mode}: ${body.toString()}\n  one pass ${got}\n  two passes ${want}`);
+    }
+    try {
+      const page = scanPetPage(body, limit, status);
+      if (page.changed && status === undefined) cut++;
+      if (page.changed && status !== undefined) filtered++;
+    } catch {
+      // A list list-pets refuses: counted in the comparison above.
+    }
+  }
+  t.strictSame(failures.slice(0, 5), [], 'no difference');
+  t.ok(cut > 50 && filtered > 50, `lists cut (${cut}) and filtered (${filtered}) reached`);
+  // The common case: an unchanged list hands its findings on, and a valid one is sent as received.
+  const list = Buffer.from(`[${PET},${PET}]`);
+  const page = scanPetPage(list, 20, undefined);
+  t.equal(page.body, list, 'the same buffer');
+  t.strictSame(page.findings === undefined ? undefined : finishPets(page.findings, 'drop'), { problems: [] });
 });
