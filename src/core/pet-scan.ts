@@ -95,6 +95,13 @@ export interface PetScan {
   readonly body?: Buffer;
 }
 
+/*
+ * Every `buf[i]!` below is read under `i < n` (n = buf.length) in the same condition or loop: the
+ * `!` only tells noUncheckedIndexedAccess so. Other reads take `number | undefined` and compare it.
+ * The flags below are module state set beside a returned index, so the hot path allocates no
+ * result object per token; the scan never re-enters itself.
+ */
+
 /** Set by the value checks beside the index they return: whether the value had the field's type. */
 let valueOk = true;
 /** Set by checkField for an enum value of the field's type: which of the field's values it is. */
