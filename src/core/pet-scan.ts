@@ -265,6 +265,7 @@ class Scan {
   result(): PetScan {
     if (this.repeated) return REPEATED;
     if (this.problems.length > 0) return { problems: this.problems };
+    // Field names only, never their values: they may be the upstream's internals.
     if (this.unknownNames !== undefined) return { problems: [...this.unknownNames].slice(0, MAX_PROBLEMS).map((f) => `unknown field '${f.slice(0, 64)}'`) };
     if (this.pieces === undefined) return VALID;
     this.pieces.push(this.buf.subarray(this.cursor));
