@@ -6,7 +6,7 @@
 //   npm run build && node bench/profile.mjs [--write]
 //
 // Environment: BENCH_PROFILE_SECONDS (5), BENCH_PROFILE_TARGETS (bare,undici,fastify,http-proxy-3,builtin;
-// also monitor, cached, cached-enforce), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
+// also monitor, contract, cached, cached-enforce), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,7 @@ const KINDS = {
   fastify: { name: 'gateway, engine fastify', args: (up) => ['gateway', up, '--engine', 'fastify'] },
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', args: (up) => ['gateway', up, '--engine', 'http-proxy-3'] },
   monitor: { name: 'gateway, undici + response-contract monitor', args: (up) => ['gateway', up, '--engine', 'undici', '--contract', 'monitor'] },
+  contract: { name: 'gateway, undici + response-contract enforce', args: (up) => ['gateway', up, '--engine', 'undici', '--contract', 'enforce'] },
   builtin: { name: 'gateway, built-in backend (undici)', args: () => ['gateway', 'builtin', '--engine', 'undici'] },
   // The response cache (bench/fixtures.mjs: getPet 30 s, listPets 5 s): after the warm-up, hits.
   cached: { name: 'gateway, engine undici, response cache', args: (up) => ['gateway', up, '--engine', 'undici', '--cache', 'on'] },

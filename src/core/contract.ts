@@ -199,7 +199,8 @@ export interface NewPetCheck {
   readonly stripped?: LosslessValue;
 }
 
-const PET_SCHEMA = {
+/** Pet (docs/interface.md, "Pet"): the one definition, compiled by Ajv and read by pet-scan.ts. */
+export const PET_SCHEMA = {
   type: 'object',
   required: ['id', 'name', 'categoryId'],
   properties: {
@@ -224,6 +225,8 @@ function contractAjv(): Ajv {
 /**
  * Compiles validators of the response shapes, Pet and Pets, once. They take a value from
  * `parseLossless` and return the violations (`/3/id must be an integer within int64`), empty when valid.
+ * The response contract itself checks bytes in one pass (pet-scan.ts); this parse-then-validate
+ * path, with `unknownPetFields` and `withoutUnknownPetFields`, is the reference its tests hold it to.
  */
 let responseShapes: { pet: (v: LosslessValue) => string[]; pets: (v: LosslessValue) => string[] } | undefined;
 

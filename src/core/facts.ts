@@ -39,17 +39,18 @@ export interface FactReader {
 }
 
 /** How many slots live in fields of their own, without an array. */
-const INLINE = 4;
+const INLINE = 5;
 
 /**
  * The facts of one request. The exchange is one of these, so reading or writing a fact allocates
- * nothing while at most `INLINE` slots exist (the shipped policies use four).
+ * nothing while at most `INLINE` slots exist (the shipped modules use five).
  */
 export class Facts implements FactReader {
   private f0: unknown = undefined;
   private f1: unknown = undefined;
   private f2: unknown = undefined;
   private f3: unknown = undefined;
+  private f4: unknown = undefined;
   private more: unknown[] | undefined = undefined;
 
   get<T>(slot: Slot<T>): T | undefined {
@@ -63,6 +64,8 @@ export class Facts implements FactReader {
         return this.f2 as T | undefined;
       case 3:
         return this.f3 as T | undefined;
+      case 4:
+        return this.f4 as T | undefined;
       default:
         return this.more?.[slot.index - INLINE] as T | undefined;
     }
@@ -81,6 +84,9 @@ export class Facts implements FactReader {
         return;
       case 3:
         this.f3 = value;
+        return;
+      case 4:
+        this.f4 = value;
         return;
       default:
         (this.more ??= [])[slot.index - INLINE] = value;

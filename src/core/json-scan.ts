@@ -90,7 +90,7 @@ function skipString(buf: Buffer, i: number): number {
  * byte of an enforced list, and a call per token costs as much as the bytes (much slower when
  * split into helpers, measured on a 100-animal list).
  */
-function skipValue(buf: Buffer, i: number): number {
+export function skipValue(buf: Buffer, i: number): number {
   const n = buf.length;
   let depth = 0;
   // Inside an object, after `{` or `,`: a key and its colon come before the value.

@@ -7,6 +7,7 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { ERROR_CONTENT_TYPE } from '../../src/core/errors.js';
 import { Chain } from '../../src/core/chain.js';
+import { PETS_CHECK } from '../../src/core/pet-scan.js';
 import type { Exchange, Policy, PolicyEnv, ResponseBody, UpstreamResponse } from '../../src/core/policy.js';
 import { listPets } from '../../src/policies/list-pets/index.js';
 import { responseContract, type ResponseContractConfig } from '../../src/policies/response-contract/index.js';
@@ -286,4 +287,32 @@ t.test('Chain: the real policies in their order (upstream-errors, list-pets, res
   const get = chain.begin({ method: 'GET', target: '/v1/pets/1', headers: {} }).ex;
   assertViolation(t, chain.finishResponse(get, response(200, '{"id":9223372036854775808,"name":"x","categoryId":1}')), 'getPet id above int64');
   t.equal(rc.violations, 1);
+});
+
+t.test('Chain: list-pets checks each Pet in its own pass and the contract finishes from there', async (t) => {
+  const r = parsePolicy('', { env: {} });
+  if (!r.ok) throw new Error(JSON.stringify(r.problems));
+  const env: PolicyEnv = { env: {} };
+  const chain = new Chain([listPets.create(r.config.policies['list-pets'], env), responseContract.create(r.config.policies['response-contract'], env)]);
+  const begin = () => {
+    const { ex, error } = chain.begin({ method: 'GET', target: '/v1/pets?limit=5', headers: {} });
+    t.equal(error, undefined, 'the request passes');
+    return ex;
+  };
+  const valid = response(200, `[${PET},${BIG},${BIG2}]`);
+  const ex = begin();
+  t.equal(ex.get(PETS_CHECK), 'wanted', 'the contract asked for the check on the request');
+  const out = chain.finishResponse(ex, valid);
+  t.equal(out.body, valid.body, 'a valid list is the very buffer received');
+  const findings = ex.get(PETS_CHECK);
+  t.ok(typeof findings === 'object' && findings.body === valid.body, 'list-pets handed its findings on');
+  // The same outcomes as two passes: a bad Pet, and a field to drop.
+  assertViolation(t, chain.finishResponse(begin(), response(200, `[${PET},{"id":9223372036854775808,"name":"x","categoryId":1}]`)), 'a bad Pet in the list');
+  const dropped = chain.finishResponse(begin(), response(200, `[${PET},{"id":2,"name":"y","categoryId":3,"internalNote":"vip"}]`));
+  t.equal(dropped.body.toString(), `[${PET},{"id":2,"name":"y","categoryId":3}]`);
+  // With the contract off, list-pets does not check Pets (nothing asked for it).
+  const off = new Chain([listPets.create(r.config.policies['list-pets'], env), responseContract.create({ mode: 'off', unknownFields: 'drop' }, env)]);
+  const exOff = off.begin({ method: 'GET', target: '/v1/pets?limit=5', headers: {} }).ex;
+  t.equal(off.finishResponse(exOff, valid).body, valid.body);
+  t.equal(exOff.get(PETS_CHECK), undefined, 'no findings without the contract');
 });

@@ -3,11 +3,13 @@
  * 1..100, default 20; `status` a PetStatus) and, because a legacy backend may ignore both, its
  * response. The upstream always receives an explicit `limit`, so a backend with another default
  * still honours the contract. Response enforcement copies the kept animals as their original
- * bytes and scans no further than it must: nothing is parsed and re-stringified.
+ * bytes and scans no further than it must: nothing is parsed and re-stringified. When the
+ * response contract asked for it (PETS_CHECK), the same pass checks each kept Pet for it.
  */
 import { parseListQuery } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import { filterArray, ScanError } from '../../core/json-scan.js';
+import { PETS_CHECK, scanPetPage } from '../../core/pet-scan.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
 import { DECLARES, LIMIT, STATUS } from './facts.js';
 import { schema, type ListPetsConfig } from './schema.js';
@@ -53,7 +55,11 @@ function create(config: ListPetsConfig, env: PolicyEnv) {
       if (!config.enforceResponse || limit === undefined || !isSuccess(res.status)) return res;
       const status = ex.get(STATUS);
       try {
-        const out = filterArray(res.body, limit, status);
+        // When the response contract will check this list as Pets, each Pet is checked during this
+        // same pass and the findings handed on: the list is read once, not twice.
+        const checked = ex.get(PETS_CHECK) === 'wanted';
+        const out = checked ? scanPetPage(res.body, limit, status) : filterArray(res.body, limit, status);
+        if (checked && 'findings' in out && out.findings !== undefined && !res.truncated) ex.set(PETS_CHECK, out.findings);
         if (!out.changed) {
           if (res.truncated) throw new ScanError('truncated');
           return res;

@@ -21,10 +21,11 @@
  * does, since the gateway can check only the bytes it can read. The gateway does not decompress:
  * an upstream's compression ratio would decide how much memory one answer takes.
  */
-import { compileResponseShapes, isJsonMediaType, parseLossless, unknownPetFields, withoutUnknownPetFields, type LosslessValue } from '../../core/contract.js';
+import { isJsonMediaType } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import { acceptsCoding, contentCoding } from '../../core/headers.js';
 import type { OperationId } from '../../core/operations.js';
+import { finishPets, PETS_CHECK, scanPetBody, type PetScan } from '../../core/pet-scan.js';
 import type { SchemaType } from '../../core/options.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
 
@@ -58,34 +59,23 @@ export type ResponseContractConfig = SchemaType<typeof schema>;
 
 const EXPECTED_STATUS: Record<OperationId, number> = { listPets: 200, createPet: 201, getPet: 200 };
 
-type Verdict = { readonly problems: string[]; readonly value?: LosslessValue; readonly unknown?: string[] };
-
 function create(config: ResponseContractConfig, env: PolicyEnv) {
-  const shapes = config.mode === 'off' ? undefined : compileResponseShapes();
   // Absent (a config built in code, not loaded): the schema's default.
   const unknownFields = config.unknownFields ?? 'drop';
   let violations = 0;
   const violation = new GatewayError('upstream_contract_violation');
 
-  function check(op: OperationId, res: ResponseBody): Verdict {
-    if (shapes === undefined) return { problems: [] };
+  /** The problems of the answer (empty when it conforms), and the body to send when it changed. */
+  function check(ex: Exchange, op: OperationId, res: ResponseBody): PetScan {
     if (res.status !== EXPECTED_STATUS[op]) return { problems: [`status ${res.status} where the interface says ${EXPECTED_STATUS[op]}`] };
     const type = res.headers['content-type'];
     if (!isJsonMediaType(typeof type === 'string' ? type : undefined)) return { problems: ['content-type is not application/json'] };
     if (res.truncated) return { problems: ['body larger than the gateway buffers'] };
-    let value: unknown;
-    try {
-      value = parseLossless(res.body);
-    } catch {
-      return { problems: ['body is not valid JSON'] };
-    }
-    const problems = (op === 'listPets' ? shapes.pets : shapes.pet)(value).slice(0, 5);
-    if (problems.length > 0 || unknownFields === 'pass') return { problems };
-    const unknown = unknownPetFields(value);
-    if (unknown.length === 0) return { problems };
-    // Field names only, never their values (they may be the upstream's internals).
-    if (unknownFields === 'refuse') return { problems: unknown.slice(0, 5).map((f) => `unknown field '${f.slice(0, 64)}'`) };
-    return { problems, value, unknown };
+    // list-pets read this very list already, checking each Pet on the way: finished from there.
+    const findings = op === 'listPets' ? ex.get(PETS_CHECK) : undefined;
+    if (typeof findings === 'object' && findings.body === res.body) return finishPets(findings, unknownFields);
+    // One pass over the bytes, nothing parsed: a conforming answer is forwarded as received.
+    return scanPetBody(res.body, op === 'listPets', unknownFields);
   }
 
   return {
@@ -93,6 +83,11 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
     /** How many violating answers were seen since the policy was loaded. */
     get violations(): number {
       return violations;
+    },
+    onRequest(ex: Exchange): undefined {
+      // Asks list-pets, which reads a listPets answer first, to check each Pet in that same pass.
+      if (config.mode !== 'off' && ex.operation?.id === 'listPets') ex.set(PETS_CHECK, 'wanted');
+      return undefined;
     },
     wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
       if (ex.operation === undefined || res.status < 200 || res.status >= 300) return false;
@@ -108,11 +103,11 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
         return errorResponse(violation);
       }
       if (config.mode === 'off') return res;
-      const verdict = check(op, res);
+      const verdict = check(ex, op, res);
       if (verdict.problems.length === 0) {
         // Valid, with fields outside the interface to drop (unknownFields: drop).
-        if (verdict.value === undefined || config.mode !== 'enforce') return res;
-        return { ...res, body: Buffer.from(withoutUnknownPetFields(verdict.value)), truncated: false };
+        if (verdict.body === undefined || config.mode !== 'enforce') return res;
+        return { ...res, body: verdict.body, truncated: false };
       }
       violations++;
       env.log?.warn({ policy: 'response-contract', operation: op, problems: verdict.problems, violations, mode: config.mode }, 'upstream answer violates the interface');
