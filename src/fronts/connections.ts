@@ -22,9 +22,10 @@
  *   connections idle, or half-sent heads) cannot take all of `maxConnections` from the others.
  *   Trusted proxies (`trustedProxies`) are exempt: their connections carry many clients.
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import proxyAddr from 'proxy-addr';
+import { clientKey } from '../core/client-key.js';
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -121,16 +122,30 @@ export function boundInFlight(
   };
 }
 
+/** What `shareConnections` uses of an accepted socket. */
+export interface AcceptedSocket {
+  readonly remoteAddress?: string | undefined;
+  destroy(): unknown;
+  once(event: 'close', listener: () => void): unknown;
+}
+
+/** What `shareConnections` uses of a server (node's net, http, https and http2 servers). */
+export interface ConnectionSource {
+  on(event: 'connection', listener: (socket: AcceptedSocket) => void): unknown;
+}
+
 /** Most addresses refused at once after an overflow; past it the oldest refusal is lifted early. */
 const MAX_REFUSED = 10_000;
 
 /**
  * Refuses, at the socket, a connection from an address that already holds `perAddress` of them
  * (the way node refuses one past `maxConnections`: closed without an answer, since nothing of the
- * request has been read), or that `refuse` was told about less than `refuseMs` ago.
+ * request has been read), or that `refuse` was told about less than `refuseMs` ago. A refusal
+ * covers the client's IPv6 /64 (`clientKey`), as the brute-force lock does: a host that owns a /64
+ * would otherwise evade it by connecting from the next address.
  */
 export function shareConnections(
-  server: Server,
+  server: ConnectionSource,
   perAddress: number,
   trustedProxies: readonly string[],
   refuseMs = 0,
@@ -138,16 +153,19 @@ export function shareConnections(
 ): { refuse(address: string | undefined): void } {
   const trusted = trustedProxies.length === 0 ? () => false : proxyAddr.compile([...trustedProxies]);
   const open = new Map<string, number>();
-  // Address -> until when its connections are refused (in insertion order, oldest first).
+  // Client key (clientKey) -> until when its connections are refused (in insertion order, oldest first).
   const refused = new Map<string, number>();
   const isRefused = (address: string): boolean => {
-    const until = refused.get(address);
+    // Most of the time nobody is refused: no key to compute.
+    if (refused.size === 0) return false;
+    const key = clientKey(address);
+    const until = refused.get(key);
     if (until === undefined) return false;
     if (until > now()) return true;
-    refused.delete(address);
+    refused.delete(key);
     return false;
   };
-  server.on('connection', (socket: Socket) => {
+  server.on('connection', (socket: AcceptedSocket) => {
     const address = socket.remoteAddress;
     if (address === undefined) return;
     if (trusted(address, 0)) return;
@@ -166,9 +184,10 @@ export function shareConnections(
   return {
     refuse(address) {
       if (address === undefined || refuseMs === 0 || trusted(address, 0)) return;
-      refused.delete(address);
+      const key = clientKey(address);
+      refused.delete(key);
       if (refused.size >= MAX_REFUSED) refused.delete(refused.keys().next().value as string);
-      refused.set(address, now() + refuseMs);
+      refused.set(key, now() + refuseMs);
     },
   };
 }
