@@ -40,9 +40,46 @@ interface Lane {
 }
 
 const LANE = Symbol('petstore-gateway connection lane');
+/** How many of a connection's requests wait for a place of their consumer (src/core/consumer-gate.ts). */
+const HELD = Symbol('petstore-gateway held requests');
 /** The server event `createNodeServer` emits, with the socket, when it closes a connection past `maxPipelinedPerConnection`. */
 export const PIPELINE_OVERFLOW = 'petstore-gateway:pipeline-overflow';
-type LaneSocket = Socket & { [LANE]?: Lane };
+type LaneSocket = Socket & { [LANE]?: Lane; [HELD]?: number };
+
+/** True while a request of this connection waits for its consumer's place: the socket stays paused. */
+function held(socket: LaneSocket): boolean {
+  return (socket[HELD] ?? 0) > 0;
+}
+
+/**
+ * A request of this HTTP/1.x connection waits for a place of its consumer: the connection is not
+ * read until it no longer does, so the consumer's further requests stay unparsed (TCP
+ * back-pressure), whatever else resumes the socket meanwhile. An HTTP/2 stream waits under its
+ * own flow control: the session's socket, shared by other streams, is never paused.
+ */
+export function holdReading(req: IncomingMessage): void {
+  if (req.httpVersionMajor === 2) return;
+  const socket = req.socket as LaneSocket;
+  if (socket[HELD] === undefined) {
+    socket.on('resume', () => {
+      if (held(socket)) socket.pause();
+    });
+  }
+  socket[HELD] = (socket[HELD] ?? 0) + 1;
+  socket.pause();
+}
+
+/** The request no longer waits: the connection is read again unless something else holds it. */
+export function releaseReading(req: IncomingMessage): void {
+  if (req.httpVersionMajor === 2) return;
+  const socket = req.socket as LaneSocket;
+  const n = (socket[HELD] ?? 0) - 1;
+  socket[HELD] = Math.max(0, n);
+  if (n > 0 || socket.destroyed) return;
+  // The lane pauses the socket too while its own requests wait their turn.
+  if (socket[LANE]?.paused === true) return;
+  socket.resume();
+}
 
 /**
  * Wraps `handler` so that at most `limit` requests per connection are served at once; the rest of
@@ -75,7 +112,7 @@ export function boundInFlight(
         // Nothing more waits: read the connection again, before the last one starts, as it may
         // have a body still to read (node keeps the socket paused itself while it must).
         lane.paused = false;
-        if (!socket.destroyed) socket.resume();
+        if (!socket.destroyed && !held(socket)) socket.resume();
       }
       if (waiting !== undefined) run(lane, waiting[0], waiting[1]);
     };
