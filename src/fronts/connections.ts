@@ -171,6 +171,23 @@ export interface ConnectionSource {
   on(event: 'connection', listener: (socket: AcceptedSocket) => void): unknown;
 }
 
+/** What the connection accounting refused or closed so far (the overflow metric reads them). */
+export interface ConnectionCounts {
+  /** Connections closed past `maxPipelinedPerConnection`. */
+  pipelineClosed: number;
+  /** Connections refused at the socket while their client was refused after such a close. */
+  overflowRefused: number;
+  /** Connections refused at the socket past `maxConnectionsPerAddress`. */
+  shareRefused: number;
+}
+
+const COUNTS = new WeakMap<ConnectionSource, ConnectionCounts>();
+
+/** The counts of the server `shareConnections` accounts for, if it does. */
+export function connectionCountsOf(server: object): Readonly<ConnectionCounts> | undefined {
+  return COUNTS.get(server as ConnectionSource);
+}
+
 /** Most addresses refused at once after an overflow; past it the oldest refusal is lifted early. */
 const MAX_REFUSED = 10_000;
 
@@ -187,7 +204,9 @@ export function shareConnections(
   trustedProxies: readonly string[],
   refuseMs = 0,
   now: () => number = () => performance.now(),
-): { refuse(address: string | undefined): void } {
+): { refuse(address: string | undefined): void; readonly counts: Readonly<ConnectionCounts> } {
+  const counts: ConnectionCounts = { pipelineClosed: 0, overflowRefused: 0, shareRefused: 0 };
+  COUNTS.set(server, counts);
   const trusted = trustedProxies.length === 0 ? () => false : proxyAddr.compile([...trustedProxies]);
   const open = new Map<string, number>();
   // Client key (clientKey) -> until when its connections are refused (in insertion order, oldest first).
@@ -207,7 +226,13 @@ export function shareConnections(
     if (address === undefined) return;
     if (trusted(address, 0)) return;
     const n = open.get(address) ?? 0;
-    if (n >= perAddress || isRefused(address)) {
+    if (isRefused(address)) {
+      counts.overflowRefused++;
+      socket.destroy();
+      return;
+    }
+    if (n >= perAddress) {
+      counts.shareRefused++;
       socket.destroy();
       return;
     }
@@ -219,7 +244,10 @@ export function shareConnections(
     });
   });
   return {
+    counts,
+    /** A connection from `address` was closed past maxPipelinedPerConnection: refuse its client for refuseMs. */
     refuse(address) {
+      counts.pipelineClosed++;
       if (address === undefined || refuseMs === 0 || trusted(address, 0)) return;
       const key = clientKey(address);
       refused.delete(key);

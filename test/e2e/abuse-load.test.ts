@@ -10,7 +10,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
+import { connectionCountsOf } from '../../src/fronts/connections.js';
 import { closeStores, storesReady } from '../../src/stores/index.js';
+import { parseExposition, value } from '../helpers/prom.js';
 import type { TapTest } from '../helpers/assert.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
 import { bearer, ensureBuilt, forEachEngine, JSON_TYPE, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, type Engine } from '../helpers/servers.js';
@@ -231,6 +233,10 @@ forEachEngine(t, async (t, engine) => {
       todo: 'not reached on a 2-core machine shared with the load generator',
     });
     t.ok([...unloaded.ready, ...loaded.ready].every((s) => s === 200), `/readyz answers 200 throughout (${loaded.ready.filter((s) => s !== 200).length} misses)`);
+    const exp = parseExposition((await request(`${gw.admin}/metrics`)).body);
+    const closed = value(exp, 'petstore_gateway_overflows_total', { event: 'pipeline_closed' }) ?? 0;
+    const refused = value(exp, 'petstore_gateway_overflows_total', { event: 'overflow_refused' }) ?? 0;
+    t.ok(closed >= 1 && closed + refused <= opened, `the metric counts closed (${closed}) and refused (${refused}) flooding connections, of ${opened} opened`);
 
     // SIGTERM in the middle of a second flood: the process still finishes.
     const second = Array.from({ length: 8 }, () => floodConnection(gw.port, head, 1.75 * 1024 * 1024));
@@ -268,6 +274,7 @@ forEachEngine(t, async (t, engine) => {
     const outcomes = await Promise.all(held.map((h) => Promise.race([h.closed.then(() => 'closed'), sleep(1500).then(() => 'open')])));
     t.equal(outcomes.filter((o) => o === 'open').length, 5, 'five held open');
     t.equal(outcomes.filter((o) => o === 'closed').length, 3, 'the rest refused at the socket');
+    t.strictSame(connectionCountsOf(gw.server), { pipelineClosed: 0, overflowRefused: 0, shareRefused: 3 }, 'counted as refused past the share');
     // Another client (another loopback address) still gets a connection and its answer.
     const other = await rawFromOtherAddress(port, `GET /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
     t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
@@ -341,6 +348,7 @@ forEachEngine(t, async (t, engine) => {
     const ids = [...text.matchAll(/"name":"p(\d+)"/g)].map((m) => Number(m[1]));
     t.strictSame(ids, Array.from({ length: 20 }, (_, i) => i + 1), 'all 20 answered, in request order');
     t.ok(most >= 1 && most <= 3, `at most 3 at the upstream at once (${most})`);
+    t.equal(connectionCountsOf(gw.server)?.pipelineClosed, 0, 'no connection closed for pipelining');
   });
 });
 
@@ -398,5 +406,6 @@ forEachEngine(t, async (t, engine) => {
     t.strictSame(again, { ids: [], closedByServer: true }, 'a new connection from that address is refused');
     const other = await rawFromOtherAddress(port, `GET /v1/pets/1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
     t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
+    t.strictSame(connectionCountsOf(gw.server), { pipelineClosed: 1, overflowRefused: 1, shareRefused: 0 }, 'counted: one closed, one refused');
   });
 });

@@ -5,16 +5,22 @@
  * hold the session's other streams. Real servers on 127.0.0.1, every engine, a stub upstream that
  * answers when the test says.
  */
+import { writeFileSync } from 'node:fs';
 import { connect as h2connect } from 'node:http2';
 import { connect } from 'node:net';
+import { join } from 'node:path';
 import t from 'tap';
 import { makeTestPki, type TestPki } from '../helpers/certs.js';
 import { assertError } from '../helpers/assert.js';
-import { bearer, forEachEngine, JSON_TYPE, request, sleep, startGateway, startStubUpstream, testKey, type Response } from '../helpers/servers.js';
+import { parseExposition, value } from '../helpers/prom.js';
+import { bearer, ensureBuilt, forEachEngine, JSON_TYPE, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, type Response } from '../helpers/servers.js';
 import { waitFor } from '../helpers/wait.js';
 
+ensureBuilt();
 const pki: TestPki = makeTestPki(t);
 const ca = pki.read(pki.ca);
+const dir = tempDir(t, 'consumer-bound');
+const READY = /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) )(?=[\s\S]*"url":"(http:\/\/127\.0\.0\.1:\d+)","msg":"admin listening)/;
 
 /** A stub upstream that answers getPet only when `answer(id)` is called; `seen(id)`: it was asked. */
 async function heldUpstream(t: Parameters<typeof startStubUpstream>[0]) {
@@ -133,5 +139,29 @@ forEachEngine(t, async (t, engine) => {
     t.notOk(up.seen(2), 'and never reached the upstream');
     await up.answer(1);
     t.equal(await s1, 200);
+  });
+});
+
+forEachEngine(t, async (t, engine) => {
+  t.test('the CLI counts waiting and expired requests in petstore_gateway_overflows_total', async (t) => {
+    const up = await heldUpstream(t);
+    const key = testKey();
+    const file = join(dir, `metrics-${engine}.yaml`);
+    const server = { maxInFlightPerConsumer: 1, consumerQueueMs: 300 };
+    writeFileSync(file, JSON.stringify({ version: 1, upstream: { url: `${up.stub.origin}/v1` }, server, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } }));
+    const { match } = await spawnCliUntil(t, ['serve', '--policy', file, '--host', '127.0.0.1', '--port', '0', '--engine', engine], READY, {
+      env: { PETSTORE_API_KEYS: key, LOG_LEVEL: 'info' },
+      timeoutMs: 30_000,
+    });
+    const [url, admin] = [match[1] ?? '', match[2] ?? ''];
+    const first = request(`${url}/v1/pets/1`, { headers: bearer(key) });
+    await waitFor('the one place taken', () => up.seen(1));
+    assertError(t, await request(`${url}/v1/pets/2`, { headers: bearer(key) }), 429, 'too_many_in_flight', { headers: { 'retry-after': '1' } });
+    await up.answer(1);
+    t.equal((await first).status, 200);
+    const exp = parseExposition((await request(`${admin}/metrics`)).body);
+    t.equal(value(exp, 'petstore_gateway_overflows_total', { event: 'consumer_queued' }), 1, 'one request waited');
+    t.equal(value(exp, 'petstore_gateway_overflows_total', { event: 'consumer_expired' }), 1, 'and got its 429');
+    t.equal(value(exp, 'petstore_gateway_overflows_total', { event: 'pipeline_closed' }), 0, 'no connection closed');
   });
 });
