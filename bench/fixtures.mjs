@@ -20,7 +20,7 @@ export const RATE_LIMITS = ['off', 'memory', 'redis'];
  * EVALSHA per request) or `off` (no rate-limit section: the policy limits nobody). With the
  * defaults of the product: header allowlists, request ids, trace context.
  */
-export function policyText(upstream, contract = 'off', { rateLimit = 'memory', redisUrl, cache = false } = {}) {
+export function policyText(upstream, contract = 'off', { rateLimit = 'memory', redisUrl, cache = false, consumerBound = true } = {}) {
   if (!RATE_LIMITS.includes(rateLimit)) throw new Error(`rate limit must be one of ${RATE_LIMITS.join(', ')}, not '${rateLimit}'`);
   if (rateLimit === 'redis' && !redisUrl) throw new Error('the redis rate limit needs a Redis URL (redis://127.0.0.1:PORT)');
   const policies = {
@@ -40,7 +40,9 @@ export function policyText(upstream, contract = 'off', { rateLimit = 'memory', r
   }
   // The issue's example cache (memory store): a bench route repeats one request, so all but the first are hits.
   if (cache) policies.cache = { ttlSeconds: { listPets: 5, getPet: 30 }, maxBytes: 67108864, staleIfErrorSeconds: 300, store: 'memory' };
-  return JSON.stringify({ version: 1, upstream: { url: upstream }, policies });
+  // The per-consumer in-flight bound is on by default (server.maxInFlightPerConsumer, 128); off: null.
+  const server = consumerBound ? undefined : { maxInFlightPerConsumer: null };
+  return JSON.stringify({ version: 1, upstream: { url: upstream }, ...(server === undefined ? {} : { server }), policies });
 }
 
 /**
@@ -48,9 +50,9 @@ export function policyText(upstream, contract = 'off', { rateLimit = 'memory', r
  * and `redisUrl` as policyText. A Redis store is opened by createGateway (dist/stores): close it
  * with dist/stores/index.js closeStores().
  */
-export function benchGateway({ upstream = 'builtin', contract = 'off', keys = KEY, backend, rateLimit = 'memory', redisUrl, cache = false } = {}) {
+export function benchGateway({ upstream = 'builtin', contract = 'off', keys = KEY, backend, rateLimit = 'memory', redisUrl, cache = false, consumerBound = true } = {}) {
   const env = { env: { PETSTORE_API_KEYS: keys } };
-  const loaded = parsePolicy(policyText(upstream, contract, { rateLimit, redisUrl, cache }), env);
+  const loaded = parsePolicy(policyText(upstream, contract, { rateLimit, redisUrl, cache, consumerBound }), env);
   if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
   return createGateway(loaded.config, env, upstream === 'builtin' ? (backend ?? seededBackend()) : undefined);
 }

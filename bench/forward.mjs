@@ -84,6 +84,9 @@ export const TARGETS = {
   contract: { name: 'gateway, undici + response-contract enforce', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--contract', 'enforce') },
   'bound-on': { name: 'undici handler on node:http, ops off, in-flight bound on', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => startTarget('gateway-handler', up.url, '--bound', 'on') },
   'bound-off': { name: 'undici handler on node:http, ops off, in-flight bound off', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => startTarget('gateway-handler', up.url, '--bound', 'off') },
+  // The per-consumer in-flight bound off (server.maxInFlightPerConsumer: null): beside `undici`
+  // (on, the default) in bench/ab.mjs, its cost per request (one key, never past the bound).
+  'consumer-bound-off': { name: 'gateway, engine undici, per-consumer in-flight bound off', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--consumer-bound', 'off') },
   monitor: { name: 'gateway, undici + response-contract monitor', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--contract', 'monitor') },
   builtin: { name: 'gateway, built-in backend (undici)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'undici') },
   'builtin-fastify': { name: 'gateway, built-in backend (fastify)', gateway: true, ops: 'on', rateLimit: 'memory', builtin: true, start: () => gateway('builtin', '--engine', 'fastify') },

@@ -97,8 +97,9 @@ const costs = await section('costs', () => runCosts());
 const profile = process.env.BENCH_PROFILE === '1' ? await section('profile', () => runProfile({ log })) : undefined;
 
 /**
- * What the per-connection in-flight bound and the response contract cost (goal: each at most 3% of
- * req/s on each route): two bench/ab.mjs pairs, each B against A loaded at the same time on one core.
+ * What the per-connection and per-consumer in-flight bounds and the response contract cost (goal:
+ * each at most 3% of req/s on each route): three bench/ab.mjs pairs, each B against A loaded at the
+ * same time on one core.
  */
 async function runCosts() {
   const o = {
@@ -111,6 +112,7 @@ async function runCosts() {
   const pairs = [
     ['bound-off', 'bound-on', 'the per-connection in-flight bound (server.maxInFlightPerConnection, 8): the undici handler on node:http, every policy on, ops off, without (A) and with (B) the bound'],
     ['undici', 'contract', 'the response contract: the gateway (engine undici, everything on) without (A) and with (B) response-contract in enforce mode'],
+    ['consumer-bound-off', 'undici', 'the per-consumer in-flight bound (server.maxInFlightPerConsumer, 128): the gateway (engine undici, everything on) without (A) and with (B) the bound, one key never past it'],
   ];
   const out = [];
   for (const [a, b, what] of pairs) {

@@ -10,6 +10,7 @@
 //   node bench/target.mjs fast-gateway URL DIR          fast-gateway (from folder DIR) to URL with a bearer-key check and
 //                                                       listPets' `limit` bound (1..100, else 400) in its middleware
 //   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
+//                                                       [--consumer-bound on|off] (server.maxInFlightPerConsumer: default, or null)
 //                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT] [--cache on|off]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
 //                                                       --ops on (the default, as `serve` runs), metrics, the access log
@@ -159,7 +160,7 @@ async function main() {
     if (!RATE_LIMITS.includes(rateLimit)) throw new Error(`--rate-limit must be one of ${RATE_LIMITS.join(', ')}, not '${rateLimit}'`);
     const redisUrl = flag('--redis-url', process.env.BENCH_REDIS_URL);
     if (rateLimit === 'redis' && !redisUrl) throw new Error('--rate-limit redis needs --redis-url redis://HOST:PORT (or BENCH_REDIS_URL)');
-    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off'), rateLimit, redisUrl, cache: flag('--cache', 'off') === 'on' });
+    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off'), rateLimit, redisUrl, cache: flag('--cache', 'off') === 'on', consumerBound: flag('--consumer-bound', 'on') === 'on' });
     // The stores the policy opened (a Redis connection): closed after the server, as `serve` does.
     const closeWith = (closeServer) => async () => {
       try {

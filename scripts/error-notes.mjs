@@ -29,6 +29,8 @@ export const ERROR_NOTES = {
   too_many_requests: "an upstream 429 (its `Retry-After` kept)",
   rate_limited: "the consumer's rate limit is exceeded (`Retry-After`, `RateLimit` headers)",
   too_many_auth_failures: 'too many failed authentications from this client address (`Retry-After`)',
+  too_many_in_flight:
+    'the consumer had `server.maxInFlightPerConsumer` requests in progress and this one waited `server.consumerQueueMs` without a place (`Retry-After: 1`); its body was not read',
   headers_too_large: 'request head over `server.maxHeaderBytes`',
   internal_error: 'a fault in the gateway itself (never an upstream answer: an upstream 500 is `upstream_error`)',
   not_implemented: '`CONNECT`: the gateway tunnels nothing; the connection is closed',

@@ -7,6 +7,7 @@ import { ReferenceBackend } from './backend/service.js';
 import type { PolicyConfig, UpstreamConfig } from './config/types.js';
 import { Chain } from './core/chain.js';
 import { CircuitBreaker } from './core/breaker.js';
+import { ConsumerGate } from './core/consumer-gate.js';
 import type { ForwardSettings } from './core/exchange.js';
 import type { Policy, PolicyEnv, PolicyModule, Problem } from './core/policy.js';
 import { gatewayPolicyEnv, POLICY_MODULES, type PolicyName } from './policies/index.js';
@@ -118,6 +119,11 @@ export class GatewayHolder {
   readonly breaker: CircuitBreaker | undefined;
   /** The response cache in front of a URL upstream; none for the built-in backend (nothing to shield). */
   readonly cache: ResponseCache | undefined;
+  /**
+   * The per-consumer in-flight bound (`server.maxInFlightPerConsumer`), shared by every server of
+   * this holder; like the `server` section, it changes only on a restart.
+   */
+  readonly gate: ConsumerGate | undefined;
 
   /** `now`: the clock of the response cache and the circuit breaker's open window (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
   constructor(initial: Gateway, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } } = {}) {
@@ -129,6 +135,8 @@ export class GatewayHolder {
       initial.backend !== undefined
         ? undefined
         : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
+    const { maxInFlightPerConsumer, consumerQueueMs } = initial.config.server;
+    this.gate = maxInFlightPerConsumer === null ? undefined : new ConsumerGate({ maxInFlight: maxInFlightPerConsumer, queueMs: consumerQueueMs });
   }
 
   /** Closes what the holder opened (the cache's Redis connections), once the server has stopped. */

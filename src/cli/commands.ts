@@ -35,7 +35,8 @@ import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervis
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
 import { closeRegistries, registriesReady, setRegistryLog } from '../registry/index.js';
-import { PIPELINE_OVERFLOW } from '../fronts/connections.js';
+import { connectionCountsOf, PIPELINE_OVERFLOW } from '../fronts/connections.js';
+import type { OverflowEvent } from '../ops/metrics.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
 
@@ -471,13 +472,30 @@ interface ProcessState {
   admin: AdminHandle | undefined;
 }
 
+/** The connection accounting's and the consumer gate's counts, as the overflow metric labels them. */
+function overflowsOf(server: Server | undefined, holder: GatewayHolder): Record<OverflowEvent, number> {
+  const c = server === undefined ? undefined : connectionCountsOf(server);
+  const g = holder.gate?.counts;
+  return {
+    pipeline_closed: c?.pipelineClosed ?? 0,
+    overflow_refused: c?.overflowRefused ?? 0,
+    address_share_refused: c?.shareRefused ?? 0,
+    consumer_queued: g?.queued ?? 0,
+    consumer_expired: g?.expired ?? 0,
+  };
+}
+
 /** A gateway process: the only one, or one worker of `--workers`. */
 async function serveProcess(s: ServeSetup): Promise<number> {
   const { log, config } = s;
   const state: ProcessState = { phase: 'starting', admin: undefined };
   const holder = new GatewayHolder(compileGateway(config, { env: s.env, log }), { log });
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store) });
+  // The server exists once the engine started; the metric may be scraped before (it reads 0).
+  const listening: { server?: Server } = {};
+  const overflowCounts = () => overflowsOf(listening.server, holder);
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store), overflowCounts });
   const running = await startEngine(s.engine, holder, log, ops.observer);
+  listening.server = running.server;
   registerCertificateGauge(ops.metrics.registry, running.server);
   // Throttled with a count like every warning (src/ops/log-throttle.ts): a flood closes many.
   running.server.on(PIPELINE_OVERFLOW, (socket: Socket) =>

@@ -78,6 +78,21 @@ export const SERVER_SCHEMA = {
       description:
         'After a connection is closed past maxPipelinedPerConnection, new connections from its address are refused at the socket for this long (each would cost a whole read parsed before it could be closed). Addresses in trustedProxies are exempt. 0: not refused.',
     },
+    maxInFlightPerConsumer: {
+      type: ['integer', 'null'],
+      minimum: 1,
+      maximum: 100000,
+      default: 128,
+      description:
+        "Most requests of one consumer (API key) in progress at once, from passing authentication and the other request policies to the end of the answer, on every connection and engine together. Past it a request waits, unread, in arrival order, and its connection is not read meanwhile (HTTP/1.1; an HTTP/2 stream waits under the session's flow control); after consumerQueueMs it is answered 429 too_many_in_flight with Retry-After. Unauthenticated requests are not counted. null: no bound.",
+    },
+    consumerQueueMs: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 60000,
+      default: 1000,
+      description: 'With maxInFlightPerConsumer: how long a request may wait for a place of its consumer before its 429 too_many_in_flight.',
+    },
     maxHeaderBytes: { type: 'integer', minimum: 1024, maximum: 65536, default: 16384, description: 'Largest request head (request line and headers): 431 past it.' },
     shutdownGraceMs: { type: 'integer', minimum: 0, maximum: 600000, default: 10000, description: 'On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are closed.' },
     drainDelayMs: {

@@ -41,6 +41,7 @@ export const CATALOGUE = {
   too_many_requests: { status: 429, message: 'Too many requests: retry later.' },
   rate_limited: { status: 429, message: 'The rate limit of this API key is exceeded: retry after the time in Retry-After.' },
   too_many_auth_failures: { status: 429, message: 'Too many failed authentications from this address: retry after the time in Retry-After.' },
+  too_many_in_flight: { status: 429, message: 'This API key has too many requests in progress: retry after the time in Retry-After.' },
   expectation_failed: { status: 417, message: 'The only expectation the gateway meets is Expect: 100-continue.' },
   headers_too_large: { status: 431, message: 'The request headers are too large.' },
   // 5xx

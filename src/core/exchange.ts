@@ -20,6 +20,7 @@ import { isValidUpstreamStatus } from './contract.js';
 import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
+import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
 import { forwarding, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
 import type { CacheEntry, ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
@@ -61,6 +62,8 @@ export interface GatewaySource {
   readonly breaker: CircuitBreaker | undefined;
   /** The response cache in front of the upstream (the `cache` policy); it outlives reloads. */
   readonly cache?: ResponseCache | undefined;
+  /** The per-consumer in-flight bound (`server.maxInFlightPerConsumer`); it outlives reloads. */
+  readonly gate?: ConsumerGate | undefined;
 }
 
 /** What forwarding is built from; fixed for the life of the process (a reload cannot change it). */
@@ -92,6 +95,13 @@ export interface FrontHooks {
   proceed(request: ActiveRequest): void;
   /** The request was answered before its body was read: drain or discard it. */
   discard(request: ActiveRequest): void;
+  /**
+   * The request waits for a place of its consumer (src/core/consumer-gate.ts): stop reading the
+   * connection it came on (HTTP/1.1), so the client's further bytes stay unread.
+   */
+  hold?(request: ActiveRequest): void;
+  /** The request no longer waits: the connection may be read again, as far as it is concerned. */
+  release?(request: ActiveRequest): void;
 }
 
 export interface PipelineOptions {
@@ -211,6 +221,8 @@ export class Pipeline {
   readonly answers: Answers;
   /** The breaker that admits calls; none for an upstream the layers do not guard. */
   readonly breaker: CircuitBreaker | undefined;
+  /** The per-consumer in-flight bound; none when `consumerBound` is off. */
+  readonly gate: ConsumerGate | undefined;
 
   constructor(options: PipelineOptions) {
     this.gateways = options.gateways;
@@ -223,6 +235,7 @@ export class Pipeline {
     this.send = f.send;
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;
+    this.gate = options.gateways.gate;
   }
 
   /**
@@ -306,7 +319,7 @@ function onResponseClose(this: ClientResponse & { [ACTIVE]?: ActiveRequest }): v
  * Each attempt and the retry state live in the layers (src/core/forward/retry.ts); what observers
  * read is a value built once when the response closes (`record`).
  */
-export class ActiveRequest implements ForwardHandler {
+export class ActiveRequest implements ForwardHandler, GateEntry {
   readonly ex: OpenExchange;
   readonly startedAt = Date.now();
   private readonly t0 = performance.now();
@@ -334,6 +347,10 @@ export class ActiveRequest implements ForwardHandler {
   /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
   private settled = true;
   private closedSeen = false;
+  /** The consumer whose place of the in-flight bound this request holds, if any. */
+  private placeOf: string | undefined = undefined;
+  /** While the request waits for such a place: its entry on the queue. */
+  private waiting: Waiting | undefined = undefined;
 
   constructor(
     readonly pipeline: Pipeline,
@@ -432,11 +449,52 @@ export class ActiveRequest implements ForwardHandler {
       return d instanceof LocalReply ? this.reply(d) : this.sendError(d);
     }
     if (this.res.destroyed) return; // the client left while a policy was deciding
+    const gate = this.pipeline.gate;
+    const consumer = gate === undefined ? undefined : this.ex.consumerId;
+    if (consumer !== undefined) {
+      const waiting = gate?.enter(consumer, this);
+      if (waiting !== undefined) {
+        this.waiting = waiting;
+        this.pipeline.front.hold?.(this);
+        return;
+      }
+      this.placeOf = consumer;
+    }
+    this.proceed();
+  }
+
+  private proceed(): void {
     try {
       this.pipeline.front.proceed(this);
     } catch (err) {
       this.crash(err, 'front');
     }
+  }
+
+  /** The request got its consumer's place after waiting (GateEntry). */
+  admitted(): void {
+    const w = this.waiting;
+    if (w === undefined) return;
+    this.waiting = undefined;
+    this.placeOf = w.consumer;
+    this.pipeline.front.release?.(this);
+    // On the next turn of the event loop: a place freed by an answer that ended at once would
+    // otherwise start the next waiting request in the same chain of callbacks, and one consumer's
+    // queue would hold the loop until it is empty.
+    setImmediate(() => {
+      if (!this.closedSeen && !this.res.destroyed) this.proceed();
+    });
+  }
+
+  /** The request waited `queueMs` for a place (GateEntry): 429, its body not read. */
+  expired(): void {
+    if (this.waiting === undefined) return;
+    this.waiting = undefined;
+    const front = this.pipeline.front;
+    front.release?.(this);
+    front.discard(this);
+    // A place frees as soon as one of the consumer's own requests ends: the smallest Retry-After.
+    this.sendError(new GatewayError('too_many_in_flight', { headers: { 'retry-after': '1' } }));
   }
 
   /** Reading the body failed: 413 (and close the connection), or the client went away. */
@@ -665,6 +723,7 @@ export class ActiveRequest implements ForwardHandler {
   closed(): void {
     if (this.closedSeen) return;
     this.closedSeen = true;
+    if (this.placeOf !== undefined || this.waiting !== undefined) this.leaveGate();
     if (!this.settled) {
       this.settle();
       // Every announced byte was relayed (the response ended with its last chunk): the layers
@@ -678,6 +737,20 @@ export class ActiveRequest implements ForwardHandler {
       observer.onEnd(this.record(performance.now()));
     } catch (err) {
       this.pipeline.crashed(err, 'observer');
+    }
+  }
+
+  /** Gives back this request's place of the in-flight bound, or takes it off the queue. */
+  private leaveGate(): void {
+    const gate = this.pipeline.gate;
+    if (this.waiting !== undefined) {
+      gate?.cancel(this.waiting);
+      this.waiting = undefined;
+      this.pipeline.front.release?.(this);
+    }
+    if (this.placeOf !== undefined) {
+      gate?.leave(this.placeOf);
+      this.placeOf = undefined;
     }
   }
 

@@ -29,6 +29,10 @@ export interface ServerConfig {
   readonly maxPipelinedPerConnection: number;
   /** After such a close, how long new connections from that address are refused (0: not at all). */
   readonly pipelineOverflowRefuseMs: number;
+  /** Most requests of one consumer in progress at once (src/core/consumer-gate.ts); null: no bound. */
+  readonly maxInFlightPerConsumer: number | null;
+  /** How long a request waits for a place of its consumer before its 429. */
+  readonly consumerQueueMs: number;
   readonly maxHeaderBytes: number;
   readonly shutdownGraceMs: number;
   /** From SIGTERM, how long the API listener keeps accepting while /readyz says draining. */

@@ -22,9 +22,10 @@
  *   connections idle, or half-sent heads) cannot take all of `maxConnections` from the others.
  *   Trusted proxies (`trustedProxies`) are exempt: their connections carry many clients.
  */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import proxyAddr from 'proxy-addr';
+import { clientKey } from '../core/client-key.js';
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -39,9 +40,46 @@ interface Lane {
 }
 
 const LANE = Symbol('petstore-gateway connection lane');
+/** How many of a connection's requests wait for a place of their consumer (src/core/consumer-gate.ts). */
+const HELD = Symbol('petstore-gateway held requests');
 /** The server event `createNodeServer` emits, with the socket, when it closes a connection past `maxPipelinedPerConnection`. */
 export const PIPELINE_OVERFLOW = 'petstore-gateway:pipeline-overflow';
-type LaneSocket = Socket & { [LANE]?: Lane };
+type LaneSocket = Socket & { [LANE]?: Lane; [HELD]?: number };
+
+/** True while a request of this connection waits for its consumer's place: the socket stays paused. */
+function held(socket: LaneSocket): boolean {
+  return (socket[HELD] ?? 0) > 0;
+}
+
+/**
+ * A request of this HTTP/1.x connection waits for a place of its consumer: the connection is not
+ * read until it no longer does, so the consumer's further requests stay unparsed (TCP
+ * back-pressure), whatever else resumes the socket meanwhile. An HTTP/2 stream waits under its
+ * own flow control: the session's socket, shared by other streams, is never paused.
+ */
+export function holdReading(req: IncomingMessage): void {
+  if (req.httpVersionMajor === 2) return;
+  const socket = req.socket as LaneSocket;
+  if (socket[HELD] === undefined) {
+    socket.on('resume', () => {
+      if (held(socket)) socket.pause();
+    });
+  }
+  socket[HELD] = (socket[HELD] ?? 0) + 1;
+  socket.pause();
+}
+
+/** The request no longer waits: the connection is read again unless something else holds it. */
+export function releaseReading(req: IncomingMessage): void {
+  if (req.httpVersionMajor === 2) return;
+  const socket = req.socket as LaneSocket;
+  const n = (socket[HELD] ?? 0) - 1;
+  socket[HELD] = Math.max(0, n);
+  if (n > 0 || socket.destroyed) return;
+  // The lane pauses the socket too while its own requests wait their turn.
+  if (socket[LANE]?.paused === true) return;
+  socket.resume();
+}
 
 /**
  * Wraps `handler` so that at most `limit` requests per connection are served at once; the rest of
@@ -74,7 +112,7 @@ export function boundInFlight(
         // Nothing more waits: read the connection again, before the last one starts, as it may
         // have a body still to read (node keeps the socket paused itself while it must).
         lane.paused = false;
-        if (!socket.destroyed) socket.resume();
+        if (!socket.destroyed && !held(socket)) socket.resume();
       }
       if (waiting !== undefined) run(lane, waiting[0], waiting[1]);
     };
@@ -121,38 +159,80 @@ export function boundInFlight(
   };
 }
 
+/** What `shareConnections` uses of an accepted socket. */
+export interface AcceptedSocket {
+  readonly remoteAddress?: string | undefined;
+  destroy(): unknown;
+  once(event: 'close', listener: () => void): unknown;
+}
+
+/** What `shareConnections` uses of a server (node's net, http, https and http2 servers). */
+export interface ConnectionSource {
+  on(event: 'connection', listener: (socket: AcceptedSocket) => void): unknown;
+}
+
+/** What the connection accounting refused or closed so far (the overflow metric reads them). */
+export interface ConnectionCounts {
+  /** Connections closed past `maxPipelinedPerConnection`. */
+  pipelineClosed: number;
+  /** Connections refused at the socket while their client was refused after such a close. */
+  overflowRefused: number;
+  /** Connections refused at the socket past `maxConnectionsPerAddress`. */
+  shareRefused: number;
+}
+
+const COUNTS = new WeakMap<ConnectionSource, ConnectionCounts>();
+
+/** The counts of the server `shareConnections` accounts for, if it does. */
+export function connectionCountsOf(server: object): Readonly<ConnectionCounts> | undefined {
+  return COUNTS.get(server as ConnectionSource);
+}
+
 /** Most addresses refused at once after an overflow; past it the oldest refusal is lifted early. */
 const MAX_REFUSED = 10_000;
 
 /**
  * Refuses, at the socket, a connection from an address that already holds `perAddress` of them
  * (the way node refuses one past `maxConnections`: closed without an answer, since nothing of the
- * request has been read), or that `refuse` was told about less than `refuseMs` ago.
+ * request has been read), or that `refuse` was told about less than `refuseMs` ago. A refusal
+ * covers the client's IPv6 /64 (`clientKey`), as the brute-force lock does: a host that owns a /64
+ * would otherwise evade it by connecting from the next address.
  */
 export function shareConnections(
-  server: Server,
+  server: ConnectionSource,
   perAddress: number,
   trustedProxies: readonly string[],
   refuseMs = 0,
   now: () => number = () => performance.now(),
-): { refuse(address: string | undefined): void } {
+): { refuse(address: string | undefined): void; readonly counts: Readonly<ConnectionCounts> } {
+  const counts: ConnectionCounts = { pipelineClosed: 0, overflowRefused: 0, shareRefused: 0 };
+  COUNTS.set(server, counts);
   const trusted = trustedProxies.length === 0 ? () => false : proxyAddr.compile([...trustedProxies]);
   const open = new Map<string, number>();
-  // Address -> until when its connections are refused (in insertion order, oldest first).
+  // Client key (clientKey) -> until when its connections are refused (in insertion order, oldest first).
   const refused = new Map<string, number>();
   const isRefused = (address: string): boolean => {
-    const until = refused.get(address);
+    // Most of the time nobody is refused: no key to compute.
+    if (refused.size === 0) return false;
+    const key = clientKey(address);
+    const until = refused.get(key);
     if (until === undefined) return false;
     if (until > now()) return true;
-    refused.delete(address);
+    refused.delete(key);
     return false;
   };
-  server.on('connection', (socket: Socket) => {
+  server.on('connection', (socket: AcceptedSocket) => {
     const address = socket.remoteAddress;
     if (address === undefined) return;
     if (trusted(address, 0)) return;
     const n = open.get(address) ?? 0;
-    if (n >= perAddress || isRefused(address)) {
+    if (isRefused(address)) {
+      counts.overflowRefused++;
+      socket.destroy();
+      return;
+    }
+    if (n >= perAddress) {
+      counts.shareRefused++;
       socket.destroy();
       return;
     }
@@ -164,11 +244,15 @@ export function shareConnections(
     });
   });
   return {
+    counts,
+    /** A connection from `address` was closed past maxPipelinedPerConnection: refuse its client for refuseMs. */
     refuse(address) {
+      counts.pipelineClosed++;
       if (address === undefined || refuseMs === 0 || trusted(address, 0)) return;
-      refused.delete(address);
+      const key = clientKey(address);
+      refused.delete(key);
       if (refused.size >= MAX_REFUSED) refused.delete(refused.keys().next().value as string);
-      refused.set(address, now() + refuseMs);
+      refused.set(key, now() + refuseMs);
     },
   };
 }

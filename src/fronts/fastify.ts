@@ -33,6 +33,7 @@ import { forwardSettings, GatewayHolder, type Gateway } from '../gateway.js';
 import { builtinUpstream } from '../upstreams/builtin.js';
 import { replyFromPool, replyFromUpstream } from '../upstreams/reply-from.js';
 import { readBody, refuseBody, refuseRestOfBody, sendContinue } from './body.js';
+import { holdReading, releaseReading } from './connections.js';
 import { isTls } from './node-http.js';
 
 declare module 'fastify' {
@@ -99,6 +100,12 @@ const hooks: FrontHooks = {
   discard(ar: ActiveRequest): void {
     const reply = ar.native as FastifyReply;
     refuseBody(reply.request.raw, reply.raw);
+  },
+  hold(ar: ActiveRequest): void {
+    holdReading((ar.native as FastifyReply).request.raw);
+  },
+  release(ar: ActiveRequest): void {
+    releaseReading((ar.native as FastifyReply).request.raw);
   },
 };
 

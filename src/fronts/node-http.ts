@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type ActiveRequest, type FrontHooks, Pipeline, type PipelineOptions } from '../core/exchange.js';
 import { GatewayError } from '../core/errors.js';
 import { readBody, refuseBody, refuseRestOfBody, sendContinue } from './body.js';
+import { holdReading, releaseReading } from './connections.js';
 
 const hooks: FrontHooks = {
   proceed(request: ActiveRequest): void {
@@ -30,6 +31,12 @@ const hooks: FrontHooks = {
   discard(request: ActiveRequest): void {
     const res = request.native as ServerResponse;
     refuseBody(res.req, res);
+  },
+  hold(request: ActiveRequest): void {
+    holdReading((request.native as ServerResponse).req);
+  },
+  release(request: ActiveRequest): void {
+    releaseReading((request.native as ServerResponse).req);
   },
 };
 

@@ -12,7 +12,7 @@ import type { DeprecationLedger, StoreConfig } from '../stores/types.js';
 import { AccessLog, droppedLogLines, type ConsumerInfo, type LogConfig } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
-import { GatewayMetrics } from './metrics.js';
+import { GatewayMetrics, type GatewayMetricsOptions } from './metrics.js';
 
 /** Runs every observer; one that throws does not keep the others from their record. */
 export class Observers implements ExchangeObserver {
@@ -132,6 +132,8 @@ export interface OpsOptions {
   readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
   /** Failed commands of the response cache's Redis store, when there is one. */
   readonly cacheStoreErrors?: () => number;
+  /** The connection and consumer bounds' counts (petstore_gateway_overflows_total). */
+  readonly overflowCounts?: GatewayMetricsOptions['overflowCounts'];
   /** Prometheus default process metrics; off in tests that start many gateways. */
   readonly defaultMetrics?: boolean;
   /**
@@ -187,6 +189,7 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     breakerOpen: options.breakerOpen,
     cacheCounts: options.cacheCounts,
     cacheStoreErrors: options.cacheStoreErrors,
+    overflowCounts: options.overflowCounts,
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,

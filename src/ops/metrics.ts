@@ -110,6 +110,16 @@ function countedElsewhere(registry: Registry, name: string, help: string, read: 
   });
 }
 
+/**
+ * What the overflow counter counts (its `event` label, a fixed list): connections closed past
+ * server.maxPipelinedPerConnection, connections refused at the socket while their client is refused
+ * after that (server.pipelineOverflowRefuseMs), or past server.maxConnectionsPerAddress; requests
+ * that waited for a place of their consumer (server.maxInFlightPerConsumer), and those of them
+ * answered 429 too_many_in_flight. No address and no consumer is a label: a flood creates no series.
+ */
+export const OVERFLOW_EVENTS = ['pipeline_closed', 'overflow_refused', 'address_share_refused', 'consumer_queued', 'consumer_expired'] as const;
+export type OverflowEvent = (typeof OVERFLOW_EVENTS)[number];
+
 export interface GatewayMetricsOptions {
   /** Whether the circuit breaker is open now; read at each scrape. Absent: the gauge reads 0. */
   readonly breakerOpen?: () => boolean;
@@ -117,6 +127,8 @@ export interface GatewayMetricsOptions {
   readonly storeErrors?: () => number;
   /** The response cache's counts of hits, misses, stale answers, coalesced and bypassing requests; read at each scrape. */
   readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
+  /** The connection and consumer bounds' counts (OVERFLOW_EVENTS); read at each scrape. */
+  readonly overflowCounts?: () => Readonly<Partial<Record<OverflowEvent, number>>> | undefined;
   /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
   readonly logDropped?: () => number;
   /** How many commands of the response cache's Redis store failed so far; read at each scrape. */
@@ -261,6 +273,19 @@ export class GatewayMetrics implements ExchangeObserver {
         const counts = cacheCounts?.();
         this.reset();
         for (const result of ['hit', 'miss', 'stale', 'coalesced', 'bypass'] as const) this.inc({ result }, counts?.[result] ?? 0);
+      },
+    });
+
+    const overflowCounts = options.overflowCounts;
+    new Counter({
+      name: 'petstore_gateway_overflows_total',
+      help: 'What the connection and consumer bounds did, by event: pipeline_closed (a connection closed past server.maxPipelinedPerConnection), overflow_refused (a connection refused during server.pipelineOverflowRefuseMs), address_share_refused (past server.maxConnectionsPerAddress), consumer_queued (a request waited for a place of its consumer, server.maxInFlightPerConsumer), consumer_expired (it waited server.consumerQueueMs and got 429).',
+      labelNames: ['event'],
+      registers: [registry],
+      collect() {
+        const counts = overflowCounts?.();
+        this.reset();
+        for (const event of OVERFLOW_EVENTS) this.inc({ event }, counts?.[event] ?? 0);
       },
     });
 

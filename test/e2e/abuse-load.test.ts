@@ -10,7 +10,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
+import { connectionCountsOf } from '../../src/fronts/connections.js';
 import { closeStores, storesReady } from '../../src/stores/index.js';
+import { parseExposition, value } from '../helpers/prom.js';
 import type { TapTest } from '../helpers/assert.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
 import { bearer, ensureBuilt, forEachEngine, JSON_TYPE, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, type Engine } from '../helpers/servers.js';
@@ -219,16 +221,23 @@ forEachEngine(t, async (t, engine) => {
     t.match(gw.handle.output().stdout, /closed a connection that pipelined more requests than server\.maxPipelinedPerConnection/, 'with a warning');
     t.ok(peak - idle < 100, `RSS peak within 100 MB of idle (idle ${idle.toFixed(0)} MB, peak ${peak.toFixed(0)} MB)`);
     t.ok(end - idle < 100, `RSS at the end within 100 MB of idle (idle ${idle.toFixed(0)} MB, end ${end.toFixed(0)} MB)`);
+    const exp = parseExposition((await request(`${gw.admin}/metrics`)).body);
+    const closed = value(exp, 'petstore_gateway_overflows_total', { event: 'pipeline_closed' }) ?? 0;
+    const refused = value(exp, 'petstore_gateway_overflows_total', { event: 'overflow_refused' }) ?? 0;
+    t.ok(closed >= 1 && closed + refused <= opened, `the metric counts closed (${closed}) and refused (${refused}) flooding connections, of ${opened} opened`);
     const before = p99(unloaded.times);
     const during = p99(loaded.times);
     t.ok(loaded.times.length >= 10, `the other consumer was sampled during the flood (${loaded.times.length} times)`);
     t.ok(Math.max(...loaded.times) < 2000, `the other consumer is answered promptly, every time (worst ${Math.max(...loaded.times).toFixed(0)} ms)`);
     // The issue's goal, not reached here: the gateway, this process (the attacker's connection
-    // churn and the other consumer) and other work share 2 cores. The gateway's part is the first
-    // overflow of each connection (a whole 64 KiB read parsed before it can be closed) and then an
-    // accept and a close per refused connection.
-    t.ok(during <= 2 * before, `the other consumer's p99 within 2x of unloaded (${before.toFixed(1)} ms unloaded, ${during.toFixed(1)} ms flooded)`, {
-      todo: 'not reached on a 2-core machine shared with the load generator',
+    // churn and the other consumer's timing, on one event loop) and other work share 2 cores. The
+    // gateway's part is the first overflow of each connection (a whole 64 KiB read parsed before it
+    // can be closed) and then an accept and a close per refused connection: hundreds to thousands
+    // of them, as the attacker reconnects at once. The per-consumer in-flight bound does not change
+    // it: the built-in backend answers at once, so the attacker's key never has 128 requests in
+    // progress; its requests are bounded per connection (8 served, 64 waiting) before any policy.
+    t.ok(during <= 2 * before, `the other consumer's p99 within 2x of unloaded (${before.toFixed(1)} ms unloaded, ${during.toFixed(1)} ms flooded; ${closed} connections closed, ${refused} refused)`, {
+      todo: 'not reached on a 2-core machine shared with the load generator and the attacker',
     });
     t.ok([...unloaded.ready, ...loaded.ready].every((s) => s === 200), `/readyz answers 200 throughout (${loaded.ready.filter((s) => s !== 200).length} misses)`);
 
@@ -268,6 +277,7 @@ forEachEngine(t, async (t, engine) => {
     const outcomes = await Promise.all(held.map((h) => Promise.race([h.closed.then(() => 'closed'), sleep(1500).then(() => 'open')])));
     t.equal(outcomes.filter((o) => o === 'open').length, 5, 'five held open');
     t.equal(outcomes.filter((o) => o === 'closed').length, 3, 'the rest refused at the socket');
+    t.strictSame(connectionCountsOf(gw.server), { pipelineClosed: 0, overflowRefused: 0, shareRefused: 3 }, 'counted as refused past the share');
     // Another client (another loopback address) still gets a connection and its answer.
     const other = await rawFromOtherAddress(port, `GET /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
     t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
@@ -341,6 +351,7 @@ forEachEngine(t, async (t, engine) => {
     const ids = [...text.matchAll(/"name":"p(\d+)"/g)].map((m) => Number(m[1]));
     t.strictSame(ids, Array.from({ length: 20 }, (_, i) => i + 1), 'all 20 answered, in request order');
     t.ok(most >= 1 && most <= 3, `at most 3 at the upstream at once (${most})`);
+    t.equal(connectionCountsOf(gw.server)?.pipelineClosed, 0, 'no connection closed for pipelining');
   });
 });
 
@@ -398,5 +409,6 @@ forEachEngine(t, async (t, engine) => {
     t.strictSame(again, { ids: [], closedByServer: true }, 'a new connection from that address is refused');
     const other = await rawFromOtherAddress(port, `GET /v1/pets/1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
     t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
+    t.strictSame(connectionCountsOf(gw.server), { pipelineClosed: 1, overflowRefused: 1, shareRefused: 0 }, 'counted: one closed, one refused');
   });
 });

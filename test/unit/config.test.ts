@@ -42,6 +42,8 @@ const DEFAULTS = {
     maxInFlightPerConnection: 8,
     maxPipelinedPerConnection: 64,
     pipelineOverflowRefuseMs: 10000,
+    maxInFlightPerConsumer: 128,
+    consumerQueueMs: 1000,
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
     drainDelayMs: 0,

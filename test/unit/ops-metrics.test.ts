@@ -6,7 +6,7 @@
 import { Counter, Histogram } from 'prom-client';
 import t from 'tap';
 import { FAILURE_KINDS } from '../../src/core/upstream.js';
-import { GatewayMetrics, KNOWN_METHODS, KNOWN_STATUSES, OTEL_DURATION_BUCKETS } from '../../src/ops/metrics.js';
+import { GatewayMetrics, KNOWN_METHODS, KNOWN_STATUSES, OTEL_DURATION_BUCKETS, OVERFLOW_EVENTS, type OverflowEvent } from '../../src/ops/metrics.js';
 import { find, parseExposition, value } from '../helpers/prom.js';
 import { record } from '../helpers/record.js';
 
@@ -210,4 +210,15 @@ t.test('counters counted between scrapes: each scrape shows the total, a reset s
   const json = await m.registry.getMetricsAsJSON();
   const rejections = json.find((x) => x.name === 'petstore_gateway_rejections_total');
   t.same(rejections?.values.map((v) => v.value), [1], 'getMetricsAsJSON (the cluster aggregation reads it) sees the same');
+});
+
+t.test('petstore_gateway_overflows_total: one series per event from the start, read at each scrape, no address or key label', async (t) => {
+  const counts: Partial<Record<OverflowEvent, number>> = {};
+  const m = new GatewayMetrics({ defaultMetrics: false, overflowCounts: () => counts });
+  const before = find(parseExposition(await m.registry.metrics()), 'petstore_gateway_overflows_total');
+  t.strictSame(before.map((s) => s.labels.event).sort(), [...OVERFLOW_EVENTS].sort(), 'every event exported before the first overflow');
+  t.ok(before.every((s) => s.value === 0 && Object.keys(s.labels).join() === 'event'), 'at 0, with the event as the only label');
+  Object.assign(counts, { pipeline_closed: 8, overflow_refused: 4000, consumer_queued: 3, consumer_expired: 1 });
+  const exp = parseExposition(await m.registry.metrics());
+  for (const [event, n] of Object.entries({ ...counts, address_share_refused: 0 })) t.equal(value(exp, 'petstore_gateway_overflows_total', { event }), n, event);
 });

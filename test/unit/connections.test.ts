@@ -1,0 +1,65 @@
+/**
+ * The connection accounting's refusal after a pipelining overflow, through its public seam
+ * (`shareConnections` on a server that emits 'connection'), with an injected clock: the machine's
+ * loopback has one IPv6 address, so a /64 cannot be shown with real sockets.
+ */
+import { EventEmitter } from 'node:events';
+import t from 'tap';
+import { shareConnections, type AcceptedSocket } from '../../src/fronts/connections.js';
+
+/** A socket as the server would hand it over: its address, and whether it was refused. */
+function accepted(remoteAddress: string): AcceptedSocket & { refused: boolean } {
+  const closeListeners: Array<() => void> = [];
+  return {
+    remoteAddress,
+    refused: false,
+    destroy() {
+      this.refused = true;
+      for (const l of closeListeners) l();
+    },
+    once(_event: 'close', listener: () => void) {
+      closeListeners.push(listener);
+    },
+  };
+}
+
+function setup(trustedProxies: readonly string[] = []) {
+  const server = new EventEmitter();
+  let clock = 1000;
+  const share = shareConnections(server, 1000, trustedProxies, 10_000, () => clock);
+  const connect = (address: string) => {
+    const socket = accepted(address);
+    server.emit('connection', socket);
+    return socket.refused;
+  };
+  return { share, connect, advance: (ms: number) => (clock += ms) };
+}
+
+t.test('a refusal covers the IPv6 /64 of the address, not the next /64', async (t) => {
+  const { share, connect } = setup();
+  t.equal(connect('2001:db8:1:2::5'), false, 'accepted before any refusal');
+  share.refuse('2001:db8:1:2::5');
+  t.equal(connect('2001:db8:1:2::5'), true, 'the same address is refused');
+  t.equal(connect('2001:db8:1:2:ffff:1:2:3'), true, 'another address of the same /64 is refused');
+  t.equal(connect('2001:DB8:1:2:0:0:0:99'), true, 'written another way, still the same /64');
+  t.equal(connect('2001:db8:1:3::5'), false, 'the next /64 is accepted');
+});
+
+t.test('IPv4 is refused per address; an IPv4-mapped address counts as its IPv4 address', async (t) => {
+  const { share, connect } = setup();
+  share.refuse('192.0.2.1');
+  t.equal(connect('192.0.2.1'), true, 'refused');
+  t.equal(connect('::ffff:192.0.2.1'), true, 'the same client through a dual-stack socket is refused');
+  t.equal(connect('192.0.2.2'), false, 'its neighbour is accepted');
+});
+
+t.test('the refusal ends after refuseMs; trusted proxies are never refused', async (t) => {
+  const { share, connect, advance } = setup(['2001:db8:9::/48']);
+  share.refuse('2001:db8:1:2::5');
+  advance(9_999);
+  t.equal(connect('2001:db8:1:2::6'), true, 'still refused just before refuseMs');
+  advance(2);
+  t.equal(connect('2001:db8:1:2::6'), false, 'accepted once refuseMs passed');
+  share.refuse('2001:db8:9:1::1');
+  t.equal(connect('2001:db8:9:1::1'), false, 'a trusted proxy is not refused');
+});
