@@ -152,6 +152,14 @@ function summarise(fns, n) {
   return s;
 }
 
+/**
+ * V8 heuristics that run on the clock: under valgrind the process is 20-50 times slower, so the
+ * memory reducer collects again and again and code unused for a few collections is flushed, then
+ * compiled again in a later window (a window then reads 2-3 times the others). Off, a window holds
+ * the requests' own work; neither flag changes what a request does.
+ */
+const STEADY = ['--no-memory-reducer', '--no-flush-bytecode', '--no-flush-baseline-code'];
+
 const ctl = (...args) => execFileSync('callgrind_control', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
 
 /** The dump files of one valgrind process, newest (highest part number) last. */
@@ -168,7 +176,7 @@ export async function measureTarget({ cwd, config, upstream, routes, n, windows,
   const vg = ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${dir}/cg.%p`];
   const t = await startProcess([join(cwd, 'bench', 'target.mjs'), ...CONFIGS[config].args(upstream.url)], {
     node: VALGRIND,
-    execArgv: [...vg, process.execPath, '--perf-basic-prof'],
+    execArgv: [...vg, process.execPath, '--perf-basic-prof', ...STEADY],
     cwd,
     timeoutMs: 600_000,
   });
