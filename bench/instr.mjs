@@ -44,7 +44,9 @@ export const CONFIGS = {
 };
 
 // Self cost by function name. JIT code has no name under valgrind (an address); it is "run".
-const COMPILE = /v8::internal::(compiler|maglev|baseline)::|v8::internal::Compiler::|OptimizedCompilationJob|v8::internal::Zone|RegisterAllocat|InstructionSelector|Deoptimizer|Turbofan|BytecodeGenerator|v8::internal::interpreter::|v8::internal::Parser|v8::internal::Scanner|v8::internal::ParserBase|v8::internal::PreParser/;
+// Code generation's own C++ (assembler, relocation, deoptimisation tables, the identity maps and
+// std::map/unordered_map work of the compiler) counts as compile too.
+const COMPILE = /v8::internal::(compiler|maglev|baseline)::|Assembler|RelocIterator|RelocInfo|TranslationArrayBuilder|IdentityMap|RootIndexMap|SourcePositionTable|SafepointTable|std::_Rb_tree|_Prime_rehash|v8::internal::Compiler::|OptimizedCompilationJob|v8::internal::Zone|RegisterAllocat|InstructionSelector|Deoptimizer|Turbofan|BytecodeGenerator|v8::internal::interpreter::|v8::internal::Parser|v8::internal::Scanner|v8::internal::ParserBase|v8::internal::PreParser/;
 const GC = /Marking|Mark(er|Compact)|Sweep|Evacuat|Scaveng|v8::internal::Heap::|heap::base::|MemoryChunk|RememberedSet|SlotSet|v8::internal::Page::|GCTracer|Compactor|IterateObjectCache|BodyDescriptor|SizeFromMap|ObjectVisitor|ActiveSystemPages|MemoryAllocator|PagedSpace|FreeList|RecordMigratedSlot|PointersUpdating|TypedSlot|Worklist|LocalHeap|Safepoint|ArrayBufferSweeper|cppgc::/;
 // Parts of "run" worth a column of their own: strings written into the socket's buffers (the
 // response head, the access line), and the kernel interface (libuv, system calls).
