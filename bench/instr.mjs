@@ -9,7 +9,11 @@
 // add) and the median "gc" (its steady cost is the garbage per request: bench/alloc.mjs). The
 // upstream and the load generator run outside valgrind. Instructions are the x86 instructions
 // valgrind executes for the target: JIT code under valgrind is the same code V8 would run natively
-// (tiering counts calls, not time).
+// (tiering counts calls, not time). JIT code is named through V8's perf map (--perf-basic-prof)
+// and every function put in a part (front, exchange, forward layers, policies, access log,
+// metrics, undici, node, V8 builtins, runtime); the target runs without V8's clock-driven memory
+// reducer and code flushing (STEADY below). The least window of one build still moved by up to 25%
+// between runs (BENCHMARKS.md): compare builds by the per-function table, which repeats.
 //
 //   npm run build && node bench/instr.mjs [--baseline /path/to/older/checkout] [--configs undici,no-ops] [--json]
 //
@@ -22,8 +26,8 @@
 //   core      ops off, no rate-limit section (the exchange, the policies and the header rules)
 //   floor     node:http + an undici Pool and nothing else (this checkout's bench/target.mjs floor)
 // Environment: BENCH_INSTR_N (300 requests per window), BENCH_INSTR_WINDOWS (3), BENCH_INSTR_WARMUP
-// (1500 requests per route, uninstrumented, every route first, then each again before its windows), BENCH_INSTR_CONNECTIONS (4), BENCH_ROUTES
-// (list20,list100,get,create), BENCH_INSTR_TOP (12: functions in the per-function difference, with
+// (1500 requests per route, uninstrumented, every route first, then each again before its
+// windows), BENCH_INSTR_CONNECTIONS (4), BENCH_ROUTES (list20,list100,get,create), BENCH_INSTR_TOP (12: functions in the per-function difference, with
 // --baseline), BENCH_VALGRIND (valgrind). Needs valgrind (Debian: apt-get install valgrind).
 // One config and checkout takes 2-4 minutes on an idle core.
 import { execFileSync } from 'node:child_process';
