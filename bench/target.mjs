@@ -62,6 +62,10 @@ async function listen(server) {
 async function main() {
   if (kind === 'upstream') {
     const server = createBackendServer({ backend: seededBackend() });
+    // BENCH_UPSTREAM_KEEPALIVE_MS: a gateway run under valgrind (bench/instr.mjs) is slow enough that
+    // node's 5 s keep-alive would close connections its pool is about to reuse (a reset, then a 502).
+    const keepAlive = Number(process.env.BENCH_UPSTREAM_KEEPALIVE_MS);
+    if (keepAlive > 0) server.keepAliveTimeout = keepAlive;
     close = () => new Promise((r) => server.close(r));
     return listen(server);
   }

@@ -22,6 +22,21 @@ t.test('isValidHost: RFC 9110 uri-host [":" port]', async (t) => {
   }
 });
 
+t.test('isValidHost: the answer for a value never depends on the value checked before it', async (t) => {
+  // The last valid value is remembered: a value checked right after a valid one, or a valid one
+  // checked again after an invalid one, must get its own answer.
+  const valid = ['gw.example:8080', '[::1]:443', '127.0.0.1:80'];
+  const invalid = ['gw.example:8080 ', '[zz::1]:443', '127.0.0.1:80:81', 'gw.example:8080/x'];
+  for (const a of valid) {
+    for (const b of invalid) {
+      t.ok(isValidHost(a), `valid: ${a}`);
+      t.notOk(isValidHost(b), `invalid after ${a}: ${JSON.stringify(b)}`);
+      t.notOk(isValidHost(b), `invalid twice: ${JSON.stringify(b)}`);
+      t.ok(isValidHost(a), `valid again after ${JSON.stringify(b)}: ${a}`);
+    }
+  }
+});
+
 t.test('X-Forwarded-Host never carries a Host of invalid syntax, from the client or a trusted proxy', async (t) => {
   const untrusted = upstreamRequestHeaders(RULES, {}, exchange(), { remoteAddress: '192.0.2.1', tls: false, host: 'a b<x>' });
   t.equal(untrusted['x-forwarded-host'], undefined);

@@ -1,0 +1,329 @@
+// Instructions per request, counted, not timed: a shared machine's req/s moves by ±30% with the
+// load of others, an instruction count does not. Each gateway target runs under valgrind's
+// callgrind with instrumentation off (--instr-atstart=no) while it starts and warms up; then, per
+// route, instrumentation is switched on (callgrind_control -i on) around a fixed number of requests
+// and the counters dumped, in several windows. V8's JIT compiler and its garbage collector run in
+// bursts (a window with a major GC or a re-optimisation reads 2-3x), so each dump's functions are
+// split by name into "run" (JIT code, builtins, the runtime, libuv, the kernel interface), "gc" and
+// "compile"; the table shows the least "run" over the windows (compiling and collecting only ever
+// add) and the median "gc" (its steady cost is the garbage per request: bench/alloc.mjs). The
+// upstream and the load generator run outside valgrind. Instructions are the x86 instructions
+// valgrind executes for the target: JIT code under valgrind is the same code V8 would run natively
+// (tiering counts calls, not time). JIT code is named through V8's perf map (--perf-basic-prof)
+// and every function put in a part (front, exchange, forward layers, policies, access log,
+// metrics, undici, node, V8 builtins, runtime); the target runs without V8's clock-driven memory
+// reducer and code flushing (STEADY below). The least window of one build still moved by up to 25%
+// between runs (BENCHMARKS.md): compare builds by the per-function table, which repeats.
+//
+//   npm run build && node bench/instr.mjs [--baseline /path/to/older/checkout] [--configs undici,no-ops] [--json]
+//
+// --baseline: a second checkout (built) measured with the same configs and routes; its own
+// bench/target.mjs is used, so both must know the flags of a config (--ops, --rate-limit: every
+// checkout since the rate-limit stores). Configs (bench/target.mjs gateway flags, engine undici):
+//   undici    everything on: ops (metrics, access log, deprecation report) and a memory rate limit
+//   no-ops    ops off, memory rate limit
+//   no-limit  ops on, no rate-limit section
+//   core      ops off, no rate-limit section (the exchange, the policies and the header rules)
+//   floor     node:http + an undici Pool and nothing else (this checkout's bench/target.mjs floor)
+// Environment: BENCH_INSTR_N (300 requests per window), BENCH_INSTR_WINDOWS (3), BENCH_INSTR_WARMUP
+// (1500 requests per route, uninstrumented, every route first, then each again before its
+// windows), BENCH_INSTR_CONNECTIONS (4), BENCH_ROUTES (list20,list100,get,create), BENCH_INSTR_TOP (12: functions in the per-function difference, with
+// --baseline), BENCH_VALGRIND (valgrind). Needs valgrind (Debian: apt-get install valgrind).
+// One config and checkout takes 2-4 minutes on an idle core.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ROUTES, loadOptions } from './forward.mjs';
+import { ROOT, envNum, fmt, isMain, load, machine, median, startProcess, startTarget, table } from './lib.mjs';
+
+const VALGRIND = process.env.BENCH_VALGRIND || 'valgrind';
+
+export const CONFIGS = {
+  undici: { name: 'everything on', args: (up) => ['gateway', up, '--engine', 'undici'] },
+  'no-ops': { name: 'ops off', args: (up) => ['gateway', up, '--engine', 'undici', '--ops', 'off'] },
+  'no-limit': { name: 'no rate limit', args: (up) => ['gateway', up, '--engine', 'undici', '--rate-limit', 'off'] },
+  core: { name: 'ops off, no rate limit', args: (up) => ['gateway', up, '--engine', 'undici', '--ops', 'off', '--rate-limit', 'off'] },
+  floor: { name: 'node:http + undici Pool', args: (up) => ['floor', up], thisCheckoutOnly: true },
+};
+
+// Self cost by function name. JIT code has no name under valgrind (an address); it is "run".
+// Code generation's own C++ (assembler, relocation, deoptimisation tables, the identity maps and
+// std::map/unordered_map work of the compiler) counts as compile too.
+const COMPILE = /v8::internal::(compiler|maglev|baseline)::|Assembler|RelocIterator|RelocInfo|TranslationArrayBuilder|IdentityMap|RootIndexMap|SourcePositionTable|SafepointTable|std::_Rb_tree|_Prime_rehash|v8::internal::Compiler::|OptimizedCompilationJob|v8::internal::Zone|RegisterAllocat|InstructionSelector|Deoptimizer|Turbofan|BytecodeGenerator|v8::internal::interpreter::|v8::internal::Parser|v8::internal::Scanner|v8::internal::ParserBase|v8::internal::PreParser/;
+const GC = /Marking|Mark(er|Compact)|Sweep|Evacuat|Scaveng|v8::internal::Heap::|heap::base::|MemoryChunk|RememberedSet|SlotSet|v8::internal::Page::|GCTracer|Compactor|IterateObjectCache|BodyDescriptor|SizeFromMap|ObjectVisitor|ActiveSystemPages|MemoryAllocator|PagedSpace|FreeList|RecordMigratedSlot|PointersUpdating|TypedSlot|Worklist|LocalHeap|Safepoint|ArrayBufferSweeper|cppgc::/;
+// Parts of "run" worth a column of their own: strings written into the socket's buffers (the
+// response head, the access line), and the kernel interface (libuv, system calls).
+const WRITES = /WriteLatin1|WriteOneByte|StringBytes::Write|WriteToFlat|WriteUtf8|Utf8Length|StreamBase::Write|WriteString/;
+const IO = /^\?\?\?:uv_|\buv__|epoll|writev|\bread\b|libc\.so.*(write|send|recv)|node::LibuvStreamWrap|TCPWrap/;
+
+export function classify(name) {
+  if (COMPILE.test(name)) return 'compile';
+  if (GC.test(name)) return 'gc';
+  return 'run';
+}
+
+/**
+ * V8's perf map (node --perf-basic-prof writes /tmp/perf-PID.map: "start size name" per compiled
+ * function, and code is then never moved): the JS function behind a JIT address callgrind could
+ * not name.
+ */
+export function perfMap(pid) {
+  let text = '';
+  try {
+    text = readFileSync(`/tmp/perf-${pid}.map`, 'utf8');
+  } catch {
+    return () => undefined;
+  }
+  const rows = [];
+  for (const line of text.split('\n')) {
+    const m = /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line);
+    if (m !== null) rows.push([parseInt(m[1], 16), parseInt(m[2], 16), m[3]]);
+  }
+  rows.sort((a, b) => a[0] - b[0]);
+  return (addr) => {
+    let lo = 0;
+    let hi = rows.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (rows[mid][0] <= addr) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    const r = rows[hi];
+    return r !== undefined && addr < r[0] + r[1] ? r[2] : undefined;
+  };
+}
+
+/** Self Ir per function of one callgrind dump (callgrind_annotate, every function), JIT code named through `lookup`. */
+export function functions(file, lookup = () => undefined, root = '') {
+  const out = execFileSync('callgrind_annotate', ['--threshold=100', file], { maxBuffer: 1 << 28 }).toString();
+  const fns = new Map();
+  for (const line of out.split('\n')) {
+    const m = /^\s*([\d,]+) \([^)]*\)\s+(.*)$/.exec(line);
+    if (m === null || m[2].startsWith('PROGRAM TOTALS')) continue;
+    const jit = /^\?\?\?:0x([0-9a-f]+) \[\?\?\?\]$/.exec(m[2]);
+    // JIT code: named by V8's perf map (the tier's marker, `*` optimised, `~` not, dropped), else one entry.
+    const name = jit === null ? m[2].replace(/^\?\?\?:/, '') : (lookup(parseInt(jit[1], 16))?.replace(/^(JS|LazyCompile|Function):[*~^+]?/, 'JS:') ?? '(JIT code)');
+    // The same function in two checkouts: without the checkout's folder and the line and column.
+    // (node_modules too: a checkout may link another's).
+    const key = name.startsWith('JS:') ? name.replaceAll(`file://${root}/`, '').replaceAll(`${root}/`, '').replace(/ (file:\/\/)?\/\S*\/node_modules\//, ' node_modules/').replace(/:\d+:\d+$/, '') : name;
+    fns.set(key, (fns.get(key) ?? 0) + Number(m[1].replaceAll(',', '')));
+  }
+  return fns;
+}
+
+/** Which part of the gateway (or of its stack) a function belongs to, from its name or its JS file. */
+export function component(name) {
+  const c = classify(name);
+  if (c !== 'run') return c;
+  if (name.startsWith('JS:')) {
+    const parts = [
+      [/[ /]dist\/core\/forward\//, 'forward layers'],
+      [/[ /]dist\/core\/exchange\./, 'exchange'],
+      [/[ /]dist\/core\/(headers|request-id)\./, 'headers, request ids'],
+      [/[ /]dist\/core\//, 'core (chain, facts, deadlines, ...)'],
+      [/[ /]dist\/policies\//, 'policies'],
+      [/[ /]dist\/fronts\//, 'front'],
+      [/[ /]dist\/ops\/access-log/, 'access log'],
+      [/[ /]dist\/ops\/(metrics|series)/, 'metrics'],
+      [/[ /]dist\/ops\//, 'ops (other)'],
+      [/[ /]dist\/(upstreams|engines)\//, 'upstream adapter'],
+      [/[ /]dist\/stores\//, 'stores'],
+      [/node_modules\/undici\//, 'undici'],
+      [/node_modules\/prom-client\//, 'prom-client'],
+      [/node_modules\/lru-cache\//, 'lru-cache'],
+      [/node:internal\/(http|_http|streams|stream_base|net)|node:(_http|http|net)/, 'node http, streams (JS)'],
+      [/node:/, 'node (JS, other)'],
+      [/\/bench\//, 'bench target'],
+    ];
+    for (const [re, part] of parts) if (re.test(name)) return part;
+    return 'JS (other)';
+  }
+  if (name === '(JIT code)') return 'JIT code (unnamed)';
+  if (name.startsWith('Builtins_')) return 'V8 builtins';
+  if (WRITES.test(name)) return 'string writes';
+  if (IO.test(name)) return 'libuv, syscalls';
+  return 'runtime (C++)';
+}
+
+function summarise(fns, n) {
+  const s = { run: 0, gc: 0, compile: 0, parts: {} };
+  for (const [name, ir] of fns) {
+    const c = classify(name);
+    s[c] += ir / n;
+    if (c !== 'run') continue;
+    const part = component(name);
+    s.parts[part] = (s.parts[part] ?? 0) + ir / n;
+  }
+  return s;
+}
+
+/**
+ * V8 heuristics that run on the clock: under valgrind the process is 20-50 times slower, so the
+ * memory reducer collects again and again and code unused for a few collections is flushed, then
+ * compiled again in a later window (a window then reads 2-3 times the others). Off, a window holds
+ * the requests' own work; neither flag changes what a request does.
+ */
+const STEADY = ['--no-memory-reducer', '--no-flush-bytecode', '--no-flush-baseline-code'];
+
+const ctl = (...args) => execFileSync('callgrind_control', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
+
+/** The dump files of one valgrind process, newest (highest part number) last. */
+function dumps(dir, pid) {
+  return readdirSync(dir)
+    .filter((f) => f.startsWith(`cg.${pid}.`))
+    .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()))
+    .map((f) => join(dir, f));
+}
+
+/** One checkout and config under callgrind: per route, the least-run window and its functions. */
+export async function measureTarget({ cwd, config, upstream, routes, n, windows, warmup, connections, log }) {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-instr-'));
+  const vg = ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${dir}/cg.%p`];
+  const t = await startProcess([join(cwd, 'bench', 'target.mjs'), ...CONFIGS[config].args(upstream.url)], {
+    node: VALGRIND,
+    execArgv: [...vg, process.execPath, '--perf-basic-prof', ...STEADY],
+    cwd,
+    timeoutMs: 600_000,
+  });
+  const result = {};
+  try {
+    // Every route warmed up before any is measured: the code they share (the front, the chain,
+    // the transport) is then compiled for all of them, as under a real mix.
+    for (const r of routes) await load(t.url, { ...loadOptions(ROUTES[r]), amount: warmup, connections, maxSeconds: 600 });
+    for (const r of routes) {
+      const opts = loadOptions(ROUTES[r]);
+      // A few non-2xx answers (a connection the upstream closed as it was reused) are tolerated and
+      // counted; more would measure the error path instead of the route.
+      const ok = (x, what) => {
+        if (x.total < what * 0.9 || x.ok < x.total * 0.99) throw new Error(`${config} ${r}: ${x.ok} of ${x.total} answers 2xx (${JSON.stringify(x.statuses)})`);
+      };
+      ok(await load(t.url, { ...opts, amount: warmup, connections, maxSeconds: 600 }), warmup);
+      // then this route's own, just before its windows
+      const got = [];
+      for (let w = 0; w < windows; w++) {
+        ctl('-z', String(t.pid));
+        ctl('-i', 'on', String(t.pid));
+        const x = await load(t.url, { ...opts, amount: n, connections, maxSeconds: 600 });
+        ctl('-i', 'off', String(t.pid));
+        ctl('-d', `${r}-${w}`, String(t.pid));
+        ok(x, n);
+        const fns = functions(dumps(dir, t.pid).at(-1), perfMap(t.pid), cwd);
+        got.push({ fns, s: summarise(fns, x.total), n: x.total });
+      }
+      got.sort((a, b) => a.s.run - b.s.run);
+      const best = got[0];
+      result[r] = { ...best.s, gcMedian: median(got.map((g) => g.s.gc)), runs: got.map((g) => Math.round(g.s.run)), fns: best.fns, n: best.n };
+      log(`  ${config} ${r}: run ${fmt(best.s.run / 1000, 1)}k Ir/req (windows ${result[r].runs.map((x) => fmt(x / 1000, 1)).join(', ')}), gc ${fmt(result[r].gcMedian / 1000, 1)}k`);
+    }
+  } finally {
+    await t.stop();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(`/tmp/perf-${t.pid}.map`, { force: true });
+  }
+  return result;
+}
+
+/** The functions whose self Ir per request differs most between two measurements of a route. */
+export function diffFunctions(a, b, top) {
+  const names = new Set([...a.fns.keys(), ...b.fns.keys()]);
+  const rows = [];
+  for (const name of names) {
+    if (classify(name) !== 'run') continue;
+    const x = (a.fns.get(name) ?? 0) / a.n;
+    const y = (b.fns.get(name) ?? 0) / b.n;
+    rows.push({ name, a: x, b: y, d: y - x });
+  }
+  return rows.sort((p, q) => Math.abs(q.d) - Math.abs(p.d)).slice(0, top);
+}
+
+export async function runInstr(o = {}) {
+  const log = o.log ?? ((s) => process.stderr.write(s + '\n'));
+  const configs = o.configs ?? ['undici'];
+  for (const c of configs) if (!(c in CONFIGS)) throw new Error(`--configs: unknown config ${c}`);
+  const routes = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim());
+  for (const r of routes) if (!(r in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${r}`);
+  const common = {
+    routes,
+    n: envNum('BENCH_INSTR_N', 300, 20, 100_000),
+    windows: envNum('BENCH_INSTR_WINDOWS', 3, 1, 20),
+    warmup: envNum('BENCH_INSTR_WARMUP', 1500, 0, 1_000_000),
+    connections: envNum('BENCH_INSTR_CONNECTIONS', 4, 1, 200),
+    log,
+  };
+  const checkouts = [...(o.baseline ? [{ id: 'baseline', cwd: resolve(o.baseline) }] : []), { id: 'this', cwd: ROOT }];
+  process.env.BENCH_UPSTREAM_KEEPALIVE_MS ??= '600000';
+  const upstream = await startTarget('upstream');
+  const results = {};
+  try {
+    // Every checkout and config at once: the counts do not depend on the load, the wall time does.
+    const todo = configs.flatMap((config) => checkouts.filter((c) => !CONFIGS[config].thisCheckoutOnly || c.id === 'this').map((c) => ({ ...c, config })));
+    const got = await Promise.all(todo.map((c) => measureTarget({ ...common, cwd: c.cwd, config: c.config, upstream })));
+    todo.forEach((c, i) => {
+      results[`${c.id}/${c.config}`] = got[i];
+    });
+  } finally {
+    await upstream.stop();
+  }
+  return { results, checkouts: checkouts.map((c) => c.id), configs, routes, n: common.n, windows: common.windows, warmup: common.warmup, connections: common.connections };
+}
+
+/** Markdown: "run" per checkout, config and route; the parts of each; with a baseline, the function differences. */
+export function report(run, top) {
+  const k = (x) => fmt(x / 1000, 1);
+  const rows = [];
+  for (const config of run.configs) {
+    for (const id of run.checkouts) {
+      const res = run.results[`${id}/${config}`];
+      if (res === undefined) continue;
+      for (const r of run.routes) {
+        const x = res[r];
+        rows.push([id, config, ROUTES[r].name, k(x.run), x.runs.map(k).join(' / '), k(x.gcMedian), k(x.compile)]);
+      }
+    }
+  }
+  let out = `${run.n} requests per window, ${run.windows} windows, after ${run.warmup} per route; ${run.connections} connections; thousands of instructions (Ir) per request.\n\n`;
+  out += table(['checkout', 'config', 'route', 'run (least window)', 'run per window', 'gc (median)', 'compile (least window)'], rows);
+  for (const config of run.configs) {
+    const ids = run.checkouts.filter((id) => run.results[`${id}/${config}`] !== undefined);
+    const parts = new Set();
+    for (const id of ids) for (const r of run.routes) for (const p of Object.keys(run.results[`${id}/${config}`][r].parts)) parts.add(p);
+    const head = ['part'];
+    for (const r of run.routes) for (const id of ids) head.push(`${ROUTES[r].name} ${id}`);
+    const prow = [...parts].sort().map((p) => {
+      const row = [p];
+      for (const r of run.routes) for (const id of ids) row.push(k(run.results[`${id}/${config}`][r].parts[p] ?? 0));
+      return row;
+    });
+    out += `\n\n${config}: "run" by part (thousands of Ir per request)\n\n` + table(head, prow);
+  }
+  if (run.checkouts.includes('baseline')) {
+    for (const config of run.configs) {
+      const a = run.results[`baseline/${config}`];
+      const b = run.results[`this/${config}`];
+      if (a === undefined || b === undefined) continue;
+      for (const r of run.routes) {
+        out += `\n\n${config}, ${ROUTES[r].name}: this checkout ${k(b[r].run)}k against ${k(a[r].run)}k (${fmt((b[r].run / a[r].run - 1) * 100, 1)}%); the functions that differ most (self Ir per request):\n\n`;
+        out += table(['function', 'baseline', 'this', 'difference'], diffFunctions(a[r], b[r], top).map((f) => [f.name.slice(0, 110).replaceAll('|', '\\|'), fmt(f.a), fmt(f.b), (f.d > 0 ? '+' : '') + fmt(f.d)]));
+      }
+    }
+  }
+  return out;
+}
+
+if (isMain(import.meta.url)) {
+  const argv = process.argv.slice(2);
+  const flag = (name) => {
+    const i = argv.indexOf(name);
+    return i === -1 ? undefined : argv[i + 1];
+  };
+  const m = machine();
+  const run = await runInstr({ baseline: flag('--baseline'), configs: flag('--configs')?.split(',').map((s) => s.trim()) });
+  if (argv.includes('--json')) {
+    const plain = JSON.parse(JSON.stringify(run, (key, v) => (key === 'fns' ? undefined : v)));
+    process.stdout.write(JSON.stringify({ machine: m, ...plain }) + '\n');
+  } else {
+    process.stdout.write(`${m.model}, ${m.node}, valgrind callgrind\n\n` + report(run, envNum('BENCH_INSTR_TOP', 12, 1, 200)) + '\n');
+  }
+  process.exit(0);
+}
