@@ -93,10 +93,12 @@ interface Started {
   readonly holder: GatewayHolder;
 }
 
+// One consumer sends 200 identical requests at once: the per-connection and per-consumer bounds
+// are raised past that, as an operator whose one client fans out would.
 async function startCached(t: TapTest, engine: Engine, upstreamUrl: string, cache: Record<string, unknown>, now?: () => number, upstream: Record<string, unknown> = {}): Promise<Started> {
   const key = testKey();
   const env = { PETSTORE_API_KEYS: key };
-  const text = policyText({ upstream: { url: upstreamUrl, timeouts: { headersMs: 10_000 }, ...upstream }, server: { maxConnections: 1000 }, policies: { cache } });
+  const text = policyText({ upstream: { url: upstreamUrl, timeouts: { headersMs: 10_000 }, ...upstream }, server: { maxConnections: 1000, maxInFlightPerConsumer: 256 }, policies: { cache } });
   const loaded = parsePolicy(text, { env });
   if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
   const holder = new GatewayHolder(createGateway(loaded.config, { env }), now === undefined ? {} : { now });
