@@ -20,7 +20,9 @@
 // --baseline: a second checkout (built) measured with the same configs and routes; its own
 // bench/target.mjs is used, so both must know the flags of a config (--ops, --rate-limit: every
 // checkout since the rate-limit stores). Configs (bench/target.mjs gateway flags, engine undici):
-//   undici    everything on: ops (metrics, access log, deprecation report) and a memory rate limit
+//   undici    everything on: ops (metrics, access log, deprecation report) and a memory rate limit;
+//             response-contract off (bench/target.mjs's default), as in every config but `contract`
+//   contract  undici + response-contract enforce (--compare undici,contract: what the contract costs)
 //   no-ops    ops off, memory rate limit
 //   no-limit  ops on, no rate-limit section
 //   core      ops off, no rate-limit section (the exchange, the policies and the header rules)
@@ -48,6 +50,7 @@ const VALGRIND = process.env.BENCH_VALGRIND || 'valgrind';
 
 export const CONFIGS = {
   undici: { name: 'everything on', args: (up) => ['gateway', up, '--engine', 'undici'] },
+  contract: { name: 'everything on, response-contract enforce', args: (up) => ['gateway', up, '--engine', 'undici', '--contract', 'enforce'] },
   'no-ops': { name: 'ops off', args: (up) => ['gateway', up, '--engine', 'undici', '--ops', 'off'] },
   'no-limit': { name: 'no rate limit', args: (up) => ['gateway', up, '--engine', 'undici', '--rate-limit', 'off'] },
   core: { name: 'ops off, no rate limit', args: (up) => ['gateway', up, '--engine', 'undici', '--ops', 'off', '--rate-limit', 'off'] },
