@@ -143,6 +143,17 @@ const EDGES: readonly (readonly [string, string, boolean])[] = [
   ['HTML', '<html></html>', false],
   ['byte order mark', `\ufeff${PET}`, false],
   ['true literal misspelt in an unknown field', '{"id":1,"name":"x","categoryId":1,"a":tru}', false],
+  // The edges of the common shape (the schema's order, no space: read on a shorter path).
+  ['common shape, 18 digits', '{"id":999999999999999999,"name":"x","categoryId":1,"status":"sold"}', true],
+  ['common shape, 19 digits within int64', '{"id":9223372036854775806,"name":"x","categoryId":1,"status":"sold"}', true],
+  ['common shape, a negative id', '{"id":-1,"name":"x","categoryId":0,"status":"sold"}', true],
+  ['common shape, a fraction after 18 digits', '{"id":1,"name":"x","categoryId":999999999999999999.5}', false],
+  ['common shape, space before a colon', '{"id":1,"name" :"x","categoryId":1,"status":"pending"}', true],
+  ['common shape, a key one letter short', '{"id":1,"name":"x","categoryI":1,"status":"sold"}', false],
+  ['common shape, a member after status', '{"id":1,"name":"x","categoryId":1,"status":"sold","internalNote":"n"}', true],
+  ['common shape, status repeated', '{"id":1,"name":"x","categoryId":1,"status":"sold","status":"sold"}', true],
+  ['common shape, ends after a status token', '{"id":1,"name":"x","categoryId":1,"status":"sold"', false],
+  ['common shape, ends inside a key', '{"id":1,"name":"x","categ', false],
 ];
 
 t.test('edge cases of the schema: the same verdict as Ajv in every mode', async (t) => {
