@@ -356,6 +356,26 @@ t.test('buffering: past the cap, what was kept is delivered truncated and the re
   t.equal(r.events.length, 3, 'nothing after the delivery');
 });
 
+t.test('buffering: one chunk is delivered as the very buffer received; no chunk as an empty body', async (t) => {
+  const { send, calls } = stack([buffering()]);
+  const one = new Recorder(10);
+  send(request(), one);
+  const call = only(calls).start();
+  call.handler.onHead(200, {});
+  const chunk = Buffer.from('abc');
+  call.handler.onData(chunk);
+  call.handler.onEnd();
+  t.equal(one.body, chunk, 'not copied');
+  const none = new Recorder(10);
+  send(request(), none);
+  const empty = only(calls, 1).start();
+  empty.handler.onHead(200, {});
+  empty.handler.onData(Buffer.alloc(0));
+  empty.handler.onEnd();
+  t.same(none.events, ['start', 'head 200', 'body ']);
+  t.equal(none.body?.length, 0);
+});
+
 t.test('buffering: a body the handler does not hold streams through', async (t) => {
   const { send, calls } = stack([buffering()]);
   const r = new Recorder(0);

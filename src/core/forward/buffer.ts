@@ -7,8 +7,14 @@
 import type { HeaderValue } from '../policy.js';
 import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
+/** No chunk yet: the body so far is empty. */
+const EMPTY = Buffer.alloc(0);
+
 class Buffering extends Wrapper {
-  private chunks: Buffer[] | undefined = undefined;
+  /** Holding: the body's first chunk (most answers arrive in one), and the later ones, if any. */
+  private holding = false;
+  private first: Buffer = EMPTY;
+  private rest: Buffer[] | undefined = undefined;
   private size = 0;
   private cap = 0;
 
@@ -16,37 +22,41 @@ class Buffering extends Wrapper {
     const cap = super.onHead(status, headers, errorCode);
     if (cap > 0 && !this.done) {
       this.cap = cap;
-      this.chunks = [];
+      this.holding = true;
     }
     return 0;
   }
 
   override onData(chunk: Buffer): void {
-    const chunks = this.chunks;
-    if (chunks === undefined) return super.onData(chunk);
+    if (!this.holding) return super.onData(chunk);
     if (this.done) return;
     if (this.size + chunk.length > this.cap) {
-      chunks.push(chunk.subarray(0, this.cap - this.size));
-      this.size = this.cap;
+      this.keep(chunk.subarray(0, this.cap - this.size));
       this.control?.abort();
       this.deliver(true);
       return;
     }
-    chunks.push(chunk);
-    this.size += chunk.length;
+    this.keep(chunk);
   }
 
   override onEnd(): void {
-    if (this.chunks === undefined) return super.onEnd();
+    if (!this.holding) return super.onEnd();
     this.deliver(false);
   }
 
+  private keep(chunk: Buffer): void {
+    if (this.size === 0) this.first = chunk;
+    else (this.rest ??= [this.first]).push(chunk);
+    this.size += chunk.length;
+  }
+
   private deliver(truncated: boolean): void {
-    const chunks = this.chunks;
-    if (chunks === undefined || this.done) return;
-    this.chunks = undefined;
-    const first = chunks[0];
-    const body = chunks.length === 1 && first !== undefined ? first : Buffer.concat(chunks, this.size);
+    if (!this.holding || this.done) return;
+    this.holding = false;
+    // One chunk (the common answer) is delivered as it is: no array, no copy.
+    const body = this.rest === undefined ? this.first : Buffer.concat(this.rest, this.size);
+    this.first = EMPTY;
+    this.rest = undefined;
     super.onBody(body, truncated);
   }
 }
