@@ -449,6 +449,19 @@ function fieldOf(buf: Buffer, start: number, end: number, hasEscape: boolean): n
   return FIELDS.findIndex((x) => x.name === name);
 }
 
+/**
+ * Whether the digits `buf[start, end)` (no leading zero) are 19 and at most `limit`'s: same
+ * length, so byte order is number order.
+ */
+function within19(buf: Buffer, start: number, end: number, limit: Buffer): boolean {
+  if (end - start !== 19) return false;
+  for (let k = 0; k < 19; k++) {
+    const d = buf[start + k]! - limit[k]!;
+    if (d !== 0) return d < 0;
+  }
+  return true;
+}
+
 /** Set by `commonPet` beside the index it returns: the Pet's `status` as in `Scan.status`. */
 let commonStatus = -1;
 
@@ -456,7 +469,7 @@ let commonStatus = -1;
  * `i` at `{`: the common Pet read with the least work, or -1 as soon as the object is anything
  * else (scanPet then reads it from its start and finds what it is). Common: the members in the
  * schema's order with no space between tokens, each key spelled plainly with its colon, every
- * value in its usual form (an int64 of 1 to 18 digits without a leading zero, a string without
+ * value in its usual form (an int64 without a leading zero, fraction or exponent, a string without
  * escapes, an enum value as one of its tokens) and the required ones present. Such an object is
  * a valid Pet with nothing outside the interface, so nothing is recorded but its `status`.
  */
@@ -471,11 +484,13 @@ function commonPet(buf: Buffer, view: DataView | undefined, i: number): number {
     i += field.key.bytes.length;
     let b = i < n ? buf[i]! : -1;
     if (field.kind === Kind.Int64) {
+      const negative = b === MINUS;
+      if (negative) b = ++i < n ? buf[i]! : -1;
       if (b <= ZERO || b > 0x39) return -1;
       const start = i;
       do b = ++i < n ? buf[i]! : -1;
       while (b >= ZERO && b <= 0x39);
-      if (i - start > 18) return -1;
+      if (i - start > 18 && !within19(buf, start, i, negative ? INT64_MIN : INT64_MAX)) return -1;
     } else if (field.kind === Kind.String) {
       if (b !== QUOTE) return -1;
       for (;;) {
