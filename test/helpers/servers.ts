@@ -328,8 +328,13 @@ export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
  * after that and then becomes node (same pid, so signals reach node).
  */
 export function nodeCommand(args: string[], env: Record<string, string> = {}): [string, string[]] {
+  return plainCommand(process.execPath, args, env);
+}
+
+/** `command` (node, or a program written for it such as npm) started as nodeCommand starts node. */
+export function plainCommand(command: string, args: string[], env: Record<string, string> = {}): [string, string[]] {
   const options = env.NODE_OPTIONS;
-  return ['env', ['-u', 'NODE_OPTIONS', ...(options === undefined ? [] : [`NODE_OPTIONS=${options}`]), process.execPath, ...args]];
+  return ['env', ['-u', 'NODE_OPTIONS', ...(options === undefined ? [] : [`NODE_OPTIONS=${options}`]), command, ...args]];
 }
 
 export interface CliResult {
