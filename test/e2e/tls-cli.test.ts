@@ -15,6 +15,7 @@ import { parseExposition, value } from '../helpers/prom.js';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { ENGINES, ensureBuilt, request, runCli, spawnCliUntil, testKey, waitFor, type ProcessHandle } from '../helpers/servers.js';
+import { within } from '../helpers/wait.js';
 
 ensureBuilt();
 const pki = makeTestPki(t);
@@ -250,7 +251,7 @@ for (const engine of ENGINES) {
       session.on('goaway', () => (goaway = true));
       const since = Date.now();
       handle.child.kill('SIGTERM');
-      const exit = await Promise.race([handle.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000))]);
+      const exit = await within(handle.exited, 15_000, undefined);
       t.match(exit, { code: 0 }, 'exited 0');
       t.ok(Date.now() - since < 15_000, `well before the 20 s grace (${Date.now() - since} ms)`);
       t.ok(goaway || session.closed || session.destroyed, 'the session was closed by the server');
