@@ -1,9 +1,13 @@
 /** The shape of a policy file once it is validated and its defaults filled in. */
 import type { LogConfig } from '../ops/access-log.js';
 import type { HeadersConfig } from '../core/headers.js';
-import type { ServerConfig } from '../fronts/config.js';
+import type { SchemaType } from '../core/options.js';
+import type { SERVER_SCHEMA } from './schema.js';
 import type { PolicyConfigs } from '../policies/index.js';
 import type { UpstreamConfig } from '../upstreams/config.js';
+
+/** The `server:` section: the API listener's options (src/fronts) and the admin listener's (src/ops). */
+export type ServerConfig = SchemaType<typeof SERVER_SCHEMA>;
 
 export interface PolicyConfig {
   readonly version: 1;
@@ -14,6 +18,6 @@ export interface PolicyConfig {
   readonly policies: PolicyConfigs;
 }
 
-export type { HeadersConfig, PolicyConfigs, ServerConfig, UpstreamConfig };
-export type { ServerTlsConfig } from '../fronts/config.js';
+export type { HeadersConfig, PolicyConfigs, UpstreamConfig };
+export type { ListenerConfig, ServerTlsConfig } from '../fronts/config.js';
 export type { UpstreamTlsConfig } from '../upstreams/config.js';

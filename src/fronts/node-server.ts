@@ -4,7 +4,7 @@
  */
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ServerConfig } from './config.js';
+import type { ListenerConfig } from './config.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { markAwaitingContinue } from './body.js';
 import { boundInFlight, PIPELINE_OVERFLOW, shareConnections } from './connections.js';
@@ -113,7 +113,7 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  *   pipelined request was not processed and may be retried (RFC 9112 section 9.3.2) instead of
  *   leaving it waiting.
  */
-export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
+export function createNodeServer(limits: ListenerConfig, handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
   const hsts = limits.tls === null ? undefined : hstsValue(limits);
   const serve = (req: IncomingMessage, res: ServerResponse) => {
     // HTTP/2 has no Host field: :authority is its host (RFC 9113 section 8.3.1).
@@ -157,7 +157,7 @@ export function createNodeServer(limits: ServerConfig, handler: (req: IncomingMe
 }
 
 /** The Strict-Transport-Security value of `server.hsts` (RFC 6797 section 6.1), if any. */
-function hstsValue(limits: ServerConfig): string | undefined {
+function hstsValue(limits: ListenerConfig): string | undefined {
   const h = limits.hsts;
   return h === null ? undefined : `max-age=${h.maxAgeSeconds}${h.includeSubDomains ? '; includeSubDomains' : ''}`;
 }
@@ -171,7 +171,7 @@ type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
  * clientError) with request and response objects that have what the fronts use (the http2
  * compatibility API), and the missing connection methods are added in `secureServer`.
  */
-function createListener(limits: ServerConfig, listener: RequestListener): Server {
+function createListener(limits: ListenerConfig, listener: RequestListener): Server {
   const http = {
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -202,7 +202,7 @@ export interface NodeServerHandle {
  * in-flight requests finish before `closeUpstream`.
  */
 export function serveHandler(
-  limits: ServerConfig,
+  limits: ListenerConfig,
   handler: (req: IncomingMessage, res: ServerResponse) => void,
   closeUpstream: () => unknown,
 ): NodeServerHandle {

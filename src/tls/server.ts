@@ -7,7 +7,7 @@ import { Server as HttpServer, type IncomingMessage, type Server, type ServerRes
 import { constants as h2constants, createSecureServer, type Http2Session, type SecureServerOptions, type ServerHttp2Stream } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import type { ServerConfig } from '../config/types.js';
+import type { ListenerConfig } from '../config/types.js';
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -34,7 +34,7 @@ const MAX_CONCURRENT_STREAMS = 100;
  *   client cannot make the gateway buffer more than that per stream; the body limit of the
  *   policy applies as over HTTP/1.1.
  */
-function http2Options(limits: ServerConfig): SecureServerOptions {
+function http2Options(limits: ListenerConfig): SecureServerOptions {
   return {
     allowHTTP1: true,
     settings: {
@@ -127,7 +127,7 @@ function trackSessions(server: Server): void {
  * the socket without a byte: node's http2 server would hand it to `clientError`, whose answer is
  * an HTTP response in clear text, something a client could take for the API's.
  */
-export function secureServer(limits: ServerConfig, options: Record<string, unknown>, listener: RequestListener): Server {
+export function secureServer(limits: ListenerConfig, options: Record<string, unknown>, listener: RequestListener): Server {
   let server: Server;
   if (limits.http2) {
     const h2 = createSecureServer({ ...options, ...http2Options(limits) }, listener as never);

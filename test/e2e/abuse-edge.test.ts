@@ -9,11 +9,11 @@ import t from 'tap';
 import { KNOWN_STATUSES, GatewayMetrics } from '../../src/ops/metrics.js';
 import { assertError } from '../helpers/assert.js';
 import { find, parseExposition } from '../helpers/prom.js';
-import { bearer, forEachEngine, PROJECT_ROOT, sleep, spawnCliUntil, tempDir, waitFor, rawExchange, parseRawResponse, request, sendJson, startGateway, startStubUpstream, testKey, type TeardownHost } from '../helpers/servers.js';
+import { bearer, forEachEngine, PROJECT_ROOT, sleep, spawnCliUntil, tempDir, waitFor, rawExchange, parseRawResponse, request, sendJson, startGateway, startStubUpstream, testKey, type TeardownHost, nodeCommand } from '../helpers/servers.js';
 
 /** test/fixtures/hostile-upstream.mjs as its own process, killed at teardown; its base URL. */
 async function startHostile(t: TeardownHost): Promise<string> {
-  const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'hostile-upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(...nodeCommand([join(PROJECT_ROOT, 'test', 'fixtures', 'hostile-upstream.mjs')]), { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(() => {
     child.kill('SIGKILL');
   });

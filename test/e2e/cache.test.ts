@@ -12,7 +12,7 @@ import { parsePolicy, formatProblems } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
 import { startRedis } from '../helpers/redis.js';
-import { bearer, forEachEngine, listenEngine, policyText, PROJECT_ROOT, request, sleep, testKey, waitFor, type Engine } from '../helpers/servers.js';
+import { bearer, forEachEngine, listenEngine, policyText, PROJECT_ROOT, request, sleep, testKey, waitFor, type Engine, nodeCommand } from '../helpers/servers.js';
 
 interface Upstream {
   readonly url: string;
@@ -22,7 +22,7 @@ interface Upstream {
 }
 
 async function startUpstream(t: TapTest, delayMs = 50): Promise<Upstream> {
-  const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'slow-upstream.mjs')], { env: { PATH: process.env.PATH, DELAY_MS: String(delayMs) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(...nodeCommand([join(PROJECT_ROOT, 'test', 'fixtures', 'slow-upstream.mjs')]), { env: { PATH: process.env.PATH, DELAY_MS: String(delayMs) }, stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = once(child, 'exit');

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { bearer, ENGINES, ensureBuilt, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
+import { within } from '../helpers/wait.js';
 
 ensureBuilt();
 
@@ -230,7 +231,7 @@ ENGINES.forEach((engine, i) => {
     t.equal(stderr.split(key).length - 1, 2, 'stderr shows it exactly twice: the key line and the curl hint');
 
     handle.child.kill('SIGTERM');
-    const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 5000))]);
+    const exit = await within(handle.exited, 5000, 'timeout' as const);
     t.not(exit, 'timeout', 'it stops on SIGTERM');
     if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0');
     t.match(handle.output().stdout.trimEnd().split('\n').at(-1), /"msg":"stopped"/, 'the last line says it stopped');
@@ -293,7 +294,7 @@ t.test('serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTE
   t.ok(reloaded, 'both workers logged the reload');
   t.equal((await request(`${url}/v1/pets`, { headers: bearer(key) })).status, 200, 'still serving after the reload');
   handle.child.kill('SIGTERM');
-  const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 10_000))]);
+  const exit = await within(handle.exited, 10_000, 'timeout' as const);
   t.not(exit, 'timeout', 'the primary stops on SIGTERM');
   if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0 once its workers have');
   t.notOk(handle.output().stdout.includes(key), 'the key is in no log line');
@@ -327,7 +328,7 @@ t.test('an idle SIGTERM stops at once and logs "stopped" last', async (t) => {
   const { handle } = await spawnCliUntil(t, [...SERVE, '--ephemeral-key'], /listening on /, { timeoutMs: 30_000, env: { LOG_LEVEL: 'info' }, stream: 'stderr' });
   const since = performance.now();
   handle.child.kill('SIGTERM');
-  const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 10_000))]);
+  const exit = await within(handle.exited, 10_000, 'timeout' as const);
   const ms = performance.now() - since;
   t.comment(`idle SIGTERM to exit: ${Math.round(ms)} ms`);
   t.not(exit, 'timeout');

@@ -7,14 +7,14 @@ import { once } from 'node:events';
 import { join } from 'node:path';
 import tap from 'tap';
 import { assertError } from '../helpers/assert.js';
-import { bearer, forEachEngine, PROJECT_ROOT, request, startGateway, testKey } from '../helpers/servers.js';
+import { bearer, forEachEngine, PROJECT_ROOT, request, startGateway, testKey, nodeCommand } from '../helpers/servers.js';
 import type { TapTest } from '../helpers/assert.js';
 
 const APP = 'https://app.example.com';
 const EXPOSED = 'X-Request-Id, RateLimit, RateLimit-Policy, Deprecation, Sunset, Link, Retry-After, Cache-Status, Age';
 
 async function slowUpstream(t: TapTest): Promise<{ url: string; calls: () => Promise<Record<string, number>> }> {
-  const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'slow-upstream.mjs')], { env: { PATH: process.env.PATH, DELAY_MS: '1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(...nodeCommand([join(PROJECT_ROOT, 'test', 'fixtures', 'slow-upstream.mjs')]), { env: { PATH: process.env.PATH, DELAY_MS: '1' }, stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = once(child, 'exit');

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import t from 'tap';
 import { assertError } from '../helpers/assert.js';
-import { bearer, PROJECT_ROOT, request, startGateway, type TeardownHost, forEachEngine } from '../helpers/servers.js';
+import { bearer, PROJECT_ROOT, request, startGateway, type TeardownHost, forEachEngine, nodeCommand } from '../helpers/servers.js';
 
 forEachEngine(t, async (t, engine) => {
 
@@ -17,7 +17,7 @@ forEachEngine(t, async (t, engine) => {
   }
 
   async function startLegacy(t: TeardownHost): Promise<string> {
-    const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'legacy-upstream.mjs')], {
+    const child = spawn(...nodeCommand([join(PROJECT_ROOT, 'test', 'fixtures', 'legacy-upstream.mjs')]), {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     t.teardown(() => {

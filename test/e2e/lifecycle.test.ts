@@ -20,6 +20,7 @@ import {
   withAdminPort,
   ensureBuilt,
   forEachEngine,
+  nodeCommand,
   request,
   runCli,
   sleep,
@@ -84,12 +85,12 @@ function catchesSighup(pid: number): boolean {
 }
 
 /**
- * The CLI as a process manager starts it: plain node. The test runner puts its own loader in a
- * child's NODE_OPTIONS, and that loader catches SIGHUP itself before main.ts runs (and re-raises
- * it when alone), which would make "node catches SIGHUP" true too early; `env -u` drops it.
+ * The CLI as a process manager starts it: plain node (nodeCommand). The test runner's loader in a
+ * child's NODE_OPTIONS would catch SIGHUP itself before main.ts runs (and re-raise it when alone),
+ * which would make "node catches SIGHUP" true too early.
  */
 function spawnPlain(t: TapTest, args: string[], ready: RegExp): { pid: number; started: Promise<{ handle: ProcessHandle; match: RegExpMatchArray }> } {
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, ...withAdminPort(args)], { cwd: PROJECT_ROOT, env: childEnv({ LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(...nodeCommand([CLI, ...withAdminPort(args)]), { cwd: PROJECT_ROOT, env: childEnv({ LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));

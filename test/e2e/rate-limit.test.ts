@@ -35,7 +35,7 @@ import {
   type Engine,
   type Response,
 } from '../helpers/servers.js';
-import { sleep } from '../helpers/wait.js';
+import { sleep, within } from '../helpers/wait.js';
 
 /** A request that takes longer than this has hung (the Redis command deadline is 250-500 ms). */
 const BOUND_MS = 2000;
@@ -410,7 +410,7 @@ ENGINES.forEach((engine, i) => {
     const stopped = await Promise.all(
       [a, b].map((g) => {
         g.handle.child.kill('SIGTERM');
-        return Promise.race([g.handle.exited, sleep(10_000).then(() => 'hung' as const)]);
+        return within(g.handle.exited, 10_000, 'hung' as const);
       }),
     );
     t.strictSame(stopped, [{ code: 0, signal: null }, { code: 0, signal: null }], 'SIGTERM with Redis frozen: both exit 0, no hang on the Redis connection');

@@ -31,7 +31,6 @@ import {
   policyText,
   rawExchange,
   request,
-  sleep,
   spawnCliUntil,
   startStubUpstream,
   tempDir,
@@ -40,6 +39,7 @@ import {
   type ProcessHandle,
   type Response,
 } from '../helpers/servers.js';
+import { within } from '../helpers/wait.js';
 
 
 const sha256hex = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
@@ -426,7 +426,7 @@ function logLinesOf(handle: ProcessHandle): string[] {
 async function stop(handle: ProcessHandle): Promise<void> {
   if (handle.child.exitCode !== null || handle.child.signalCode !== null) return;
   handle.child.kill('SIGTERM');
-  await Promise.race([handle.exited, sleep(5000)]);
+  await within(handle.exited, 5000, undefined);
 }
 
 async function drive(secrets: Secrets, url: string, key: string): Promise<string[]> {

@@ -27,6 +27,7 @@ import {
   type Response,
   type StubUpstream,
 } from '../helpers/servers.js';
+import { within } from '../helpers/wait.js';
 
 ensureBuilt();
 
@@ -291,7 +292,7 @@ for (const engine of ENGINES) {
     t.equal(exit.signal, null);
     t.ok(exit.ms >= 250, `not before the grace period (${Math.round(exit.ms)} ms)`);
     t.ok(exit.ms < 300 + SLACK_MS, `shortly after the 300 ms grace period (${Math.round(exit.ms)} ms), not after the 5 s upstream`);
-    await Promise.race([pending, sleep(2000)]);
+    await within(pending, 2000, undefined);
     t.ok(settled !== undefined, 'the hanging client is not left waiting');
     t.match(settled?.outcome ?? '', /^closed: /, `its connection is closed (${settled?.outcome})`);
     t.ok((settled?.at ?? Infinity) - t0 < 300 + SLACK_MS, `at the end of the grace period (${Math.round((settled?.at ?? NaN) - t0)} ms)`);

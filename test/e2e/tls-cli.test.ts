@@ -15,6 +15,7 @@ import { parseExposition, value } from '../helpers/prom.js';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { ENGINES, ensureBuilt, request, runCli, spawnCliUntil, testKey, waitFor, type ProcessHandle } from '../helpers/servers.js';
+import { within } from '../helpers/wait.js';
 
 ensureBuilt();
 const pki = makeTestPki(t);
@@ -208,53 +209,53 @@ t.test('the start-up probe trusts upstream.tls.caFile as the transports do', asy
   t.match(probe, { verdict: 'ok', status: 200 }, String(probe.msg));
 });
 
+// One gateway per engine for both: the protocol counts first (they must be its only requests),
+// then the stop, which ends it.
 for (const engine of ENGINES) {
-  t.test(`SIGTERM with an idle HTTP/2 session open: the session is told to go away and the process exits (${engine})`, async (t) => {
-    const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile(`stop-${engine}`, pki.server, { shutdownGraceMs: 20_000 }), '--port', '0', '--engine', engine], READY, { env, timeoutMs: 30_000 });
-    const session = h2connect(`https://127.0.0.1:${match[1]}`, { ca: pki.read(pki.ca) });
-    t.teardown(() => session.destroy());
-    session.on('error', () => {});
-    await new Promise<void>((resolve, reject) => {
-      const st = session.request({ ':path': '/v1/pets', authorization: `Bearer ${KEY}` });
-      st.on('response', () => resolve());
-      st.on('error', reject);
-      st.resume();
+  t.test(`serve over TLS (${engine}): the protocol in /metrics, then SIGTERM with an idle HTTP/2 session`, async (t) => {
+    const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile(`tls-${engine}`, pki.server, { shutdownGraceMs: 20_000 }), '--port', '0', '--engine', engine], READY, { env, timeoutMs: 30_000 });
+    await t.test('/metrics records the protocol: network_protocol_version 1.1 and 2', async (t) => {
+      const origin = `https://127.0.0.1:${match[1]}`;
+      const admin = await waitFor('the admin URL', () => logEntries(handle).find((e) => typeof e.url === 'string' && String(e.msg).startsWith('admin listening'))?.url as string | undefined, 10_000);
+      const ca = pki.read(pki.ca);
+      const headers = { authorization: `Bearer ${KEY}` };
+      const h1 = [await httpsRequest(`${origin}/v1/pets`, { ca, headers }), await httpsRequest(`${origin}/v1/pets`, { ca })];
+      const h2 = [await h2Request(origin, '/v1/pets', { ca, headers }), await h2Request(origin, '/v1/pets', { ca, headers }), await h2Request(origin, '/v1/pets', { ca })];
+      t.same([...h1, ...h2].map((r) => [r.alpn, r.status]), [[false, 200], [false, 401], ['h2', 200], ['h2', 200], ['h2', 401]], 'the requests, over the protocol meant');
+      const series = (status: string, protocol: string) => ({ http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: status, network_protocol_version: protocol });
+      // The exchange records a request once its answer is written; poll (bounded) until all five are counted.
+      const counted = (x: ReturnType<typeof parseExposition>) => x.samples.filter((m) => m.name === 'http_server_request_duration_seconds_count').reduce((n, m) => n + m.value, 0);
+      let s = parseExposition((await request(`${admin}/metrics`)).body);
+      for (let i = 0; i < 50 && counted(s) < 5; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        s = parseExposition((await request(`${admin}/metrics`)).body);
+      }
+      t.equal(value(s, 'http_server_request_duration_seconds_count', series('200', '1.1')), 1, 'HTTP/1.1 200: 1');
+      t.equal(value(s, 'http_server_request_duration_seconds_count', series('401', '1.1')), 1, 'HTTP/1.1 401: 1');
+      t.equal(value(s, 'http_server_request_duration_seconds_count', series('200', '2')), 2, 'HTTP/2 200: 2');
+      t.equal(value(s, 'http_server_request_duration_seconds_count', series('401', '2')), 1, 'HTTP/2 401: 1');
+      const versions = new Set(s.samples.filter((x) => x.name === 'http_server_request_duration_seconds_count').map((x) => x.labels.network_protocol_version));
+      t.same([...versions].sort(), ['1.1', '2'], 'no other protocol value');
     });
-    let goaway = false;
-    session.on('goaway', () => (goaway = true));
-    const since = Date.now();
-    handle.child.kill('SIGTERM');
-    const exit = await Promise.race([handle.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 15_000))]);
-    t.match(exit, { code: 0 }, 'exited 0');
-    t.ok(Date.now() - since < 15_000, `well before the 20 s grace (${Date.now() - since} ms)`);
-    t.ok(goaway || session.closed || session.destroyed, 'the session was closed by the server');
-  });
-}
-
-for (const engine of ENGINES) {
-  t.test(`/metrics records the protocol: network_protocol_version 1.1 and 2 (${engine})`, async (t) => {
-    const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile(`protocol-${engine}`, pki.server), '--port', '0', '--engine', engine], READY, { env, timeoutMs: 30_000 });
-    const origin = `https://127.0.0.1:${match[1]}`;
-    const admin = await waitFor('the admin URL', () => logEntries(handle).find((e) => typeof e.url === 'string' && String(e.msg).startsWith('admin listening'))?.url as string | undefined, 10_000);
-    const ca = pki.read(pki.ca);
-    const headers = { authorization: `Bearer ${KEY}` };
-    const h1 = [await httpsRequest(`${origin}/v1/pets`, { ca, headers }), await httpsRequest(`${origin}/v1/pets`, { ca })];
-    const h2 = [await h2Request(origin, '/v1/pets', { ca, headers }), await h2Request(origin, '/v1/pets', { ca, headers }), await h2Request(origin, '/v1/pets', { ca })];
-    t.same([...h1, ...h2].map((r) => [r.alpn, r.status]), [[false, 200], [false, 401], ['h2', 200], ['h2', 200], ['h2', 401]], 'the requests, over the protocol meant');
-    const series = (status: string, protocol: string) => ({ http_request_method: 'GET', http_route: '/v1/pets', http_response_status_code: status, network_protocol_version: protocol });
-    // The exchange records a request once its answer is written; poll (bounded) until all five are counted.
-    const counted = (x: ReturnType<typeof parseExposition>) => x.samples.filter((m) => m.name === 'http_server_request_duration_seconds_count').reduce((n, m) => n + m.value, 0);
-    let s = parseExposition((await request(`${admin}/metrics`)).body);
-    for (let i = 0; i < 50 && counted(s) < 5; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      s = parseExposition((await request(`${admin}/metrics`)).body);
-    }
-    t.equal(value(s, 'http_server_request_duration_seconds_count', series('200', '1.1')), 1, 'HTTP/1.1 200: 1');
-    t.equal(value(s, 'http_server_request_duration_seconds_count', series('401', '1.1')), 1, 'HTTP/1.1 401: 1');
-    t.equal(value(s, 'http_server_request_duration_seconds_count', series('200', '2')), 2, 'HTTP/2 200: 2');
-    t.equal(value(s, 'http_server_request_duration_seconds_count', series('401', '2')), 1, 'HTTP/2 401: 1');
-    const versions = new Set(s.samples.filter((x) => x.name === 'http_server_request_duration_seconds_count').map((x) => x.labels.network_protocol_version));
-    t.same([...versions].sort(), ['1.1', '2'], 'no other protocol value');
+    await t.test('SIGTERM with an idle HTTP/2 session open: the session is told to go away and the process exits', async (t) => {
+      const session = h2connect(`https://127.0.0.1:${match[1]}`, { ca: pki.read(pki.ca) });
+      t.teardown(() => session.destroy());
+      session.on('error', () => {});
+      await new Promise<void>((resolve, reject) => {
+        const st = session.request({ ':path': '/v1/pets', authorization: `Bearer ${KEY}` });
+        st.on('response', () => resolve());
+        st.on('error', reject);
+        st.resume();
+      });
+      let goaway = false;
+      session.on('goaway', () => (goaway = true));
+      const since = Date.now();
+      handle.child.kill('SIGTERM');
+      const exit = await within(handle.exited, 15_000, undefined);
+      t.match(exit, { code: 0 }, 'exited 0');
+      t.ok(Date.now() - since < 15_000, `well before the 20 s grace (${Date.now() - since} ms)`);
+      t.ok(goaway || session.closed || session.destroyed, 'the session was closed by the server');
+    });
   });
 }
 

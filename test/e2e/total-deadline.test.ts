@@ -12,7 +12,7 @@ import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import t from 'tap';
 import { assertError } from '../helpers/assert.js';
-import { bearer, forEachEngine, PROJECT_ROOT, request, startGateway, type TeardownHost } from '../helpers/servers.js';
+import { bearer, forEachEngine, PROJECT_ROOT, request, startGateway, type TeardownHost, nodeCommand } from '../helpers/servers.js';
 import { sleep } from '../helpers/wait.js';
 
 const TOTAL_MS = 700;
@@ -21,7 +21,7 @@ const TIMEOUTS = { connectMs: 1000, headersMs: 5000, bodyMs: 1000, totalMs: TOTA
 const LATE_MS = 3000;
 
 async function startDrip(t: TeardownHost): Promise<string> {
-  const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'drip-upstream.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(...nodeCommand([join(PROJECT_ROOT, 'test', 'fixtures', 'drip-upstream.mjs')]), { stdio: ['ignore', 'pipe', 'inherit'] });
   t.teardown(() => {
     child.kill('SIGKILL');
   });

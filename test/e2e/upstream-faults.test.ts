@@ -37,7 +37,7 @@ import {
   type StubHandler,
   type StubUpstream,
 } from '../helpers/servers.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitFor, within } from '../helpers/wait.js';
 
 /**
  * getPet and createPet answers stream only with the response contract off (it is on by default and
@@ -563,7 +563,7 @@ function bodyTests(t: TapTest, engine: Engine): void {
     const animals = Buffer.from(animal.repeat(Math.floor((64 * 1024) / animal.length)));
     /** Bytes the stub managed to write, per request, once its response closed. */
     const written = new Map<string, Promise<number>>();
-    const writtenBy = (key: string) => Promise.race([written.get(key) ?? Promise.resolve(-1), sleep(3000).then(() => -1)]);
+    const writtenBy = (key: string) => within(written.get(key) ?? Promise.resolve(-1), 3000, -1);
     const stub = await startStubUpstream(t, (req, res) => {
       const path = req.url.split('?')[0]!;
       let p: { written: () => number };

@@ -8,6 +8,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { reusePortSupported } from '../../src/cli/supervisor.js';
 import { bearer, ENGINES, ensureBuilt, request, spawnCliUntil } from '../helpers/servers.js';
+import { within } from '../helpers/wait.js';
 
 // parity: a pure function of the Node version and platform, no engine involved
 t.test('reusePortSupported: Linux, Node 22.12+, 23.1+ and 24+', async (t) => {
@@ -66,7 +67,7 @@ for (const engine of ENGINES) t.test(`serve --workers 2 --engine ${engine} with 
   t.notOk(accessPids.has(handle.child.pid ?? -1), 'the primary served none');
 
   handle.child.kill('SIGTERM');
-  const exit = await Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 15_000))]);
+  const exit = await within(handle.exited, 15_000, 'timeout' as const);
   t.not(exit, 'timeout', 'the primary stops on SIGTERM');
   if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0 once its workers have');
   t.equal(listeningSockets(Number(port)), 0, 'no socket is left listening');

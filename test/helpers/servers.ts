@@ -16,13 +16,10 @@ import { fileURLToPath } from 'node:url';
 import { stringify as yamlStringify } from 'yaml';
 import type { TapTest } from './assert.js';
 export { sleep, waitFor } from './wait.js';
-import { buildServer } from '../../src/engines/fastify.js';
-import { buildProxyServer } from '../../src/engines/http-proxy-3.js';
-import { buildUndiciServer } from '../../src/engines/undici.js';
-import { formatProblems, parsePolicy } from '../../src/config/load.js';
-import { compileGateway, GatewayHolder, type Gateway } from '../../src/gateway.js';
-import { openStore } from '../../src/stores/index.js';
-import { MemoryRateLimitStore } from '../../src/stores/memory.js';
+// The engines, the loader and the gateway are imported where first used (listenEngine,
+// startGateway): a third of the files importing this module only run the CLI or send requests,
+// and loading all of them costs such a file about 0.8 s of CPU at its start.
+import type { Gateway, GatewayHolder } from '../../src/gateway.js';
 import type { Logger } from 'pino';
 import type { ExchangeObserver } from '../../src/core/record.js';
 
@@ -197,12 +194,16 @@ export async function listenEngine(
 ): Promise<{ url: string; port: number; server: Server }> {
   let server: Server;
   if (engine === 'fastify') {
+    const { buildServer } = await import('../../src/engines/fastify.js');
     const app = await buildServer(gateway, { ...(log === undefined ? {} : { loggerInstance: log }), ...(observer === undefined ? {} : { observer }) });
     t.teardown(() => app.close());
     await app.listen({ host: '127.0.0.1', port: 0 });
     server = app.server;
   } else {
-    const handle = engine === 'undici' ? buildUndiciServer(gateway, { log, observer }) : buildProxyServer(gateway, { log, observer });
+    const handle =
+      engine === 'undici'
+        ? (await import('../../src/engines/undici.js')).buildUndiciServer(gateway, { log, observer })
+        : (await import('../../src/engines/http-proxy-3.js')).buildProxyServer(gateway, { log, observer });
     server = handle.server;
     t.teardown(() => {
       server.closeAllConnections();
@@ -221,6 +222,12 @@ export async function listenEngine(
 export async function startGateway(t: TeardownHost, policy: PolicyInput = {}, options: StartGatewayOptions = {}): Promise<GatewayHandle> {
   const key = options.key ?? testKey();
   const env = { ...(options.env ?? {}), PETSTORE_API_KEYS: key };
+  const [{ formatProblems, parsePolicy }, { compileGateway, GatewayHolder }, { openStore }, { MemoryRateLimitStore }] = await Promise.all([
+    import('../../src/config/load.js'),
+    import('../../src/gateway.js'),
+    import('../../src/stores/index.js'),
+    import('../../src/stores/memory.js'),
+  ]);
   const loaded = parsePolicy(policyText(policy), { env });
   if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
   const now = options.now;
@@ -306,11 +313,28 @@ export function withAdminPort(args: string[]): string[] {
   return [...args, '--admin-port', '0'];
 }
 
-/** The environment for a CLI child: no inherited API keys, quiet logs, no coverage loaders. */
+/** The environment for a CLI child: no inherited API keys, quiet logs (nodeCommand keeps out the test runner's loaders). */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const name of ['PATH', 'HOME', 'TMPDIR', 'SystemRoot']) if (process.env[name] !== undefined) env[name] = process.env[name];
   return { ...env, LOG_LEVEL: 'silent', ...extra };
+}
+
+/**
+ * The command that runs node with `args` as a process manager would: with the NODE_OPTIONS of
+ * `env` (usually none). tap's process recorder adds its own loader to the NODE_OPTIONS of every
+ * process a test spawns, whatever env the test gives; in a child that loader records each module
+ * and V8's precise coverage, which nearly doubles the CPU of a CLI start. env(1) sets NODE_OPTIONS
+ * after that and then becomes node (same pid, so signals reach node).
+ */
+export function nodeCommand(args: string[], env: Record<string, string> = {}): [string, string[]] {
+  return plainCommand(process.execPath, args, env);
+}
+
+/** `command` (node, or a program written for it such as npm) started as nodeCommand starts node. */
+export function plainCommand(command: string, args: string[], env: Record<string, string> = {}): [string, string[]] {
+  const options = env.NODE_OPTIONS;
+  return ['env', ['-u', 'NODE_OPTIONS', ...(options === undefined ? [] : [`NODE_OPTIONS=${options}`]), command, ...args]];
 }
 
 export interface CliResult {
@@ -330,7 +354,7 @@ export interface RunCliOptions {
 /** Runs the built CLI to completion (killed past timeoutMs) and returns its exit code and output. */
 export function runCli(t: TeardownHost, args: string[], options: RunCliOptions = {}): Promise<CliResult> {
   ensureBuilt();
-  const child = spawn(process.execPath, [CLI, ...withAdminPort(args)], {
+  const child = spawn(...nodeCommand([CLI, ...withAdminPort(args)], options.env), {
     cwd: options.cwd ?? PROJECT_ROOT,
     env: childEnv(options.env),
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -396,7 +420,7 @@ export async function spawnCliUntil(
   options: { env?: Record<string, string>; timeoutMs?: number; spawn?: SpawnOptions; stream?: CliStream } = {},
 ): Promise<{ handle: ProcessHandle; match: RegExpMatchArray }> {
   ensureBuilt();
-  const child = spawn(process.execPath, [CLI, ...withAdminPort(args)], {
+  const child = spawn(...nodeCommand([CLI, ...withAdminPort(args)], options.env), {
     cwd: PROJECT_ROOT,
     env: childEnv(options.env),
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -14,3 +14,21 @@ export async function waitFor<T>(what: string, pred: () => T | undefined | false
     await sleep(20);
   }
 }
+
+/**
+ * `promise`'s value, or `fallback` once `ms` have passed, whichever comes first. The timer is
+ * cleared as soon as the race is decided: a pending timer keeps the test process alive until it
+ * fires, so a bound left armed after the last test held the file's place in the run (one of two)
+ * for up to its whole length.
+ */
+export async function within<T, F>(promise: Promise<T>, ms: number, fallback: F): Promise<T | F> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<F>((resolve) => {
+    timer = setTimeout(() => resolve(fallback), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

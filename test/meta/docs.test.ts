@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { policyFileSchema } from '../../src/config/schema.js';
 import { CATALOGUE } from '../../src/core/errors.js';
-import { ensureBuilt, PROJECT_ROOT, tempDir } from '../helpers/servers.js';
+import { ensureBuilt, PROJECT_ROOT, tempDir, nodeCommand } from '../helpers/servers.js';
 
 const run = promisify(execFile);
 const SCRIPT = join(PROJECT_ROOT, 'scripts', 'gen-docs.mjs');
@@ -25,7 +25,7 @@ interface Outcome {
 
 async function check(dir?: string): Promise<Outcome> {
   const args = [SCRIPT, '--check', ...(dir === undefined ? [] : ['--dir', dir])];
-  return run(process.execPath, args, { cwd: PROJECT_ROOT, timeout: 60_000 }).then(
+  return run(...nodeCommand(args), { cwd: PROJECT_ROOT, timeout: 60_000 }).then(
     (r) => ({ code: 0, stderr: r.stderr }),
     (err: { code?: unknown; stderr?: string; killed?: boolean }) => ({
       code: err.killed === true ? 'killed after 60 s' : err.code,

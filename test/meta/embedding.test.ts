@@ -10,7 +10,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { ensureBuilt, PROJECT_ROOT } from '../helpers/servers.js';
+import { ensureBuilt, PROJECT_ROOT, nodeCommand } from '../helpers/servers.js';
 
 const run = promisify(execFile);
 const FIXTURES = join(PROJECT_ROOT, 'test', 'fixtures', 'embedding');
@@ -29,7 +29,7 @@ t.test('one snippet per way of embedding, each importing the package by name', a
 
 t.test('tsc --noEmit over the snippets: no error', async (t) => {
   ensureBuilt();
-  const result = await run(process.execPath, [TSC, '--noEmit', '-p', FIXTURES], { cwd: PROJECT_ROOT, timeout: 120_000 }).then(
+  const result = await run(...nodeCommand([TSC, '--noEmit', '-p', FIXTURES]), { cwd: PROJECT_ROOT, timeout: 120_000 }).then(
     (r) => ({ code: 0, out: r.stdout + r.stderr }),
     (err: { code?: unknown; stdout?: string; stderr?: string; killed?: boolean }) => ({
       code: err.killed === true ? 'killed after 120 s' : err.code,

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { ensureBuilt, PROJECT_ROOT } from '../helpers/servers.js';
+import { ensureBuilt, PROJECT_ROOT, plainCommand } from '../helpers/servers.js';
 
 const run = promisify(execFile);
 
@@ -53,7 +53,7 @@ t.test('npm pack lists only what a user installs, and everything it needs', asyn
   ensureBuilt();
   // --ignore-scripts: prepack would delete dist (a clean build for publishing) under the feet of
   // test files running in parallel; dist was just brought up to date by ensureBuilt.
-  const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+  const { stdout } = await run(...plainCommand('npm', ['pack', '--dry-run', '--json', '--ignore-scripts']), {
     cwd: PROJECT_ROOT,
     timeout: 60_000,
     maxBuffer: 16 * 1024 * 1024,

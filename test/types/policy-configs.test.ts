@@ -7,8 +7,7 @@
  * `FromSchema` does (a reference implementation, with its `keepDefaultedPropertiesOptional` false:
  * a property with a `default` is required, as after Ajv's `useDefaults`); both sides normalised to
  * deep-readonly and compared for IDENTITY, not mutual assignability (which would miss `{a}` against
- * `{a; b?}`). The section still written by hand (server) is checked against its schema the same
- * way.
+ * `{a; b?}`). The server section, composed from two folders' schemas, is checked the same way.
  *
  * What neither derivation can say: `pattern` / `propertyNames.pattern` / `minLength` / ranges (a
  * string stays `string`, a number `number`); Ajv checks them.
@@ -19,7 +18,8 @@ import type { SchemaType } from '../../src/core/options.js';
 import type { ADMIN_SCHEMA } from '../../src/ops/admin.js';
 import type { LOG_SCHEMA } from '../../src/ops/access-log.js';
 import type { HEADERS_SCHEMA, SERVER_ADMIN_SCHEMA, SERVER_SCHEMA, UPSTREAM_SCHEMA } from '../../src/config/schema.js';
-import type { ServerConfig } from '../../src/config/types.js';
+import type { ListenerConfig, ServerConfig } from '../../src/config/types.js';
+import type { LISTENER_SCHEMA } from '../../src/fronts/config.js';
 import type { schema as authSchema } from '../../src/policies/auth/schema.js';
 import type { schema as cacheSchema } from '../../src/policies/cache/schema.js';
 import type { schema as corsSchema } from '../../src/policies/cors/schema.js';
@@ -70,13 +70,15 @@ agree<Own<typeof routeSchema> extends Schema<typeof routeSchema> ? true : false>
 agree<Agree<Own<typeof UPSTREAM_SCHEMA>, Schema<typeof UPSTREAM_SCHEMA>>>();
 agree<Agree<Own<typeof LOG_SCHEMA>, Schema<typeof LOG_SCHEMA>>>();
 agree<Agree<Own<typeof HEADERS_SCHEMA>, Schema<typeof HEADERS_SCHEMA>>>();
-// server keeps its interface (src/fronts/config.ts): its admin part is composed from src/ops in
-// src/config/schema.ts, which src/fronts may not import. Checked against the schema both ways.
+// server is derived too: the listener's part (src/fronts/config.ts) and the whole section, composed
+// in src/config/schema.ts with the admin listener's part from src/ops.
+agree<Agree<Own<typeof LISTENER_SCHEMA>, Schema<typeof LISTENER_SCHEMA>>>();
 agree<Agree<ServerConfig, Schema<typeof SERVER_SCHEMA>>>();
-agree<Agree<ServerConfig, Own<typeof SERVER_SCHEMA>>>();
 // server.admin adds the key admin API's tokensFromEnv to the listener's own options.
 agree<Agree<ServerConfig['admin'], Schema<typeof SERVER_ADMIN_SCHEMA>>>();
 agree<Agree<Omit<NonNullable<ServerConfig['admin']>, 'tokensFromEnv'> | null, Schema<typeof ADMIN_SCHEMA>>>();
+// The whole section is the listener's options plus admin, nothing more or less.
+agree<Identical<Omit<ServerConfig, 'admin'>, ListenerConfig>>();
 
 // The checks can fail: a type that differs from its schema's is rejected (an extra optional field,
 // a defaulted field made optional, a wider enum, a required field made optional).

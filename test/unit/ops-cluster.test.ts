@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import t from 'tap';
 import { parseExposition, value } from '../helpers/prom.js';
-import { PROJECT_ROOT, childEnv, ensureBuilt, request, sleep, waitFor } from '../helpers/servers.js';
+import { PROJECT_ROOT, childEnv, ensureBuilt, request, sleep, waitFor, nodeCommand } from '../helpers/servers.js';
 
 /** Polls an asynchronous check every 50 ms until it gives a value; rejects after `timeoutMs`. */
 async function poll<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
@@ -22,7 +22,7 @@ async function poll<T>(what: string, check: () => Promise<T | undefined>, timeou
 
 t.test('a primary answers for two workers', async (t) => {
   ensureBuilt();
-  const child = spawn(process.execPath, [join(PROJECT_ROOT, 'test', 'fixtures', 'ops-cluster.mjs')], {
+  const child = spawn(...nodeCommand([join(PROJECT_ROOT, 'test', 'fixtures', 'ops-cluster.mjs')]), {
     cwd: PROJECT_ROOT,
     env: childEnv(),
     stdio: ['pipe', 'pipe', 'pipe'],
