@@ -82,6 +82,30 @@ export function releaseReading(req: IncomingMessage): void {
   socket.resume();
 }
 
+/** What `stopParsing` uses of node's HTTP/1 parser of a server socket (`socket.parser`, not a documented API). */
+interface ParserSocket {
+  parser?: { onIncoming?: unknown } | null;
+}
+
+/**
+ * llhttp's "pause the parser" answer to a head (HPE_PAUSED; llhttp.h, on_headers_complete), which
+ * node's parser binding hands back to llhttp as is.
+ */
+const HPE_PAUSED = 21;
+
+/**
+ * Stops node's parser on a connection just destroyed, at the next request head. destroy() does not
+ * stop the parse of the read in progress: node would make a request and a response object for
+ * every head left in it (hundreds in 64 KiB), hand each to the handler, and abort each with an
+ * error when the socket closes, all in one turn of the event loop. A head answered HPE_PAUSED ends
+ * that parse: node reports it as a parse error of a destroyed socket ('clientError'), which
+ * `clientErrorResponse` ignores. Where node has no such parser (HTTP/2, another node), nothing changes.
+ */
+function stopParsing(socket: Socket): void {
+  const parser = (socket as Socket & ParserSocket).parser;
+  if (typeof parser?.onIncoming === 'function') parser.onIncoming = () => HPE_PAUSED;
+}
+
 /**
  * Wraps `handler` so that at most `limit` requests per connection are served at once; the rest of
  * a pipelined burst waits, and the socket is not read meanwhile. Answers still leave in order
@@ -151,6 +175,7 @@ export function boundInFlight(
       // Dropping what waits lets it be collected now, while still young (see the top of the file).
       lane.waiting.length = 0;
       socket.destroy();
+      stopParsing(socket);
       onOverflow(socket);
       return;
     }
