@@ -149,8 +149,8 @@ function floodFor(t: TapTest, port: number, head: string, ms: number): Promise<n
   child.stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
   return new Promise((resolve) => {
     child.once('exit', () => {
-      const m = /^flood (\{.*\})$/m.exec(out);
-      resolve(m === null ? 0 : (JSON.parse(m[1]!) as { opened: number }).opened);
+      const json = /^flood (\{.*\})$/m.exec(out)?.[1];
+      resolve(json === undefined ? 0 : (JSON.parse(json) as { opened: number }).opened);
     });
   });
 }
@@ -161,7 +161,8 @@ async function loopDelay(handle: ProcessHandle): Promise<{ p50: number; p99: num
   const before = count().length;
   handle.child.kill('SIGUSR2');
   const lines = await waitFor('the gateway\'s loop-delay line', () => (count().length > before ? count() : undefined), 5000);
-  return JSON.parse(lines[lines.length - 1]!.slice('loop-delay '.length)) as { p50: number; p99: number; max: number };
+  const last = lines[lines.length - 1] ?? '';
+  return JSON.parse(last.slice('loop-delay '.length)) as { p50: number; p99: number; max: number };
 }
 
 async function serveFlooded(t: TapTest, engine: Engine, keys: string) {
