@@ -23,7 +23,7 @@ export const LISTENER_SCHEMA = {
       maximum: 1000000,
       default: 1000,
       description:
-        "Most client connections at once from one peer address (idle, half-sent or busy), so one client cannot take all of maxConnections; more are refused at the socket. Addresses in trustedProxies are exempt (a load balancer's connections carry many clients).",
+        "Most client connections at once from one client (an IPv4 address, or an IPv6 /64) (idle, half-sent or busy), so one client cannot take all of maxConnections; more are refused at the socket. Addresses in trustedProxies are exempt (a load balancer's connections carry many clients).",
     },
     maxInFlightPerConnection: {
       type: 'integer',

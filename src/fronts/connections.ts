@@ -18,8 +18,9 @@
  *   `pipelineOverflowRefuseMs`: each new connection costs the gateway a whole read parsed before it
  *   can be closed, and an attacker that reconnected at once kept the heap growing and the other
  *   clients waiting (hundreds of ms) as much as before.
- * - at most `maxConnectionsPerAddress` connections from one peer address, so one client (holding
- *   connections idle, or half-sent heads) cannot take all of `maxConnections` from the others.
+ * - at most `maxConnectionsPerAddress` connections from one client (an IPv4 address or an IPv6
+ *   /64, `clientKey`), so one client (holding connections idle, or half-sent heads) cannot take
+ *   all of `maxConnections` from the others.
  *   Trusted proxies (`trustedProxies`) are exempt: their connections carry many clients.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -79,6 +80,30 @@ export function releaseReading(req: IncomingMessage): void {
   // The lane pauses the socket too while its own requests wait their turn.
   if (socket[LANE]?.paused === true) return;
   socket.resume();
+}
+
+/** What `stopParsing` uses of node's HTTP/1 parser of a server socket (`socket.parser`, not a documented API). */
+interface ParserSocket {
+  parser?: { onIncoming?: unknown } | null;
+}
+
+/**
+ * llhttp's "pause the parser" answer to a head (HPE_PAUSED; llhttp.h, on_headers_complete), which
+ * node's parser binding hands back to llhttp as is.
+ */
+const HPE_PAUSED = 21;
+
+/**
+ * Stops node's parser on a connection just destroyed, at the next request head. destroy() does not
+ * stop the parse of the read in progress: node would make a request and a response object for
+ * every head left in it (hundreds in 64 KiB), hand each to the handler, and abort each with an
+ * error when the socket closes, all in one turn of the event loop. A head answered HPE_PAUSED ends
+ * that parse: node reports it as a parse error of a destroyed socket ('clientError'), which
+ * `clientErrorResponse` ignores. Where node has no such parser (HTTP/2, another node), nothing changes.
+ */
+function stopParsing(socket: Socket): void {
+  const parser = (socket as Socket & ParserSocket).parser;
+  if (typeof parser?.onIncoming === 'function') parser.onIncoming = () => HPE_PAUSED;
 }
 
 /**
@@ -150,6 +175,7 @@ export function boundInFlight(
       // Dropping what waits lets it be collected now, while still young (see the top of the file).
       lane.waiting.length = 0;
       socket.destroy();
+      stopParsing(socket);
       onOverflow(socket);
       return;
     }
@@ -192,11 +218,11 @@ export function connectionCountsOf(server: object): Readonly<ConnectionCounts> |
 const MAX_REFUSED = 10_000;
 
 /**
- * Refuses, at the socket, a connection from an address that already holds `perAddress` of them
+ * Refuses, at the socket, a connection from a client that already holds `perAddress` of them
  * (the way node refuses one past `maxConnections`: closed without an answer, since nothing of the
- * request has been read), or that `refuse` was told about less than `refuseMs` ago. A refusal
- * covers the client's IPv6 /64 (`clientKey`), as the brute-force lock does: a host that owns a /64
- * would otherwise evade it by connecting from the next address.
+ * request has been read), or that `refuse` was told about less than `refuseMs` ago. A client is
+ * its IPv4 address or its IPv6 /64 (`clientKey`), as for the brute-force lock: a host that owns a
+ * /64 would otherwise take a share, or evade a refusal, per address it connects from.
  */
 export function shareConnections(
   server: ConnectionSource,
@@ -208,13 +234,12 @@ export function shareConnections(
   const counts: ConnectionCounts = { pipelineClosed: 0, overflowRefused: 0, shareRefused: 0 };
   COUNTS.set(server, counts);
   const trusted = trustedProxies.length === 0 ? () => false : proxyAddr.compile([...trustedProxies]);
+  // Client key (clientKey) -> connections open from it.
   const open = new Map<string, number>();
   // Client key (clientKey) -> until when its connections are refused (in insertion order, oldest first).
   const refused = new Map<string, number>();
-  const isRefused = (address: string): boolean => {
-    // Most of the time nobody is refused: no key to compute.
+  const isRefused = (key: string): boolean => {
     if (refused.size === 0) return false;
-    const key = clientKey(address);
     const until = refused.get(key);
     if (until === undefined) return false;
     if (until > now()) return true;
@@ -225,8 +250,11 @@ export function shareConnections(
     const address = socket.remoteAddress;
     if (address === undefined) return;
     if (trusted(address, 0)) return;
-    const n = open.get(address) ?? 0;
-    if (isRefused(address)) {
+    // Counted per client, as the refusal is: a host owning an IPv6 /64 would otherwise take a
+    // share per address it rotates through.
+    const key = clientKey(address);
+    const n = open.get(key) ?? 0;
+    if (isRefused(key)) {
       counts.overflowRefused++;
       socket.destroy();
       return;
@@ -236,11 +264,11 @@ export function shareConnections(
       socket.destroy();
       return;
     }
-    open.set(address, n + 1);
+    open.set(key, n + 1);
     socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1;
-      if (left <= 0) open.delete(address);
-      else open.set(address, left);
+      const left = (open.get(key) ?? 1) - 1;
+      if (left <= 0) open.delete(key);
+      else open.set(key, left);
     });
   });
   return {

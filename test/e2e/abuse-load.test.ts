@@ -8,14 +8,18 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { spawn } from 'node:child_process';
+import { setPriority } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import t from 'tap';
 import { connectionCountsOf } from '../../src/fronts/connections.js';
 import { closeStores, storesReady } from '../../src/stores/index.js';
 import { parseExposition, value } from '../helpers/prom.js';
 import type { TapTest } from '../helpers/assert.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
-import { bearer, ensureBuilt, forEachEngine, JSON_TYPE, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, type Engine } from '../helpers/servers.js';
+import { bearer, childEnv, ensureBuilt, forEachEngine, JSON_TYPE, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, waitFor, PROJECT_ROOT, type Engine, type ProcessHandle } from '../helpers/servers.js';
 
 ensureBuilt();
 const dir = tempDir(t, 'abuse-load');
@@ -123,35 +127,49 @@ function floodConnection(port: number, head: string, bytes: number, from = '127.
   return { written: () => written, socket, closed: () => closed };
 }
 
+const FIXTURES = join(PROJECT_ROOT, 'test', 'fixtures');
+
 /**
- * An attacker (from 127.0.0.2, another client than the consumer's 127.0.0.1) that keeps one
- * flooding connection open: when the server closes it, it connects again at once, until `ms`
- * passed (or 500 connections). Returns how many connections it opened.
+ * The attacker, test/fixtures/flood-attacker.mjs, as its own process (from 127.0.0.2, another
+ * client than the consumer's 127.0.0.1): 8 connections pipelining `head`, reconnecting at once for
+ * `ms`. In its own process so that its socket churn does not delay the event loop that times the
+ * other consumer. Killed at teardown; resolves with the connections it opened (0 if it failed).
  */
-async function floodFor(port: number, head: string, ms: number, sockets: Set<Socket>): Promise<number> {
-  const until = performance.now() + ms;
-  let opened = 0;
-  while (performance.now() < until && opened < 500) {
-    opened++;
-    const f = floodConnection(port, head, 1.75 * 1024 * 1024, '127.0.0.2');
-    sockets.add(f.socket);
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => f.socket.destroy(), Math.max(0, until - performance.now()));
-      f.socket.once('close', () => {
-        clearTimeout(timer);
-        resolve();
-      });
+function floodFor(t: TapTest, port: number, head: string, ms: number): Promise<number> {
+  const child = spawn(process.execPath, [join(FIXTURES, 'flood-attacker.mjs'), String(port), String(ms), '8', '127.0.0.2'], {
+    env: { ...childEnv(), FLOOD_HEAD: head },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  t.teardown(() => void child.kill('SIGKILL'));
+  // At the lowest CPU priority, as if on another host: the attacker's own work (writing gigabytes
+  // into loopback sockets the gateway refuses) is not the gateway's, and on 2 shared cores it took
+  // CPU from the gateway and from this process. It still floods whenever a core is free.
+  if (child.pid !== undefined) setPriority(child.pid, 19);
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (s: string) => (out += s));
+  return new Promise((resolve) => {
+    child.once('exit', () => {
+      const json = /^flood (\{.*\})$/m.exec(out)?.[1];
+      resolve(json === undefined ? 0 : (JSON.parse(json) as { opened: number }).opened);
     });
-    sockets.delete(f.socket);
-  }
-  return opened;
+  });
+}
+
+/** The gateway's own event-loop delay since the previous call (test/fixtures/loop-delay.mjs, preloaded). */
+async function loopDelay(handle: ProcessHandle): Promise<{ p50: number; p99: number; max: number }> {
+  const count = () => handle.output().stderr.match(/^loop-delay .*$/gm) ?? [];
+  const before = count().length;
+  handle.child.kill('SIGUSR2');
+  const lines = await waitFor('the gateway\'s loop-delay line', () => (count().length > before ? count() : undefined), 5000);
+  const last = lines[lines.length - 1] ?? '';
+  return JSON.parse(last.slice('loop-delay '.length)) as { p50: number; p99: number; max: number };
 }
 
 async function serveFlooded(t: TapTest, engine: Engine, keys: string) {
   const file = join(dir, `flood-${engine}.yaml`);
   writeFileSync(file, JSON.stringify({ version: 1, upstream: { url: 'builtin' }, server: { shutdownGraceMs: 2000 }, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } }));
   const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', file, '--host', '127.0.0.1', '--port', '0', '--engine', engine], READY, {
-    env: { PETSTORE_API_KEYS: keys, LOG_LEVEL: 'info' },
+    env: { PETSTORE_API_KEYS: keys, LOG_LEVEL: 'info', NODE_OPTIONS: `--import=${pathToFileURL(join(FIXTURES, 'loop-delay.mjs')).href}` },
     timeoutMs: 30_000,
   });
   return { url: match[1]!, port: Number(match[2]), admin: match[3]!, handle };
@@ -164,7 +182,7 @@ function p99(xs: number[]): number {
 }
 
 /**
- * Rounds of the other consumer's request beside a /readyz probe, 50 ms apart, while `busy()`
+ * Rounds of the other consumer's request beside a /readyz probe, 10 ms apart, while `busy()`
  * (at most `ms`): each request's time (Infinity when it failed) and each /readyz status.
  */
 async function sampleOther(gw: { url: string; admin: string }, key: string, ms: number, busy: () => boolean) {
@@ -179,7 +197,7 @@ async function sampleOther(gw: { url: string; admin: string }, key: string, ms: 
     ]);
     times.push(mine === 200 ? performance.now() - start : Infinity);
     ready.push(readyz);
-    await sleep(50);
+    await sleep(10);
   }
   return { times, ready };
 }
@@ -198,26 +216,33 @@ forEachEngine(t, async (t, engine) => {
     await sleep(300);
     const idle = rssMb(pid);
     // The other consumer unloaded, sampled as it is under the flood below.
+    // This process's own event-loop delay beside the gateway's: a late sample may be either's.
+    const mine = monitorEventLoopDelay({ resolution: 2 });
+    mine.enable();
+    t.teardown(() => mine.disable());
+    await loopDelay(gw.handle);
     const unloaded = await sampleOther(gw, other, 3000, () => true);
+    const lagUnloaded = await loopDelay(gw.handle);
+    const testLagUnloaded = { p99: mine.percentile(99) / 1e6, max: mine.max / 1e6 };
+    mine.reset();
 
     const head = `GET /v1/pets?limit=5 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${attacker}\r\n\r\n`;
-    const sockets = new Set<Socket>();
-    t.teardown(() => sockets.forEach((s) => s.destroy()));
     let flooding = true;
-    const attackers = Promise.all(Array.from({ length: 8 }, () => floodFor(gw.port, head, 5000, sockets))).finally(() => (flooding = false));
+    const flood = floodFor(t, gw.port, head, 5000).finally(() => (flooding = false));
     let peak = idle;
     const watch = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 50);
     const loaded = await sampleOther(gw, other, 10_000, () => flooding);
-    const connections = await attackers;
+    const opened = await flood;
+    const lagLoaded = await loopDelay(gw.handle);
+    const testLagLoaded = { p99: mine.percentile(99) / 1e6, max: mine.max / 1e6 };
     clearInterval(watch);
     await sleep(500);
     const end = rssMb(pid);
-    const opened = connections.reduce((a, b) => a + b, 0);
     t.comment(`engine ${engine}, node ${process.version}: ${opened} flooding connections; RSS idle ${idle.toFixed(0)} MB, peak ${peak.toFixed(0)} MB, end ${end.toFixed(0)} MB`);
     // Each flooding connection is closed by the gateway once its waiting requests pass
     // server.maxPipelinedPerConnection (64), and the address is then refused at the socket
     // (server.pipelineOverflowRefuseMs): what was parsed is dropped young, nothing more is parsed.
-    t.ok(connections.every((n) => n > 1), `the gateway closed the flooding connections (${opened} opened in 5 s)`);
+    t.ok(opened > 8, `the gateway closed the flooding connections (${opened} opened in 5 s)`);
     t.match(gw.handle.output().stdout, /closed a connection that pipelined more requests than server\.maxPipelinedPerConnection/, 'with a warning');
     t.ok(peak - idle < 100, `RSS peak within 100 MB of idle (idle ${idle.toFixed(0)} MB, peak ${peak.toFixed(0)} MB)`);
     t.ok(end - idle < 100, `RSS at the end within 100 MB of idle (idle ${idle.toFixed(0)} MB, end ${end.toFixed(0)} MB)`);
@@ -229,15 +254,18 @@ forEachEngine(t, async (t, engine) => {
     const during = p99(loaded.times);
     t.ok(loaded.times.length >= 10, `the other consumer was sampled during the flood (${loaded.times.length} times)`);
     t.ok(Math.max(...loaded.times) < 2000, `the other consumer is answered promptly, every time (worst ${Math.max(...loaded.times).toFixed(0)} ms)`);
-    // The issue's goal, not reached here: the gateway, this process (the attacker's connection
-    // churn and the other consumer's timing, on one event loop) and other work share 2 cores. The
-    // gateway's part is the first overflow of each connection (a whole 64 KiB read parsed before it
-    // can be closed) and then an accept and a close per refused connection: hundreds to thousands
-    // of them, as the attacker reconnects at once. The per-consumer in-flight bound does not change
-    // it: the built-in backend answers at once, so the attacker's key never has 128 requests in
-    // progress; its requests are bounded per connection (8 served, 64 waiting) before any policy.
+    // The issue's goal, not asserted: on 2 cores shared with this process, the attacker and any
+    // other load, the figure moves with that load. The gateway's own part is small now: the first
+    // overflow of each connection stops parsing at the next head (stopParsing in
+    // src/fronts/connections.ts), then each refused connection costs an accept and a close; with
+    // the attacker at low priority the gateway's event-loop delay (the comment below) is about
+    // the same flooded as unloaded, while this process's own delay and the machine's load make
+    // the rest. The per-consumer in-flight bound does not change it: the built-in backend answers
+    // at once, so the attacker's key never has 128 requests in progress; its requests are bounded
+    // per connection (8 served, 64 waiting) before any policy.
+    t.comment(`gateway event-loop delay p50/p99/max: unloaded ${lagUnloaded.p50}/${lagUnloaded.p99}/${lagUnloaded.max} ms, flooded ${lagLoaded.p50}/${lagLoaded.p99}/${lagLoaded.max} ms; this process's p99/max: unloaded ${testLagUnloaded.p99.toFixed(1)}/${testLagUnloaded.max.toFixed(1)} ms, flooded ${testLagLoaded.p99.toFixed(1)}/${testLagLoaded.max.toFixed(1)} ms; other consumer p99 ${before.toFixed(1)} -> ${during.toFixed(1)} ms (${unloaded.times.length}/${loaded.times.length} samples)`);
     t.ok(during <= 2 * before, `the other consumer's p99 within 2x of unloaded (${before.toFixed(1)} ms unloaded, ${during.toFixed(1)} ms flooded; ${closed} connections closed, ${refused} refused)`, {
-      todo: 'not reached on a 2-core machine shared with the load generator and the attacker',
+      todo: 'not robust on a 2-core machine shared with this process, the attacker and other load: see the event-loop delays in the comment above',
     });
     t.ok([...unloaded.ready, ...loaded.ready].every((s) => s === 200), `/readyz answers 200 throughout (${loaded.ready.filter((s) => s !== 200).length} misses)`);
 
@@ -410,5 +438,21 @@ forEachEngine(t, async (t, engine) => {
     const other = await rawFromOtherAddress(port, `GET /v1/pets/1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
     t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
     t.strictSame(connectionCountsOf(gw.server), { pipelineClosed: 1, overflowRefused: 1, shareRefused: 0 }, 'counted: one closed, one refused');
+  });
+
+  t.test('past maxPipelinedPerConnection the rest of the read is not parsed: no request object for the heads after the close', async (t) => {
+    const stub = await startStubUpstream(t, (_req, res) => {
+      setTimeout(() => res.end('{"id":1,"name":"p1","categoryId":1}'), 200);
+    });
+    const gw = await startGateway(t, { upstream: { url: `${stub.origin}/v1` }, server: { maxInFlightPerConnection: 1, maxPipelinedPerConnection: 2 } }, { engine });
+    // Every request node makes of the connection's bytes, counted before the gateway's handler.
+    let parsed = 0;
+    gw.server.prependListener('request', () => parsed++);
+    // 300 heads (about 27 KB) in one write: one read for node's parser.
+    const past = await pipelineGets(Number(new URL(gw.url).port), gw.key, 300);
+    t.equal(past.closedByServer, true, 'the connection was closed by the gateway');
+    t.equal(connectionCountsOf(gw.server)?.pipelineClosed, 1, 'for pipelining');
+    // 1 in flight, 2 waiting, the one past the bound; node would otherwise make all 300.
+    t.ok(parsed <= 4, `node made ${parsed} requests of the 300 heads (at most 4)`);
   });
 });

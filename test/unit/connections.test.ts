@@ -1,7 +1,8 @@
 /**
- * The connection accounting's refusal after a pipelining overflow, through its public seam
- * (`shareConnections` on a server that emits 'connection'), with an injected clock: the machine's
- * loopback has one IPv6 address, so a /64 cannot be shown with real sockets.
+ * The connection accounting's refusal after a pipelining overflow and its per-client share of
+ * connections, through its public seam (`shareConnections` on a server that emits 'connection'),
+ * with an injected clock: the machine's loopback has one IPv6 address, so a /64 cannot be shown
+ * with real sockets.
  */
 import { EventEmitter } from 'node:events';
 import t from 'tap';
@@ -62,4 +63,35 @@ t.test('the refusal ends after refuseMs; trusted proxies are never refused', asy
   t.equal(connect('2001:db8:1:2::6'), false, 'accepted once refuseMs passed');
   share.refuse('2001:db8:9:1::1');
   t.equal(connect('2001:db8:9:1::1'), false, 'a trusted proxy is not refused');
+});
+
+/** A share of `perAddress` on an emitter; `connect` keeps the socket so a test can close it. */
+function shared(perAddress: number) {
+  const server = new EventEmitter();
+  shareConnections(server, perAddress, [], 0, () => 0);
+  return (address: string) => {
+    const socket = accepted(address);
+    server.emit('connection', socket);
+    return socket;
+  };
+}
+
+t.test('maxConnectionsPerAddress counts an IPv6 /64 as one client, not each address of it', async (t) => {
+  const connect = shared(2);
+  t.equal(connect('2001:db8:1:2::1').refused, false, 'first connection of the /64 accepted');
+  t.equal(connect('2001:db8:1:2::2').refused, false, 'second, from another address of it, accepted');
+  const third = connect('2001:db8:1:2:a:b:c:d');
+  t.equal(third.refused, true, 'a third address of the same /64 is refused: the /64 holds its share');
+  t.equal(connect('2001:db8:1:3::1').refused, false, 'the next /64 has its own share');
+  t.equal(connect('::ffff:192.0.2.1').refused, false, 'an IPv4-mapped address is counted as its IPv4 address');
+  t.equal(connect('192.0.2.1').refused, false, 'so its IPv4 form is the second of that client');
+  t.equal(connect('192.0.2.1').refused, true, 'and a third is refused');
+});
+
+t.test('a closed connection gives its place back to the /64', async (t) => {
+  const connect = shared(1);
+  const first = connect('2001:db8:1:2::1');
+  t.equal(connect('2001:db8:1:2::2').refused, true, 'the /64 is at its share');
+  first.destroy();
+  t.equal(connect('2001:db8:1:2::2').refused, false, 'accepted once the first closed');
 });
