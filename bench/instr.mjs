@@ -15,7 +15,7 @@
 // reducer and code flushing (STEADY below). The least window of one build still moved by up to 25%
 // between runs (BENCHMARKS.md): compare builds by the per-function table, which repeats.
 //
-//   npm run build && node bench/instr.mjs [--baseline /path/to/older/checkout] [--configs undici,no-ops] [--json]
+//   npm run build && node bench/instr.mjs [--baseline /path/to/older/checkout] [--configs undici,no-ops] [--compare A,B] [--json]
 //
 // --baseline: a second checkout (built) measured with the same configs and routes; its own
 // bench/target.mjs is used, so both must know the flags of a config (--ops, --rate-limit: every
@@ -25,6 +25,13 @@
 //   no-limit  ops on, no rate-limit section
 //   core      ops off, no rate-limit section (the exchange, the policies and the header rules)
 //   floor     node:http + an undici Pool and nothing else (this checkout's bench/target.mjs floor)
+//   builtin   everything on, the built-in backend as the upstream (`upstream.url: builtin`)
+//   cached    everything on, the response cache (memory store, a TTL longer than the run): every
+//             counted request a hit, checked around each window (Cache-Status and Age of one
+//             request before and after it name the same entry); GET routes only
+// --compare A,B: two of --configs; per checkout and route, B against A by part and the functions
+// that differ most (e.g. --configs builtin,cached --compare builtin,cached: what a hit costs
+// beyond the built-in backend's answer).
 // Environment: BENCH_INSTR_N (300 requests per window), BENCH_INSTR_WINDOWS (3), BENCH_INSTR_WARMUP
 // (1500 requests per route, uninstrumented, every route first, then each again before its
 // windows), BENCH_INSTR_CONNECTIONS (4), BENCH_ROUTES (list20,list100,get,create), BENCH_INSTR_TOP (12: functions in the per-function difference, with
@@ -35,7 +42,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ROUTES, loadOptions } from './forward.mjs';
-import { ROOT, envNum, fmt, isMain, load, machine, median, startProcess, startTarget, table } from './lib.mjs';
+import { ROOT, call, envNum, fmt, isMain, load, machine, median, startProcess, startTarget, table } from './lib.mjs';
 
 const VALGRIND = process.env.BENCH_VALGRIND || 'valgrind';
 
@@ -45,6 +52,11 @@ export const CONFIGS = {
   'no-limit': { name: 'no rate limit', args: (up) => ['gateway', up, '--engine', 'undici', '--rate-limit', 'off'] },
   core: { name: 'ops off, no rate limit', args: (up) => ['gateway', up, '--engine', 'undici', '--ops', 'off', '--rate-limit', 'off'] },
   floor: { name: 'node:http + undici Pool', args: (up) => ['floor', up], thisCheckoutOnly: true },
+  // The built-in backend as the upstream, everything on: what a cache hit must cost less than.
+  builtin: { name: 'everything on, built-in backend', args: () => ['gateway', 'builtin', '--engine', 'undici'] },
+  // The response cache (memory store), everything on: after the warm-up every counted request is a
+  // hit (checked per window from Cache-Status and Age); the TTL outlives the run under valgrind.
+  cached: { name: 'everything on, response cache', args: (up) => ['gateway', up, '--engine', 'undici', '--cache', 'on', '--cache-ttl', '86400'], hits: true },
 };
 
 // Self cost by function name. JIT code has no name under valgrind (an address); it is "run".
@@ -176,6 +188,29 @@ function dumps(dir, pid) {
     .map((f) => join(dir, f));
 }
 
+/**
+ * A cached target's answer to one request of the route, outside the counted window: it must be a
+ * hit, and when the stored answer was made (from Age, to the second) tells one entry from another.
+ */
+async function storedEntry(url, opts, what) {
+  const sent = Date.now();
+  const r = await call(url + opts.path, { method: opts.method, headers: opts.headers, body: opts.body });
+  const status = r.headers.get('cache-status') ?? '';
+  if (r.status !== 200 || !/; hit(;|$)/.test(status)) throw new Error(`${what}: not a cache hit (${r.status}, Cache-Status: ${status})`);
+  const age = Number(r.headers.get('age'));
+  // Born within [sent - (age + 1) s, now - age s]: Age is whole seconds, counted down (RFC 9111 section 5.1).
+  return { from: sent - (age + 1) * 1000, to: Date.now() - age * 1000 };
+}
+
+/**
+ * Every request of a window was a hit when the answers just before and just after it were hits on
+ * the same entry: a miss in between would have stored a new one (the entry's TTL outlives the run,
+ * and nothing else is stored that could push it out of the LRU).
+ */
+function sameEntry(a, b, what) {
+  if (a.from > b.to + 1000 || b.from > a.to + 1000) throw new Error(`${what}: the entry was stored again during the window (a miss)`);
+}
+
 /** One checkout and config under callgrind: per route, the least-run window and its functions. */
 export async function measureTarget({ cwd, config, upstream, routes, n, windows, warmup, connections, log }) {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-instr-'));
@@ -202,12 +237,14 @@ export async function measureTarget({ cwd, config, upstream, routes, n, windows,
       // then this route's own, just before its windows
       const got = [];
       for (let w = 0; w < windows; w++) {
+        const before = CONFIGS[config].hits ? await storedEntry(t.url, opts, `${config} ${r}`) : undefined;
         ctl('-z', String(t.pid));
         ctl('-i', 'on', String(t.pid));
         const x = await load(t.url, { ...opts, amount: n, connections, maxSeconds: 600 });
         ctl('-i', 'off', String(t.pid));
         ctl('-d', `${r}-${w}`, String(t.pid));
         ok(x, n);
+        if (before !== undefined) sameEntry(before, await storedEntry(t.url, opts, `${config} ${r}`), `${config} ${r} window ${w}`);
         const fns = functions(dumps(dir, t.pid).at(-1), perfMap(t.pid), cwd);
         got.push({ fns, s: summarise(fns, x.total), n: x.total });
       }
@@ -243,6 +280,10 @@ export async function runInstr(o = {}) {
   for (const c of configs) if (!(c in CONFIGS)) throw new Error(`--configs: unknown config ${c}`);
   const routes = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim());
   for (const r of routes) if (!(r in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${r}`);
+  // A createPet drops every list entry: the hits of a cached config would no longer be hits.
+  for (const c of configs) if (CONFIGS[c].hits && routes.some((r) => ROUTES[r].method !== 'GET')) throw new Error(`--configs ${c}: BENCH_ROUTES must name GET routes only (list20,list100,get)`);
+  const compare = o.compare;
+  if (compare !== undefined && (compare.length !== 2 || !compare.every((c) => configs.includes(c)))) throw new Error('--compare: two configs of --configs, A,B');
   const common = {
     routes,
     n: envNum('BENCH_INSTR_N', 300, 20, 100_000),
@@ -265,7 +306,28 @@ export async function runInstr(o = {}) {
   } finally {
     await upstream.stop();
   }
-  return { results, checkouts: checkouts.map((c) => c.id), configs, routes, n: common.n, windows: common.windows, warmup: common.warmup, connections: common.connections };
+  return { results, checkouts: checkouts.map((c) => c.id), configs, compare, routes, n: common.n, windows: common.windows, warmup: common.warmup, connections: common.connections };
+}
+
+/** Markdown, with --compare A,B: per checkout and route, config B against config A by part and by function. */
+function compareConfigs(run, top) {
+  const k = (x) => fmt(x / 1000, 1);
+  const [ca, cb] = run.compare;
+  let out = '';
+  for (const id of run.checkouts) {
+    const a = run.results[`${id}/${ca}`];
+    const b = run.results[`${id}/${cb}`];
+    if (a === undefined || b === undefined) continue;
+    for (const r of run.routes) {
+      const parts = [...new Set([...Object.keys(a[r].parts), ...Object.keys(b[r].parts)])].sort();
+      const rows = parts.map((p) => [p, k(a[r].parts[p] ?? 0), k(b[r].parts[p] ?? 0), k((b[r].parts[p] ?? 0) - (a[r].parts[p] ?? 0))]);
+      rows.push(['**run**', k(a[r].run), k(b[r].run), k(b[r].run - a[r].run)]);
+      out += `\n\n${id}, ${ROUTES[r].name}: ${cb} against ${ca}, "run" by part (thousands of Ir per request)\n\n` + table(['part', ca, cb, 'difference'], rows);
+      out += `\n\n${id}, ${ROUTES[r].name}: ${cb} against ${ca}, the functions that differ most (self Ir per request)\n\n`;
+      out += table(['function', ca, cb, 'difference'], diffFunctions(a[r], b[r], top).map((f) => [f.name.slice(0, 110).replaceAll('|', '\\|'), fmt(f.a), fmt(f.b), (f.d > 0 ? '+' : '') + fmt(f.d)]));
+    }
+  }
+  return out;
 }
 
 /** Markdown: "run" per checkout, config and route; the parts of each; with a baseline, the function differences. */
@@ -297,6 +359,7 @@ export function report(run, top) {
     });
     out += `\n\n${config}: "run" by part (thousands of Ir per request)\n\n` + table(head, prow);
   }
+  if (run.compare !== undefined) out += compareConfigs(run, top);
   if (run.checkouts.includes('baseline')) {
     for (const config of run.configs) {
       const a = run.results[`baseline/${config}`];
@@ -318,7 +381,7 @@ if (isMain(import.meta.url)) {
     return i === -1 ? undefined : argv[i + 1];
   };
   const m = machine();
-  const run = await runInstr({ baseline: flag('--baseline'), configs: flag('--configs')?.split(',').map((s) => s.trim()) });
+  const run = await runInstr({ baseline: flag('--baseline'), configs: flag('--configs')?.split(',').map((s) => s.trim()), compare: flag('--compare')?.split(',').map((s) => s.trim()) });
   if (argv.includes('--json')) {
     const plain = JSON.parse(JSON.stringify(run, (key, v) => (key === 'fns' ? undefined : v)));
     process.stdout.write(JSON.stringify({ machine: m, ...plain }) + '\n');

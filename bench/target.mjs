@@ -11,7 +11,7 @@
 //                                                       listPets' `limit` bound (1..100, else 400) in its middleware
 //   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
 //                                                       [--consumer-bound on|off] (server.maxInFlightPerConsumer: default, or null)
-//                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT] [--cache on|off]
+//                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT] [--cache on|off] [--cache-ttl SECONDS]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
 //                                                       --ops on (the default, as `serve` runs), metrics, the access log
 //                                                       (to a file, asynchronously, as on stdout) and the deprecation report.
@@ -20,6 +20,8 @@
 //                                                       connection before it is ready, and closes it on SIGTERM; with --ops on
 //                                                       the deprecation report is kept in Redis too, as `serve` does), or no
 //                                                       rate-limit section at all (off)
+//                                                       --cache on: the response cache (memory store), TTL --cache-ttl
+//                                                       seconds for both operations (default listPets 5, getPet 30)
 //   node bench/target.mjs gateway-handler URL [--bound on|off]
 //                                                       the undici engine's node:http handler (createUndiciHandler, every
 //                                                       policy on, ops off) on a bare node:http server, with (on, the
@@ -164,7 +166,7 @@ async function main() {
     if (!RATE_LIMITS.includes(rateLimit)) throw new Error(`--rate-limit must be one of ${RATE_LIMITS.join(', ')}, not '${rateLimit}'`);
     const redisUrl = flag('--redis-url', process.env.BENCH_REDIS_URL);
     if (rateLimit === 'redis' && !redisUrl) throw new Error('--rate-limit redis needs --redis-url redis://HOST:PORT (or BENCH_REDIS_URL)');
-    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off'), rateLimit, redisUrl, cache: flag('--cache', 'off') === 'on', consumerBound: flag('--consumer-bound', 'on') === 'on' });
+    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off'), rateLimit, redisUrl, cache: flag('--cache', 'off') === 'on', cacheTtl: flag('--cache-ttl') === undefined ? undefined : Number(flag('--cache-ttl')), consumerBound: flag('--consumer-bound', 'on') === 'on' });
     // The stores the policy opened (a Redis connection): closed after the server, as `serve` does.
     const closeWith = (closeServer) => async () => {
       try {
