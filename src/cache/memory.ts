@@ -14,9 +14,12 @@ import type { CacheEntry, CacheStore } from '../core/forward/cache.js';
  */
 const ENTRY_OVERHEAD = 400;
 
-/** Bytes an entry holds: the body, the key and every header name and value (UTF-16 strings: 2 bytes a unit). */
+/**
+ * Bytes an entry holds: the body (twice when it is kept as a string too: one byte a character), the
+ * key and every header name and value (UTF-16 strings: 2 bytes a unit).
+ */
 export function entrySize(key: string, entry: CacheEntry): number {
-  let n = ENTRY_OVERHEAD + entry.body.length + 2 * key.length;
+  let n = ENTRY_OVERHEAD + entry.body.length + (entry.text?.length ?? 0) + 2 * key.length;
   for (const name in entry.headers) {
     const v = entry.headers[name];
     n += 2 * name.length + 2 * (Array.isArray(v) ? v.join('').length : (v ?? '').length);
@@ -35,9 +38,9 @@ export class MemoryCacheStore implements CacheStore {
     this.entries = new LRUCache<string, CacheEntry>({ maxSize: maxBytes, maxEntrySize: maxBytes, sizeCalculation: (entry, key) => entrySize(key, entry) });
   }
 
-  get(key: string): CacheEntry | undefined {
+  get(key: string, now: number = this.now()): CacheEntry | undefined {
     const entry = this.entries.get(key);
-    if (entry === undefined || this.now() < entry.staleUntil) return entry;
+    if (entry === undefined || now < entry.staleUntil) return entry;
     this.entries.delete(key);
     return undefined;
   }

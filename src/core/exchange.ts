@@ -655,9 +655,12 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
   }
 
   /** The response cache answers from an entry: the request's own fields on the stored answer. */
-  onStored(entry: CacheEntry, age: string, cacheStatus: string): void {
+  onStored(entry: CacheEntry, age: string, cacheStatus: string, called: boolean): void {
     if (this.settled) return;
-    this.upstreamStatus = entry.status;
+    // An answer no call went upstream for has no upstream status or duration (the access line
+    // and the client histogram are for upstream calls), as for a call the breaker refused.
+    if (called) this.upstreamStatus = entry.status;
+    else this.upstreamT0 = 0;
     this.settle();
     this.writeStored(entry, age, cacheStatus);
   }
@@ -784,7 +787,9 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     this.status = entry.status;
     this.bytesOut = entry.body.length;
     res.writeHead(entry.status, out);
-    endWith(res, entry.body);
+    // A small body kept as a string: joined with the head in one write, copied into no new string.
+    if (entry.text !== undefined) res.end(entry.text, 'latin1');
+    else endWith(res, entry.body);
   }
 
   /** Answers a policy's local reply: its status, no body, the exchange's own headers and its own. */

@@ -8,6 +8,7 @@ import { parsePolicy, formatProblems } from '../../src/config/load.js';
 import { Chain } from '../../src/core/chain.js';
 import { Pipeline, type ClientResponse, type FrontHooks, type GatewayView } from '../../src/core/exchange.js';
 import type { HeaderValue, Policy, RequestHead, ResponseBody } from '../../src/core/policy.js';
+import type { ExchangeRecord } from '../../src/core/record.js';
 import type { Upstream, UpstreamHandler, UpstreamRequest } from '../../src/core/upstream.js';
 import { GatewayHolder, compileGateway } from '../../src/gateway.js';
 import { policyText, testKey } from '../helpers/servers.js';
@@ -169,4 +170,60 @@ t.test('answers made under other rules are not served: the key carries the rules
   if (!a.ok || !b.ok) throw new Error('policy');
   t.not(compileGateway(a.config, { env }).answerRules, compileGateway(b.config, { env }).answerRules, 'another response contract: other rules');
   t.equal(compileGateway(a.config, { env }).answerRules, compileGateway(a.config, { env }).answerRules, 'the same file: the same rules');
+});
+
+t.test('a fresh hit is no upstream call; its Age and Cache-Status follow the clock', async (t) => {
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key };
+  const loaded = parsePolicy(policyText({ upstream: { url: 'http://127.0.0.1:9/v1' }, policies: { cache: { ttlSeconds: { listPets: 30, getPet: 30 } } } }), { env });
+  if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
+  const gw = compileGateway(loaded.config, { env });
+  let now = 1_700_000_000_000;
+  const holder = new GatewayHolder(gw, { now: () => now });
+  t.teardown(() => holder.close());
+  const records: ExchangeRecord[] = [];
+  const upstream = memoryUpstream();
+  const pipeline = new Pipeline({
+    gateways: holder,
+    upstream,
+    settings: { basePath: '/v1', headersMs: 5000, bodyMs: 5000, totalMs: 10_000, maxBufferedBytes: 1 << 20, retryIdempotent: false },
+    front,
+    observer: { onEnd: (r) => records.push(r) },
+  });
+  const ask = async (): Promise<FakeResponse> => {
+    const res = new FakeResponse();
+    pipeline.handle({ method: 'GET', target: '/v1/pets?limit=2', headers: { authorization: `Bearer ${key}` }, remoteAddress: '127.0.0.1', httpVersion: '1.1' }, res, res);
+    for (let i = 0; i < 100 && !res.writableFinished; i++) await new Promise((r) => setImmediate(r));
+    return res;
+  };
+
+  const miss = await ask();
+  t.match(miss.headers['cache-status'], /fwd=uri-miss; fwd-status=200; stored; ttl=30$/);
+  const said: [unknown, unknown][] = [];
+  for (const ms of [0, 999, 1000, 1999, 12_345, 29_999]) {
+    now = 1_700_000_000_000 + ms;
+    const hit = await ask();
+    t.same(hit.body, miss.body, 'the bytes of the miss');
+    said.push([hit.headers.age, hit.headers['cache-status']]);
+  }
+  // RFC 9111 section 5.1 (Age: whole seconds, rounded down) and RFC 9211 section 2 (ttl: seconds
+  // of freshness left, rounded down): the same second says the same, the next says the next.
+  t.same(said, [
+    ['0', 'petstore-gateway; hit; ttl=30'],
+    ['0', 'petstore-gateway; hit; ttl=29'],
+    ['1', 'petstore-gateway; hit; ttl=29'],
+    ['1', 'petstore-gateway; hit; ttl=28'],
+    ['12', 'petstore-gateway; hit; ttl=17'],
+    ['29', 'petstore-gateway; hit; ttl=0'],
+  ]);
+  t.equal(upstream.calls, 1);
+
+  t.equal(records.length, 7);
+  t.equal(records[0]?.upstreamStatus, 200, 'the miss called the upstream: its status');
+  t.ok(records[0]?.upstreamMs !== undefined, 'and its duration');
+  for (const r of records.slice(1)) {
+    t.equal(r.status, 200);
+    t.equal(r.upstreamStatus, undefined, 'a hit has no upstream status');
+    t.equal(r.upstreamMs, undefined, 'nor an upstream duration (no client histogram, no access-line field)');
+  }
 });

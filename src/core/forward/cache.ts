@@ -34,6 +34,9 @@ import { start, Wrapper, type AnswerKeeper, type ForwardHandler, type Layer, typ
 /** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
 export const CACHE_NAME = 'petstore-gateway';
 
+/** Bodies up to this size are kept as a string too (`CacheEntry.text`): exchange.ts `ONE_WRITE_MAX`, the same size. */
+export const TEXT_MAX = 1024;
+
 /** One stored answer, as the client gets it but for the request's own fields. Times are milliseconds since the epoch. */
 export interface CacheEntry {
   readonly status: number;
@@ -41,6 +44,12 @@ export interface CacheEntry {
   readonly headers: Readonly<Record<string, string | string[]>>;
   /** The body after the response phase: the bytes the client gets. */
   readonly body: Buffer;
+  /**
+   * The same bytes as a latin1 string, for a body of at most `TEXT_MAX` bytes kept in this
+   * process: node joins a string with the response head, so a hit leaves in one write without
+   * copying the body into a new string each time.
+   */
+  readonly text?: string;
   /** When the upstream produced it (the store time less the upstream's Age): the Age is counted from it. */
   readonly born: number;
   readonly freshUntil: number;
@@ -52,8 +61,8 @@ export interface CacheEntry {
 export interface CacheStore {
   /** The current list generation: part of every listPets key, moved on by `dropLists`. */
   readonly generation: number;
-  /** The entry of `key`, or undefined; a failing shared store answers undefined (a miss), never throws. */
-  get(key: string): CacheEntry | undefined | Promise<CacheEntry | undefined>;
+  /** The entry of `key`, or undefined; a failing shared store answers undefined (a miss), never throws. `now`: the cache's clock when the caller read it already. */
+  get(key: string, now?: number): CacheEntry | undefined | Promise<CacheEntry | undefined>;
   /** Stores `entry` under `key` until its `staleUntil`; never throws (a failing store stores nothing). */
   set(key: string, entry: CacheEntry): void;
   /** Every listPets entry becomes unreachable, on every instance sharing the store. */
@@ -161,9 +170,25 @@ export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string
   return undefined;
 }
 
+/**
+ * Field values a hit repeats, made once per value of their whole seconds: every hit within a
+ * second of an entry says the same Age and Cache-Status. Bounded: past `SAID_MAX` seconds a value
+ * is formatted per request.
+ */
+const SAID_MAX = 4096;
+const AGE_TEXT: (string | undefined)[] = new Array<string | undefined>(SAID_MAX).fill(undefined);
+const HIT_STATUS: (string | undefined)[] = new Array<string | undefined>(SAID_MAX).fill(undefined);
+
 /** Seconds since the answer was made (RFC 9111 section 5.1), as the Age field says it. */
 function ageText(born: number, now: number): string {
-  return String(Math.max(0, Math.floor((now - born) / 1000)));
+  const s = Math.max(0, Math.floor((now - born) / 1000));
+  return s < SAID_MAX ? (AGE_TEXT[s] ??= String(s)) : String(s);
+}
+
+/** Cache-Status of a fresh hit (RFC 9211 section 2): the seconds of freshness it has left. */
+function hitStatus(entry: CacheEntry, now: number): string {
+  const ttl = Math.floor((entry.freshUntil - now) / 1000);
+  return ttl >= 0 && ttl < SAID_MAX ? (HIT_STATUS[ttl] ??= `${CACHE_NAME}; hit; ttl=${ttl}`) : `${CACHE_NAME}; hit; ttl=${ttl}`;
 }
 
 // ---- Replaying an answer --------------------------------------------------------------------
@@ -207,12 +232,12 @@ class Subscriber extends Wrapper {
     else this.control?.abort(reason);
   }
 
-  /** Answers with a stored entry, as it is (no response phase runs again). */
-  serve(entry: CacheEntry, status: string, now: number): void {
+  /** Answers with a stored entry, as it is (no response phase runs again); `called`: whether a call went upstream for it. */
+  serve(entry: CacheEntry, status: string, now: number, called: boolean): void {
     if (this.done) return;
     this.flight = undefined;
     this.done = true;
-    this.client.onStored(entry, ageText(entry.born, now), status);
+    this.client.onStored(entry, ageText(entry.born, now), status, called);
   }
 
   /** Hands the upstream's answer whole to the handler, whose response phase offers `keeper` the result. */
@@ -317,7 +342,7 @@ export class Flight implements ForwardHandler, AnswerKeeper {
       }
     }
     this.end();
-    if (status >= 500 && this.serveStale(`fwd=stale; fwd-status=${status}; `, 'stale-if-error')) {
+    if (status >= 500 && this.serveStale(`fwd=stale; fwd-status=${status}; `, 'stale-if-error', true)) {
       // The error body is read and dropped, so the layers below see the call end as it ended.
       this.mode = 'drain';
       return 0;
@@ -352,14 +377,14 @@ export class Flight implements ForwardHandler, AnswerKeeper {
    * what Cache-Status says before the (negative) ttl (RFC 9211 section 2): `fwd=stale` when the
    * call went forward and failed, `hit` when it was never sent.
    */
-  private serveStale(params: string, detail: string): boolean {
+  private serveStale(params: string, detail: string, called: boolean): boolean {
     const entry = this.stale;
     const now = this.cache.now();
     if (entry === undefined || now >= entry.staleUntil || this.subs.length === 0) return false;
     const subs = this.subs.splice(0);
     const status = `${CACHE_NAME}; ${params}${ttlParam(entry, now)}; detail=${detail}`;
     this.cache.counts.stale += subs.length;
-    for (const sub of subs) sub.serve(entry, status, now);
+    for (const sub of subs) sub.serve(entry, status, now, called);
     return true;
   }
 
@@ -389,7 +414,7 @@ export class Flight implements ForwardHandler, AnswerKeeper {
       // get that entry. One whose phase made no shareable answer (a contract violation) kept
       // nothing: the next runs its own phase on the upstream's answer.
       if (this.kept !== undefined) {
-        sub.serve(this.kept, i === 0 ? status : `${status}; collapsed`, now);
+        sub.serve(this.kept, i === 0 ? status : `${status}; collapsed`, now, true);
         continue;
       }
       this.keeping = true;
@@ -424,7 +449,8 @@ export class Flight implements ForwardHandler, AnswerKeeper {
       stored[name] = typeof v === 'number' ? String(v) : v;
     }
     stored['content-length'] = String(body.length);
-    const entry: CacheEntry = { status, headers: stored, body, born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
+    const text = body.length <= TEXT_MAX ? body.toString('latin1') : undefined;
+    const entry: CacheEntry = { status, headers: stored, body, text, born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
     this.cache.store.set(this.key, entry);
     this.kept = entry;
     return entry;
@@ -440,7 +466,7 @@ export class Flight implements ForwardHandler, AnswerKeeper {
     this.end();
     // RFC 5861 section 4: "an error is any situation that would result in a 500, 502, 503 or 504",
     // which every failure kind is (refused, reset, a timeout, an answer that is not HTTP, TLS).
-    if (this.serveStale('fwd=stale; ', 'stale-if-error')) return;
+    if (this.serveStale('fwd=stale; ', 'stale-if-error', true)) return;
     for (const sub of this.subs.splice(0)) sub.onFailure(failure);
   }
 
@@ -453,7 +479,7 @@ export class Flight implements ForwardHandler, AnswerKeeper {
     if (this.mode === 'drain') return;
     if (this.mode === 'pass') return this.passTo?.onRefused(err);
     this.end();
-    if (this.serveStale('hit; ', 'circuit-open')) return;
+    if (this.serveStale('hit; ', 'circuit-open', false)) return;
     for (const sub of this.subs.splice(0)) sub.onRefused(err);
   }
 }
@@ -493,11 +519,11 @@ export function responseCache(cache: ResponseCache): Layer {
         cache.counts.bypass++;
         return start(next, request, new Bypass(handler, cache, request.operation === 'createPet'));
       }
-      const found = cache.store.get(key);
+      const now = cache.now();
+      const found = cache.store.get(key, now);
       if (!(found instanceof Promise)) {
         // A fresh entry at hand is written at once: nothing waits and nothing runs, so no
         // subscriber is made (the handler is told nothing else, not even a start).
-        const now = cache.now();
         if (found !== undefined && now < found.freshUntil) return hit(cache, handler, found, now);
         return lookup(cache, next, request, key, subscribe(handler, request), found);
       }
@@ -518,7 +544,7 @@ function subscribe(handler: CacheClient, request: UpstreamRequest): Subscriber {
 /** Answers from a fresh entry. */
 function hit(cache: ResponseCache, handler: CacheClient, entry: CacheEntry, now: number): void {
   cache.counts.hit++;
-  handler.onStored(entry, ageText(entry.born, now), `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`);
+  handler.onStored(entry, ageText(entry.born, now), hitStatus(entry, now), false);
 }
 
 function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key: string, sub: Subscriber, entry: CacheEntry | undefined): void {
@@ -526,7 +552,7 @@ function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key:
   const now = cache.now();
   if (entry !== undefined && now < entry.freshUntil) {
     cache.counts.hit++;
-    return sub.serve(entry, `${CACHE_NAME}; hit; ${ttlParam(entry, now)}`, now);
+    return sub.serve(entry, hitStatus(entry, now), now, false);
   }
   const running = cache.flights.get(key);
   if (running !== undefined) {

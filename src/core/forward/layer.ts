@@ -34,9 +34,11 @@ export interface ForwardHandler extends UpstreamHandler {
   /**
    * The response cache answers with a finished answer it kept (a hit, a stale copy, or a waiter of
    * the miss that filled it): written as it is, with the request's own fields and these two.
+   * `called`: whether a call went upstream for this request (a miss, its waiters, a stale copy for a
+   * failed call), or not (a fresh hit, a stale copy while the breaker refuses calls).
    * Instead of `onHead`; nothing follows.
    */
-  onStored?(entry: CacheEntry, age: string, cacheStatus: string): void;
+  onStored?(entry: CacheEntry, age: string, cacheStatus: string, called: boolean): void;
   /**
    * The call was never sent: the gateway refuses it (the circuit breaker is open) and `err` is
    * the answer. Instead of `onStart`; nothing follows. Not an upstream failure: no observer counts it as one.
