@@ -15,8 +15,14 @@
 // reducer and code flushing (STEADY below). The least window of one build still moved by up to 25%
 // between runs (BENCHMARKS.md): compare builds by the per-function table, which repeats.
 //
-//   npm run build && node bench/instr.mjs [--baseline /path/to/older/checkout] [--configs undici,no-ops] [--compare A,B] [--json]
+//   npm run build && node bench/instr.mjs [--baseline /path/to/older/checkout] [--configs undici,no-ops] [--compare A,B]
+//     [--inclusive REGEX] [--keep DIR] [--json]
 //
+// --inclusive REGEX: for each route, the inclusive cost per request of the calls into the
+// functions whose name matches (e.g. '^JS:(record dist/ops/metrics|onEnd dist/ops/index)'), with
+// the C++ runtime and builtins under them, which the self costs leave without a caller's name.
+// --keep DIR: the callgrind dumps (one per window, cg.PID.N) and V8's perf map of each target are
+// kept in DIR/<checkout>-<config>/, for `callgrind_annotate --inclusive=yes --tree=caller`.
 // --baseline: a second checkout (built) measured with the same configs and routes; its own
 // bench/target.mjs is used, so both must know the flags of a config (--ops, --rate-limit: every
 // checkout since the rate-limit stores). Configs (bench/target.mjs gateway flags, engine undici):
@@ -40,7 +46,7 @@
 // --baseline), BENCH_VALGRIND (valgrind). Needs valgrind (Debian: apt-get install valgrind).
 // One config and checkout takes 2-4 minutes on an idle core.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -126,6 +132,57 @@ export function functions(file, lookup = () => undefined, root = '') {
     fns.set(key, (fns.get(key) ?? 0) + Number(m[1].replaceAll(',', '')));
   }
   return fns;
+}
+
+/**
+ * Inclusive cost per callee of one callgrind dump: for every call into a function whose name
+ * matches `re` from a caller that does not match (so a matching function called by another one
+ * is not counted twice), the Ir of the call with everything under it, and the number of calls.
+ * Self costs (above) leave a C++ runtime function or a V8 builtin without a caller's name: this
+ * puts it under the JS function that called into it (e.g. `^JS:record dist/ops/metrics`: the
+ * metrics observer with prom-client and the runtime work its observations cause). Names as in
+ * `functions`: JIT code through V8's perf map, without the checkout's folder.
+ */
+export function inclusiveCalls(file, re, lookup = () => undefined, root = '') {
+  const names = new Map();
+  const named = (spec) => {
+    const m = /^\((\d+)\)(?: (.*))?$/.exec(spec);
+    let name = spec;
+    if (m !== null) {
+      if (m[2] !== undefined) names.set(m[1], m[2]);
+      name = names.get(m[1]) ?? spec;
+    }
+    const jit = /^0x([0-9a-f]+)$/.exec(name);
+    if (jit === null) return name;
+    const js = lookup(parseInt(jit[1], 16));
+    if (js === undefined) return '(JIT code)';
+    return js
+      .replace(/^(JS|LazyCompile|Function):[*~^+]?/, 'JS:')
+      .replaceAll(`file://${root}/`, '')
+      .replaceAll(`${root}/`, '')
+      .replace(/ (file:\/\/)?\/\S*\/node_modules\//, ' node_modules/')
+      .replace(/:\d+:\d+$/, '');
+  };
+  const out = new Map();
+  let fn = '';
+  let callee = '';
+  let calls = -1;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (line.startsWith('fn=')) fn = named(line.slice(3));
+    else if (line.startsWith('cfn=')) callee = named(line.slice(4));
+    else if (line.startsWith('calls=')) calls = Number(line.slice(6).split(' ')[0]);
+    else if (calls >= 0 && /^[\d+*-]/.test(line)) {
+      // The line after `calls=` holds the call's inclusive cost.
+      if (re.test(callee) && !re.test(fn)) {
+        const o = out.get(callee) ?? { ir: 0, calls: 0 };
+        o.ir += Number(line.split(' ')[1] ?? 0);
+        o.calls += calls;
+        out.set(callee, o);
+      }
+      calls = -1;
+    }
+  }
+  return out;
 }
 
 /** Which part of the gateway (or of its stack) a function belongs to, from its name or its JS file. */
@@ -245,7 +302,7 @@ function sameEntry(a, b, what) {
 }
 
 /** One checkout and config under callgrind: per route, the least-run window and its functions. */
-export async function measureTarget({ cwd, config, upstream, routes, n, windows, warmup, connections, log }) {
+export async function measureTarget({ cwd, config, upstream, routes, n, windows, warmup, connections, log, keep, id, inclusive }) {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-instr-'));
   const vg = ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${dir}/cg.%p`];
   const t = await startProcess([join(cwd, 'bench', 'target.mjs'), ...CONFIGS[config].args(upstream.url)], {
@@ -281,17 +338,31 @@ export async function measureTarget({ cwd, config, upstream, routes, n, windows,
         ctl('-i', 'off', String(t.pid));
         ctl('-d', `${r}-${w}`, String(t.pid));
         ok(x, n);
-        const fns = functions(dumps(dir, t.pid).at(-1), perfMap(t.pid), cwd);
-        got.push({ fns, s: summarise(fns, x.total), n: x.total });
+        const file = dumps(dir, t.pid).at(-1);
+        const lookup = perfMap(t.pid);
+        const fns = functions(file, lookup, cwd);
+        got.push({ fns, s: summarise(fns, x.total), n: x.total, incl: inclusive === undefined ? undefined : inclusiveCalls(file, inclusive, lookup, cwd) });
       }
       if (before !== undefined) sameEntry(before, await storedEntry(t.url, opts, `${config} ${r}`), `${config} ${r}`);
       got.sort((a, b) => a.s.run - b.s.run);
       const best = got[0];
-      result[r] = { ...best.s, gcMedian: median(got.map((g) => g.s.gc)), runs: got.map((g) => Math.round(g.s.run)), fns: best.fns, n: best.n };
+      result[r] = { ...best.s, gcMedian: median(got.map((g) => g.s.gc)), runs: got.map((g) => Math.round(g.s.run)), fns: best.fns, n: best.n, incl: best.incl };
       log(`  ${config} ${r}: run ${fmt(best.s.run / 1000, 1)}k Ir/req (windows ${result[r].runs.map((x) => fmt(x / 1000, 1)).join(', ')}), gc ${fmt(result[r].gcMedian / 1000, 1)}k`);
     }
   } finally {
     await t.stop();
+    if (keep !== undefined) {
+      // The dumps and the perf map, for callgrind_annotate's inclusive costs and call trees
+      // (JIT callers are addresses there: look them up in the kept perf-PID.map).
+      const to = join(keep, `${id}-${config}`);
+      mkdirSync(to, { recursive: true });
+      cpSync(dir, to, { recursive: true });
+      try {
+        copyFileSync(`/tmp/perf-${t.pid}.map`, join(to, `perf-${t.pid}.map`));
+      } catch {
+        // no perf map: JIT code stays unnamed
+      }
+    }
     rmSync(dir, { recursive: true, force: true });
     rmSync(`/tmp/perf-${t.pid}.map`, { force: true });
   }
@@ -336,14 +407,14 @@ export async function runInstr(o = {}) {
   try {
     // Every checkout and config at once: the counts do not depend on the load, the wall time does.
     const todo = configs.flatMap((config) => checkouts.filter((c) => !CONFIGS[config].thisCheckoutOnly || c.id === 'this').map((c) => ({ ...c, config })));
-    const got = await Promise.all(todo.map((c) => measureTarget({ ...common, cwd: c.cwd, config: c.config, upstream })));
+    const got = await Promise.all(todo.map((c) => measureTarget({ ...common, cwd: c.cwd, config: c.config, upstream, keep: o.keep, id: c.id, inclusive: o.inclusive })));
     todo.forEach((c, i) => {
       results[`${c.id}/${c.config}`] = got[i];
     });
   } finally {
     await upstream.stop();
   }
-  return { results, checkouts: checkouts.map((c) => c.id), configs, compare, routes, n: common.n, windows: common.windows, warmup: common.warmup, connections: common.connections };
+  return { results, checkouts: checkouts.map((c) => c.id), configs, compare, routes, inclusive: o.inclusive !== undefined, n: common.n, windows: common.windows, warmup: common.warmup, connections: common.connections };
 }
 
 /** Markdown, with --compare A,B: per checkout and route, config B against config A by part and by function. */
@@ -397,6 +468,25 @@ export function report(run, top) {
     out += `\n\n${config}: "run" by part (thousands of Ir per request)\n\n` + table(head, prow);
   }
   if (run.compare !== undefined) out += compareConfigs(run, top);
+  if (run.inclusive) {
+    for (const config of run.configs) {
+      const ids = run.checkouts.filter((id) => run.results[`${id}/${config}`] !== undefined);
+      for (const r of run.routes) {
+        const names = new Set();
+        for (const id of ids) for (const name of run.results[`${id}/${config}`][r].incl.keys()) names.add(name);
+        const head = ['callee (inclusive Ir per request, calls per request)', ...ids];
+        const rows = [...names].sort().map((name) => [
+          name.slice(0, 110).replaceAll('|', '\\|'),
+          ...ids.map((id) => {
+            const x = run.results[`${id}/${config}`][r];
+            const c = x.incl.get(name);
+            return c === undefined ? '' : `${fmt(c.ir / x.n)} (${fmt(c.calls / x.n, 2)})`;
+          }),
+        ]);
+        out += `\n\n${config}, ${ROUTES[r].name}: inclusive cost of the calls into the functions --inclusive names\n\n` + table(head, rows);
+      }
+    }
+  }
   if (run.checkouts.includes('baseline')) {
     for (const config of run.configs) {
       const a = run.results[`baseline/${config}`];
@@ -418,9 +508,17 @@ if (isMain(import.meta.url)) {
     return i === -1 ? undefined : argv[i + 1];
   };
   const m = machine();
-  const run = await runInstr({ baseline: flag('--baseline'), configs: flag('--configs')?.split(',').map((s) => s.trim()), compare: flag('--compare')?.split(',').map((s) => s.trim()) });
+  const keep = flag('--keep');
+  const inclusive = flag('--inclusive');
+  const run = await runInstr({
+    baseline: flag('--baseline'),
+    keep: keep === undefined ? undefined : resolve(keep),
+    inclusive: inclusive === undefined ? undefined : new RegExp(inclusive),
+    configs: flag('--configs')?.split(',').map((s) => s.trim()),
+    compare: flag('--compare')?.split(',').map((s) => s.trim()),
+  });
   if (argv.includes('--json')) {
-    const plain = JSON.parse(JSON.stringify(run, (key, v) => (key === 'fns' ? undefined : v)));
+    const plain = JSON.parse(JSON.stringify(run, (key, v) => (key === 'fns' || key === 'incl' ? undefined : v)));
     process.stdout.write(JSON.stringify({ machine: m, ...plain }) + '\n');
   } else {
     process.stdout.write(`${m.model}, ${m.node}, valgrind callgrind\n\n` + report(run, envNum('BENCH_INSTR_TOP', 12, 1, 200)) + '\n');

@@ -23,7 +23,7 @@
  * Envoy fixes its stat names and tags when the config loads so that the hot path only increments;
  * likewise every series is bound once, the first time its label set is seen, and kept in a Map
  * under a number computed from small indices, so recording a request builds no label object and no
- * key string, and costs a bound prom-client child's call (src/ops/series.ts).
+ * key string, and costs a few additions on plain counts (src/ops/series.ts).
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
