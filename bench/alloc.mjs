@@ -7,7 +7,9 @@
 //
 //   npm run build && node bench/alloc.mjs [DIR]        DIR: a built checkout (default: this one)
 //
-// Environment: BENCH_ALLOC_REQUESTS (6,000 per route), BENCH_ALLOC_SEMI_MB (1), BENCH_CONNECTIONS (20).
+// Environment: BENCH_ALLOC_REQUESTS (6,000 per route), BENCH_ALLOC_SEMI_MB (1), BENCH_CONNECTIONS (20),
+// BENCH_ALLOC_UPSTREAM (the upstream URL, or builtin), BENCH_ALLOC_FLAGS (more bench/target.mjs gateway flags,
+// e.g. '--cache on --cache-ttl 3600' or '--contract enforce').
 // The resolution is one scavenge (SEMI_MB over REQUESTS, 0.17 KB with the defaults).
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
@@ -26,8 +28,10 @@ export async function runAlloc(dir = ROOT) {
   const SEMI = envNum('BENCH_ALLOC_SEMI_MB', 1, 1, 64);
   const connections = envNum('BENCH_CONNECTIONS', 20, 1, 1000);
   const up = await startTarget('upstream');
+  // Another gateway config: BENCH_ALLOC_UPSTREAM=builtin, BENCH_ALLOC_FLAGS='--cache on --cache-ttl 3600'.
+  const extra = (process.env.BENCH_ALLOC_FLAGS ?? '').split(' ').filter(Boolean);
   const flags = ['--trace-gc', `--min-semi-space-size=${SEMI}`, `--max-semi-space-size=${SEMI}`];
-  const child = spawn(process.execPath, [...flags, resolve(dir, 'bench', 'target.mjs'), 'gateway', up.url, '--engine', 'undici'], { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...flags, resolve(dir, 'bench', 'target.mjs'), 'gateway', process.env.BENCH_ALLOC_UPSTREAM ?? up.url, '--engine', 'undici', ...extra], { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (s) => (out += s));
   const scavenges = () => (out.match(/Scavenge/g) ?? []).length;
