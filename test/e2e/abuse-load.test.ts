@@ -19,7 +19,7 @@ import { closeStores, storesReady } from '../../src/stores/index.js';
 import { parseExposition, value } from '../helpers/prom.js';
 import type { TapTest } from '../helpers/assert.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
-import { bearer, childEnv, ensureBuilt, forEachEngine, JSON_TYPE, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, waitFor, PROJECT_ROOT, type Engine, type ProcessHandle } from '../helpers/servers.js';
+import { bearer, childEnv, ensureBuilt, forEachEngine, JSON_TYPE, nodeCommand, request, sleep, spawnCliUntil, startGateway, startStubUpstream, tempDir, testKey, waitFor, PROJECT_ROOT, type Engine, type ProcessHandle } from '../helpers/servers.js';
 
 ensureBuilt();
 const dir = tempDir(t, 'abuse-load');
@@ -136,7 +136,8 @@ const FIXTURES = join(PROJECT_ROOT, 'test', 'fixtures');
  * other consumer. Killed at teardown; resolves with the connections it opened (0 if it failed).
  */
 function floodFor(t: TapTest, port: number, head: string, ms: number): Promise<number> {
-  const child = spawn(process.execPath, [join(FIXTURES, 'flood-attacker.mjs'), String(port), String(ms), '8', '127.0.0.2'], {
+  // nodeCommand: without the test runner's loaders, which would add their own work to the attacker's.
+  const child = spawn(...nodeCommand([join(FIXTURES, 'flood-attacker.mjs'), String(port), String(ms), '8', '127.0.0.2']), {
     env: { ...childEnv(), FLOOD_HEAD: head },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
