@@ -21,7 +21,7 @@ import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
 import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
-import { forwarding, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
+import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
 import type { CacheEntry, ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
@@ -115,14 +115,6 @@ export interface PipelineOptions {
   readonly clock?: Clock | undefined;
 }
 
-/**
- * Bodies up to this size end the response as one latin1 string (the same bytes): node joins a
- * string with the response head, so head and body leave in one write instead of a writev of two
- * buffers. That pays for the copy into a string only while the body is small: getPet's body is
- * faster as a string, listPets' bodies (limit=20 and limit=100) faster as buffers; larger limits
- * measured worse (co-scheduled, bench/ab.mjs).
- */
-export const ONE_WRITE_MAX = 1024;
 
 /** Ends `res` with `chunk` as its last bytes (with the head, when node has not written it yet). */
 function endWith(res: ClientResponse, chunk: Buffer): void {

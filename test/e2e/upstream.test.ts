@@ -217,7 +217,7 @@ forEachEngine(t, async (t, engine) => {
   });
 
   t.test('what the client receives: the upstream answer byte for byte, non-ASCII text included', async (t) => {
-    // Answers up to ONE_WRITE_MAX leave as one latin1 string with the head (src/core/exchange.ts),
+    // Answers up to ONE_WRITE_MAX leave as one latin1 string with the head (src/core/forward/layer.ts),
     // larger ones as a Buffer: both paths, with multi-byte UTF-8 (2, 3 and 4 bytes) and int64.
     const pet = `{"id":7,"name":"Zoë 🐈 ネコ","categoryId":${MAX_INT64}}`;
     const big = `{"id":8,"name":"${'é🐈'.repeat(4000)}","categoryId":-9223372036854775808}`;

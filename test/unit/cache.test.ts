@@ -71,7 +71,7 @@ t.test("50,000 distinct keys: the store's count and the real heap both stay with
   let worst = 0;
   for (let i = 0; i < 50_000; i++) {
     // A Pet of the interface's size, with an int64 past 2^53, as bench/cache.mjs stores; its body
-    // kept as a string too, as the cache keeps a small body (`TEXT_MAX`).
+    // kept as a string too, as the cache keeps a small body (`ONE_WRITE_MAX`).
     const body = Buffer.from(`{"id":${i},"name":"pet ${i}","categoryId":9223372036854775807,"status":"available"}`);
     store.set(`getPet ${i}`, { status: 200, headers: { 'content-type': 'application/json', 'content-length': String(body.length), etag: `"${i}"` }, body, text: body.toString('latin1'), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
     if (store.size > worst) worst = store.size;

@@ -29,13 +29,10 @@ import type { GatewayError } from '../errors.js';
 import type { OperationId } from '../operations.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
-import { start, Wrapper, type AnswerKeeper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { ONE_WRITE_MAX, start, Wrapper, type AnswerKeeper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
 export const CACHE_NAME = 'petstore-gateway';
-
-/** Bodies up to this size are kept as a string too (`CacheEntry.text`): exchange.ts `ONE_WRITE_MAX`, the same size. */
-export const TEXT_MAX = 1024;
 
 /** One stored answer, as the client gets it but for the request's own fields. Times are milliseconds since the epoch. */
 export interface CacheEntry {
@@ -45,7 +42,7 @@ export interface CacheEntry {
   /** The body after the response phase: the bytes the client gets. */
   readonly body: Buffer;
   /**
-   * The same bytes as a latin1 string, for a body of at most `TEXT_MAX` bytes kept in this
+   * The same bytes as a latin1 string, for a body of at most `ONE_WRITE_MAX` bytes kept in this
    * process: node joins a string with the response head, so a hit leaves in one write without
    * copying the body into a new string each time.
    */
@@ -449,7 +446,7 @@ export class Flight implements ForwardHandler, AnswerKeeper {
       stored[name] = typeof v === 'number' ? String(v) : v;
     }
     stored['content-length'] = String(body.length);
-    const text = body.length <= TEXT_MAX ? body.toString('latin1') : undefined;
+    const text = body.length <= ONE_WRITE_MAX ? body.toString('latin1') : undefined;
     const entry: CacheEntry = { status, headers: stored, body, text, born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
     this.cache.store.set(this.key, entry);
     this.kept = entry;

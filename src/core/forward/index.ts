@@ -24,7 +24,7 @@ import { compose, type Layer, type Send } from './layer.js';
 import { retryReads } from './retry.js';
 
 export type { AnswerKeeper, ForwardHandler, Layer, Send } from './layer.js';
-export { Wrapper, compose } from './layer.js';
+export { ONE_WRITE_MAX, Wrapper, compose } from './layer.js';
 
 export interface LayerSettings {
   readonly headersMs: number;
