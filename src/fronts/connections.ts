@@ -195,6 +195,7 @@ export interface AcceptedSocket {
 /** What `shareConnections` uses of a server (node's net, http, https and http2 servers). */
 export interface ConnectionSource {
   on(event: 'connection', listener: (socket: AcceptedSocket) => void): unknown;
+  on(event: 'listening', listener: () => void): unknown;
 }
 
 /** What the connection accounting refused or closed so far (the overflow metric reads them). */
@@ -217,12 +218,19 @@ export function connectionCountsOf(server: object): Readonly<ConnectionCounts> |
 /** Most addresses refused at once after an overflow; past it the oldest refusal is lifted early. */
 const MAX_REFUSED = 10_000;
 
+/** Why a connection is refused at the socket, if it is. */
+type Refusal = 'overflow' | 'share' | undefined;
+
 /**
  * Refuses, at the socket, a connection from a client that already holds `perAddress` of them
  * (the way node refuses one past `maxConnections`: closed without an answer, since nothing of the
  * request has been read), or that `refuse` was told about less than `refuseMs` ago. A client is
  * its IPv4 address or its IPv6 /64 (`clientKey`), as for the brute-force lock: a host that owns a
  * /64 would otherwise take a share, or evade a refusal, per address it connects from.
+ *
+ * On a node server the refusal happens as the connection is accepted (`refuseAtAccept`), before
+ * node makes a socket object for it; a source without node's listening handle gets it in its
+ * 'connection' event instead.
  */
 export function shareConnections(
   server: ConnectionSource,
@@ -236,6 +244,8 @@ export function shareConnections(
   const trusted = trustedProxies.length === 0 ? () => false : proxyAddr.compile([...trustedProxies]);
   // Client key (clientKey) -> connections open from it.
   const open = new Map<string, number>();
+  // How many clients hold their whole share: with none, and no refusal, no address needs a look.
+  let full = 0;
   // Client key (clientKey) -> until when its connections are refused (in insertion order, oldest first).
   const refused = new Map<string, number>();
   const isRefused = (key: string): boolean => {
@@ -246,27 +256,36 @@ export function shareConnections(
     refused.delete(key);
     return false;
   };
+  /** Whether a connection from `address` is refused, counted as such. */
+  const refusal = (address: string): Refusal => {
+    if (trusted(address, 0)) return undefined;
+    const key = clientKey(address);
+    if (isRefused(key)) {
+      counts.overflowRefused++;
+      return 'overflow';
+    }
+    if ((open.get(key) ?? 0) < perAddress) return undefined;
+    counts.shareRefused++;
+    return 'share';
+  };
+  refuseAtAccept(server, () => refused.size > 0 || full > 0, refusal);
   server.on('connection', (socket: AcceptedSocket) => {
     const address = socket.remoteAddress;
     if (address === undefined) return;
+    if (refusal(address) !== undefined) {
+      socket.destroy();
+      return;
+    }
     if (trusted(address, 0)) return;
     // Counted per client, as the refusal is: a host owning an IPv6 /64 would otherwise take a
     // share per address it rotates through.
     const key = clientKey(address);
-    const n = open.get(key) ?? 0;
-    if (isRefused(key)) {
-      counts.overflowRefused++;
-      socket.destroy();
-      return;
-    }
-    if (n >= perAddress) {
-      counts.shareRefused++;
-      socket.destroy();
-      return;
-    }
-    open.set(key, n + 1);
+    const n = (open.get(key) ?? 0) + 1;
+    open.set(key, n);
+    if (n === perAddress) full++;
     socket.once('close', () => {
       const left = (open.get(key) ?? 1) - 1;
+      if (left === perAddress - 1) full--;
       if (left <= 0) open.delete(key);
       else open.set(key, left);
     });
@@ -283,4 +302,46 @@ export function shareConnections(
       refused.set(key, now() + refuseMs);
     },
   };
+}
+
+/** What `refuseAtAccept` uses of an accepted connection's handle in node (a TCP wrap, not a documented API). */
+interface ClientHandle {
+  getpeername?: (out: { address?: string }) => number;
+  close(): void;
+}
+
+/** What `refuseAtAccept` uses of a listening server (`server._handle`, not a documented API). */
+interface ListeningServer {
+  _handle?: { onconnection?: (this: unknown, err: number, client?: ClientHandle) => unknown } | null;
+}
+
+/**
+ * Closes a refused connection as it is accepted, before node makes anything of it. In the
+ * 'connection' event it is already a net.Socket with node's HTTP parser, timers and listeners
+ * attached, and destroying it runs all of that down again: a client refused after a pipelining
+ * overflow that reconnects at once (thousands of times a second on loopback) made the gateway spend
+ * a good part of a core on sockets it would never read, the CPU the other clients' requests wait
+ * for. Here each costs the kernel's accept, one getpeername and a close, as node's own
+ * `maxConnections` refusal does (net.js onconnection closes the handle the same way).
+ * `active()` false (no refusal in force, no client at its share): not even the getpeername.
+ * Where the handle is missing (not a node server, another runtime), nothing changes: the
+ * 'connection' listener refuses as before.
+ */
+function refuseAtAccept(server: ConnectionSource, active: () => boolean, refusal: (address: string) => Refusal): void {
+  const source = server as ConnectionSource & ListeningServer;
+  source.on('listening', () => {
+    const handle = source._handle;
+    const accept = handle?.onconnection;
+    if (handle == null || typeof accept !== 'function') return;
+    handle.onconnection = function (this: unknown, err: number, client?: ClientHandle) {
+      if (err === 0 && client !== undefined && active() && typeof client.getpeername === 'function') {
+        const peer: { address?: string } = {};
+        if (client.getpeername(peer) === 0 && peer.address !== undefined && refusal(peer.address) !== undefined) {
+          client.close();
+          return;
+        }
+      }
+      return accept.call(this, err, client);
+    };
+  });
 }

@@ -456,4 +456,21 @@ forEachEngine(t, async (t, engine) => {
     // 1 in flight, 2 waiting, the one past the bound; node would otherwise make all 300.
     t.ok(parsed <= 4, `node made ${parsed} requests of the 300 heads (at most 4)`);
   });
+
+  t.test('a refused address is closed as it is accepted: node makes no socket of its connections', async (t) => {
+    const gw = await startGateway(t, { server: { maxInFlightPerConnection: 1, maxPipelinedPerConnection: 2 } }, { engine });
+    const port = Number(new URL(gw.url).port);
+    t.equal((await pipelineGets(port, gw.key, 300)).closedByServer, true, 'the overflowing connection was closed');
+    // Every connection node makes a socket of, from here on.
+    let sockets = 0;
+    gw.server.prependListener('connection', () => sockets++);
+    for (let i = 0; i < 10; i++) {
+      t.strictSame(await pipelineGets(port, gw.key, 1), { ids: [], closedByServer: true }, `reconnection ${i + 1} refused`);
+    }
+    t.equal(sockets, 0, 'no socket made for the 10 refused connections');
+    t.strictSame(connectionCountsOf(gw.server), { pipelineClosed: 1, overflowRefused: 10, shareRefused: 0 }, 'each counted as refused');
+    const other = await rawFromOtherAddress(port, `GET /v1/pets HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${gw.key}\r\nConnection: close\r\n\r\n`);
+    t.match(other, /^HTTP\/1\.1 200 /, 'another address is served');
+    t.equal(sockets, 1, 'through a socket of its own');
+  });
 });
