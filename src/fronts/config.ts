@@ -47,7 +47,7 @@ export const LISTENER_SCHEMA = {
       maximum: 3600000,
       default: 10000,
       description:
-        'After a connection is closed past maxPipelinedPerConnection, new connections from its address are refused at the socket for this long (each would cost a whole read parsed before it could be closed). Addresses in trustedProxies are exempt. 0: not refused.',
+        'After a connection is closed past maxPipelinedPerConnection, new connections from its address are refused at the socket for this long (each would cost a whole read parsed before it could be closed): held open and unread until the refusal ends (at most 10 s; 8 per client, 1,000 in all, the rest closed at once), so that the client cannot reconnect at once. Addresses in trustedProxies are exempt. 0: not refused.',
     },
     maxInFlightPerConsumer: {
       type: ['integer', 'null'],

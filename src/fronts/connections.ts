@@ -195,7 +195,7 @@ export interface AcceptedSocket {
 /** What `shareConnections` uses of a server (node's net, http, https and http2 servers). */
 export interface ConnectionSource {
   on(event: 'connection', listener: (socket: AcceptedSocket) => void): unknown;
-  on(event: 'listening', listener: () => void): unknown;
+  on(event: 'listening' | 'close', listener: () => void): unknown;
 }
 
 /** What the connection accounting refused or closed so far (the overflow metric reads them). */
@@ -268,7 +268,15 @@ export function shareConnections(
     counts.shareRefused++;
     return 'share';
   };
-  refuseAtAccept(server, () => refused.size > 0 || full > 0, refusal);
+  const pit = holdUnread(server);
+  refuseAtAccept(server, () => refused.size > 0 || full > 0, (address, client) => {
+    const why = refusal(address);
+    if (why === undefined) return false;
+    // A client refused after an overflow: held, so that it cannot reconnect at once.
+    const key = clientKey(address);
+    if (why === 'share' || !pit.hold(key, client, (refused.get(key) ?? 0) - now())) client.close();
+    return true;
+  });
   server.on('connection', (socket: AcceptedSocket) => {
     const address = socket.remoteAddress;
     if (address === undefined) return;
@@ -307,6 +315,7 @@ export function shareConnections(
 /** What `refuseAtAccept` uses of an accepted connection's handle in node (a TCP wrap, not a documented API). */
 interface ClientHandle {
   getpeername?: (out: { address?: string }) => number;
+  unref?: () => void;
   close(): void;
 }
 
@@ -316,18 +325,18 @@ interface ListeningServer {
 }
 
 /**
- * Closes a refused connection as it is accepted, before node makes anything of it. In the
- * 'connection' event it is already a net.Socket with node's HTTP parser, timers and listeners
+ * Closes or holds a refused connection as it is accepted, before node makes anything of it. In
+ * the 'connection' event it is already a net.Socket with node's HTTP parser, timers and listeners
  * attached, and destroying it runs all of that down again: a client refused after a pipelining
  * overflow that reconnects at once (thousands of times a second on loopback) made the gateway spend
  * a good part of a core on sockets it would never read, the CPU the other clients' requests wait
- * for. Here each costs the kernel's accept, one getpeername and a close, as node's own
- * `maxConnections` refusal does (net.js onconnection closes the handle the same way).
- * `active()` false (no refusal in force, no client at its share): not even the getpeername.
- * Where the handle is missing (not a node server, another runtime), nothing changes: the
- * 'connection' listener refuses as before.
+ * for. Here each costs the kernel's accept and one getpeername, then a close, as node's own
+ * `maxConnections` refusal does (net.js onconnection closes the handle the same way), or a hold
+ * (`holdUnread`). `refuse(address, handle)` true: it took the handle. `active()` false (no refusal
+ * in force, no client at its share): not even the getpeername. Where the handle is missing (not a
+ * node server, another runtime), nothing changes: the 'connection' listener refuses as before.
  */
-function refuseAtAccept(server: ConnectionSource, active: () => boolean, refusal: (address: string) => Refusal): void {
+function refuseAtAccept(server: ConnectionSource, active: () => boolean, refuse: (address: string, client: ClientHandle) => boolean): void {
   const source = server as ConnectionSource & ListeningServer;
   source.on('listening', () => {
     const handle = source._handle;
@@ -336,12 +345,56 @@ function refuseAtAccept(server: ConnectionSource, active: () => boolean, refusal
     handle.onconnection = function (this: unknown, err: number, client?: ClientHandle) {
       if (err === 0 && client !== undefined && active() && typeof client.getpeername === 'function') {
         const peer: { address?: string } = {};
-        if (client.getpeername(peer) === 0 && peer.address !== undefined && refusal(peer.address) !== undefined) {
-          client.close();
-          return;
-        }
+        if (client.getpeername(peer) === 0 && peer.address !== undefined && refuse(peer.address, client)) return;
       }
       return accept.call(this, err, client);
     };
   });
+}
+
+/** Most connections of one client held unread at once (`holdUnread`), and of all clients together. */
+const HOLD_PER_CLIENT = 8;
+const HOLD_TOTAL = 1000;
+/** Longest a connection is held before it is closed (shorter when the client's refusal ends first). */
+const HOLD_MAX_MS = 10_000;
+
+/**
+ * Holds a refused client's new connection open and unread, instead of closing it at once: a
+ * client that floods and reconnects at once can then not turn each refusal into another
+ * connection. Closed at once, each refused connection was followed by the next within a
+ * millisecond; the client wrote up to a socket buffer into each before the close (gigabytes in a
+ * few seconds on loopback) and the kernel spent, on the gateway's host, more CPU on that churn than
+ * the gateway spent on all its clients. Held, the connection's window fills and the client's
+ * writes stop: nothing is read, parsed or answered, and the gateway's process holds no object for
+ * it, only the kernel's socket buffer. At most `HOLD_PER_CLIENT` per client and `HOLD_TOTAL` in
+ * all (past either, closed at once as before), each closed after `ms` (the rest of the client's
+ * refusal) or `HOLD_MAX_MS`, whichever is shorter, and all when the server closes. The handles are
+ * unreferenced: a held connection never keeps the process alive.
+ */
+function holdUnread(server: ConnectionSource): { hold(key: string, client: ClientHandle, ms: number): boolean } {
+  const perClient = new Map<string, number>();
+  const held = new Set<ClientHandle>();
+  const release = (key: string, client: ClientHandle) => {
+    if (!held.delete(client)) return;
+    client.close();
+    const left = (perClient.get(key) ?? 1) - 1;
+    if (left <= 0) perClient.delete(key);
+    else perClient.set(key, left);
+  };
+  server.on('close', () => {
+    for (const client of held) client.close();
+    held.clear();
+    perClient.clear();
+  });
+  return {
+    hold(key, client, ms) {
+      const n = perClient.get(key) ?? 0;
+      if (!(ms > 0) || n >= HOLD_PER_CLIENT || held.size >= HOLD_TOTAL) return false;
+      perClient.set(key, n + 1);
+      held.add(client);
+      client.unref?.();
+      setTimeout(() => release(key, client), Math.min(ms, HOLD_MAX_MS)).unref();
+      return true;
+    },
+  };
 }
