@@ -17,7 +17,8 @@
  *   (RFC 9112 section 9.3.2). The address is then refused new connections for
  *   `pipelineOverflowRefuseMs`: each new connection costs the gateway a whole read parsed before it
  *   can be closed, and an attacker that reconnected at once kept the heap growing and the other
- *   clients waiting (hundreds of ms) as much as before.
+ *   clients waiting (hundreds of ms) as much as before. Its new connections are held unread
+ *   meanwhile (`holdUnread`), so that it cannot reconnect at once either.
  * - at most `maxConnectionsPerAddress` connections from one client (an IPv4 address or an IPv6
  *   /64, `clientKey`), so one client (holding connections idle, or half-sent heads) cannot take
  *   all of `maxConnections` from the others.
