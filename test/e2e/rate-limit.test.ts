@@ -346,7 +346,7 @@ forEachEngine(t, async (t, engine) => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Redis: two gateway processes, and --workers 2
+// Redis: one gateway process per engine, and --workers 2
 
 /** Spawns `serve` with a policy file and waits for its banner; its URL and handle. */
 async function serveProcess(t: TapTest, file: string, engine: Engine, key: string, extra: string[] = [], env: Record<string, string> = {}) {
@@ -374,47 +374,46 @@ function redisPolicy(t: TapTest, redis: TestRedis, limit: number): string {
   return policyFile(t, { policies: { 'rate-limit': { limit, windowSeconds: 3600, store: { redis: { url: redis.url } } } } });
 }
 
-ENGINES.forEach((engine, i) => {
-  const other = ENGINES[(i + 1) % ENGINES.length]!;
-  t.test(`two gateway processes (${engine} and ${other}) on one Redis: limit 50, 200 requests, exactly 50 served`, { skip: REDIS_SKIP }, async (t) => {
-    const redis = await startRedis();
-    t.teardown(() => redis.stop());
-    const file = redisPolicy(t, redis, 50);
-    const key = testKey();
-    const [a, b] = await Promise.all([serveProcess(t, file, engine, key), serveProcess(t, file, other, key)]);
-    const responses = await spread([a.url, b.url], key, 200, 8);
-    const served = responses.filter((r) => r.status !== 429);
-    t.equal(served.length, 50, 'exactly 50 non-429 answers');
-    t.ok(
-      served.every((r) => r.status === 200),
-      'each of them a 200',
-    );
-    const byGateway = [0, 1].map((g) => responses.filter((r, j) => j % 2 === g && r.status === 200).length);
-    t.ok(byGateway.every((n) => n > 0), `both gateways served part of the 50 (${byGateway.join(' + ')})`);
-    const denied = responses.find((r) => r.status === 429);
-    if (denied !== undefined) {
-      assertError(t, denied, 429, 'rate_limited');
-      t.equal(denied.headers['ratelimit-policy'], '"default";q=50;w=3600');
-    }
+// parity: one process per engine, all three on one Redis in the same scenario: each engine's store
+// counts against the others' (every pair of engines meets), and each is stopped with Redis frozen.
+t.test(`three gateway processes (${ENGINES.join(', ')}) on one Redis: limit 50, 200 requests, exactly 50 served`, { skip: REDIS_SKIP }, async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const file = redisPolicy(t, redis, 50);
+  const key = testKey();
+  const gateways = await Promise.all(ENGINES.map((engine) => serveProcess(t, file, engine, key)));
+  const responses = await spread(gateways.map((g) => g.url), key, 200, 9);
+  const served = responses.filter((r) => r.status !== 429);
+  t.equal(served.length, 50, 'exactly 50 non-429 answers');
+  t.ok(
+    served.every((r) => r.status === 200),
+    'each of them a 200',
+  );
+  const byGateway = ENGINES.map((_, g) => responses.filter((r, j) => j % ENGINES.length === g && r.status === 200).length);
+  t.ok(byGateway.every((n) => n > 0), `every gateway served part of the 50 (${byGateway.join(' + ')})`);
+  const denied = responses.find((r) => r.status === 429);
+  if (denied !== undefined) {
+    assertError(t, denied, 429, 'rate_limited');
+    t.equal(denied.headers['ratelimit-policy'], '"default";q=50;w=3600');
+  }
 
-    // A frozen Redis leaves each gateway a command without an answer: stopping must not wait for it.
-    redis.pause();
-    t.teardown(() => redis.resume());
-    for (const g of [a, b]) {
-      const res = await request(`${g.url}/v1/pets`, { headers: bearer(key), timeoutMs: 10_000 });
-      t.equal(res.status, 200, 'onStoreError open (the default): served');
-      t.equal(rateLimitField(res)?.r, 49, "counted by this process's own counters (limit 50), never unlimited");
-    }
-    const answered = await Promise.all([a, b].map((g) => request(`${g.url}/v1/pets`, { headers: bearer(testKey()), timeoutMs: 10_000 })));
-    t.strictSame(answered.map((r) => r.status), [401, 401], 'still answering');
-    const stopped = await Promise.all(
-      [a, b].map((g) => {
-        g.handle.child.kill('SIGTERM');
-        return within(g.handle.exited, 10_000, 'hung' as const);
-      }),
-    );
-    t.strictSame(stopped, [{ code: 0, signal: null }, { code: 0, signal: null }], 'SIGTERM with Redis frozen: both exit 0, no hang on the Redis connection');
-  });
+  // A frozen Redis leaves each gateway a command without an answer: stopping must not wait for it.
+  redis.pause();
+  t.teardown(() => redis.resume());
+  for (const g of gateways) {
+    const res = await request(`${g.url}/v1/pets`, { headers: bearer(key), timeoutMs: 10_000 });
+    t.equal(res.status, 200, 'onStoreError open (the default): served');
+    t.equal(rateLimitField(res)?.r, 49, "counted by this process's own counters (limit 50), never unlimited");
+  }
+  const answered = await Promise.all(gateways.map((g) => request(`${g.url}/v1/pets`, { headers: bearer(testKey()), timeoutMs: 10_000 })));
+  t.strictSame(answered.map((r) => r.status), ENGINES.map(() => 401), 'still answering');
+  const stopped = await Promise.all(
+    gateways.map((g) => {
+      g.handle.child.kill('SIGTERM');
+      return within(g.handle.exited, 10_000, 'hung' as const);
+    }),
+  );
+  t.strictSame(stopped, ENGINES.map(() => ({ code: 0, signal: null })), 'SIGTERM with Redis frozen: every engine exits 0, no hang on the Redis connection');
 });
 
 ENGINES.forEach((engine) => {
