@@ -7,7 +7,6 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { bearer, ENGINES, ensureBuilt, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
 import { within } from '../helpers/wait.js';
 
@@ -303,24 +302,8 @@ t.test('serve --workers 2: one banner, both workers serve, SIGHUP reloads, SIGTE
   t.ok(pidFields.length >= 1, 'the primary logs that it stopped');
 });
 
-// parity: how the supervisor handles a worker that exits at start is the CLI's, whatever engine the
-// worker runs; the failed listen is the OS's EADDRINUSE.
-t.test('serve --workers 2 on a port in use: the workers cannot start, the supervisor exits non-zero with a clear message', async (t) => {
-  const blocker = createNetServer();
-  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
-  const port = (blocker.address() as AddressInfo).port;
-  const started = performance.now();
-  const r = await runCli(t, ['serve', '--host', '127.0.0.1', '--port', String(port), '--ephemeral-key', '--workers', '2'], { env: { LOG_LEVEL: 'info' }, timeoutMs: 30_000 });
-  t.comment(`exited after ${Math.round(performance.now() - started)} ms`);
-  t.equal(r.code, 1, 'exit 1: nothing would serve');
-  t.match(r.stderr, `cannot listen on 127.0.0.1:${port}: EADDRINUSE`, "the worker's reason");
-  t.match(r.stderr, /petstore-gateway: a worker \(pid \d+\) could not start \(exit code 1\); see its message above\. Stopping\.\n/, "the supervisor's decision");
-  t.notMatch(r.stderr, /listening on/, 'no banner');
-  const line = r.stdout.split('\n').find((l) => l.includes('"msg":"a worker could not start; stopping"'));
-  t.ok(line, 'and a JSON log line');
-  if (line !== undefined) t.equal((line.match(/"pid":/g) ?? []).length, 1, 'with one pid field (the worker is workerPid)');
-});
+// A worker that cannot start (--workers 2 on a port in use) stops the supervisor: lifecycle.test.ts,
+// on every engine.
 
 // parity: the signal handling and the last 'stopped' line are the CLI's one stop(); each engine's stop on
 // SIGTERM is tested on every engine (the --engine scenarios above, shutdown.test.ts).
