@@ -7,7 +7,7 @@
  *   stays bounded, another consumer is answered promptly, /readyz answers, and SIGTERM finishes.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { connect, type Server, type Socket } from 'node:net';
 import { spawn } from 'node:child_process';
 import { setPriority } from 'node:os';
 import { join } from 'node:path';
@@ -279,6 +279,31 @@ forEachEngine(t, async (t, engine) => {
   });
 });
 
+/** How long a connection the share let in must stay open to count as held. */
+const HOLD_MS = 300;
+
+/**
+ * Which of `held` the gateway closed and which it keeps. The per-address share decides on each
+ * 'connection' event, at once: this waits (at most 5 s) until the server has taken all `accepted`
+ * connections and the close of every one it refused has reached this side, then HOLD_MS more, so
+ * that a close that comes late still counts as closed.
+ */
+async function heldOrClosed(server: Server, held: Array<{ closed: Promise<number> }>, accepted: number): Promise<Array<'open' | 'closed'>> {
+  const outcomes: Array<'open' | 'closed'> = held.map(() => 'open');
+  held.forEach((h, i) => void h.closed.then(() => (outcomes[i] = 'closed')));
+  const deadline = performance.now() + 5000;
+  for (;;) {
+    const c = connectionCountsOf(server);
+    const refused = (c?.shareRefused ?? 0) + (c?.overflowRefused ?? 0);
+    const open = await new Promise<number>((r) => server.getConnections((_e, n) => r(n)));
+    if (open + refused >= accepted && outcomes.filter((o) => o === 'closed').length >= refused) break;
+    if (performance.now() > deadline) throw new Error(`the server took ${open} + ${refused} refused of ${accepted} connections within 5 s`);
+    await sleep(10);
+  }
+  await sleep(HOLD_MS);
+  return outcomes;
+}
+
 /** Opens a connection from `from` and sends half a head; resolves once connected. */
 function halfHead(port: number, from: string): Promise<{ socket: Socket; closed: Promise<number> }> {
   return new Promise((resolve, reject) => {
@@ -300,7 +325,7 @@ forEachEngine(t, async (t, engine) => {
     const port = Number(new URL(gw.url).port);
     const held = await Promise.all(Array.from({ length: 8 }, () => halfHead(port, '127.0.0.1')));
     t.teardown(() => held.forEach((h) => h.socket.destroy()));
-    const outcomes = await Promise.all(held.map((h) => Promise.race([h.closed.then(() => 'closed'), sleep(1500).then(() => 'open')])));
+    const outcomes = await heldOrClosed(gw.server, held, 8);
     t.equal(outcomes.filter((o) => o === 'open').length, 5, 'five held open');
     t.equal(outcomes.filter((o) => o === 'closed').length, 3, 'the rest refused at the socket');
     t.strictSame(connectionCountsOf(gw.server), { pipelineClosed: 0, overflowRefused: 0, shareRefused: 3 }, 'counted as refused past the share');
@@ -336,7 +361,7 @@ forEachEngine(t, async (t, engine) => {
     const port = Number(new URL(gw.url).port);
     const held = await Promise.all(Array.from({ length: 5 }, () => halfHead(port, '127.0.0.1')));
     t.teardown(() => held.forEach((h) => h.socket.destroy()));
-    const outcomes = await Promise.all(held.map((h) => Promise.race([h.closed.then(() => 'closed'), sleep(800).then(() => 'open')])));
+    const outcomes = await heldOrClosed(gw.server, held, 5);
     t.equal(outcomes.filter((o) => o === 'open').length, 5, 'all five held open');
   });
 });

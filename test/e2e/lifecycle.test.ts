@@ -140,6 +140,12 @@ forEachEngine(t, async (t, engine) => {
       t.ok(lines.length >= 1, 'the culprit is named');
       t.match(lines[0] ?? '', new RegExp(`^petstore-gateway: cannot listen on 127\\.0\\.0\\.1:${port}: EADDRINUSE \\(.*--port or server\\.port`), 'with the option that changes it');
       t.notMatch(r.stderr, /listening on http/, 'no banner');
+      if (workers === '2') {
+        t.match(r.stderr, /petstore-gateway: a worker \(pid \d+\) could not start \(exit code 1\); see its message above\. Stopping\.\n/, "the supervisor's decision");
+        const line = r.stdout.split('\n').find((l) => l.includes('"msg":"a worker could not start; stopping"'));
+        t.ok(line, 'and a JSON log line');
+        if (line !== undefined) t.equal((line.match(/"pid":/g) ?? []).length, 1, 'with one pid field (the worker is workerPid)');
+      }
     });
   }
 });

@@ -68,8 +68,10 @@ export async function startTlsRedis(t: TeardownHost): Promise<TlsRedis> {
     const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8', timeout: 20_000 });
     if (r.status !== 0) throw new Error(`openssl ${args[0]} failed: ${r.stderr}`);
   };
-  ssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=petstore-gateway test CA']);
-  ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
+  // P-256 keys, as test/helpers/certs.ts makes: an RSA key costs openssl many times the CPU.
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1'];
+  ssl(['req', '-x509', ...ec, '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=petstore-gateway test CA']);
+  ssl(['req', ...ec, '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
   writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\n');
   ssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'ext']);
   const port = await freePort();
