@@ -15,12 +15,24 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createClient, createCluster, createSentinel } from 'redis';
+import { createRequire } from 'node:module';
+import type * as NodeRedisModule from 'redis';
 import { maskUrl } from './connection-schema.js';
 import type { RedisConnectionConfig, RedisNodeAddress } from './connection-schema.js';
 
 export type { RedisConnectionConfig, RedisNodeAddress } from './connection-schema.js';
 export { REDIS_CONNECTION_SCHEMA, checkConnection, deploymentPrefix, maskUrl } from './connection-schema.js';
+
+type NodeRedis = typeof NodeRedisModule;
+let nodeRedis: NodeRedis | undefined;
+/**
+ * node-redis, loaded on the first connection rather than with this module: loading it costs about
+ * 0.2 s of CPU, which every gateway without a Redis store, every CLI command and every test
+ * process would otherwise pay at start. It is CommonJS, so `require` loads it synchronously.
+ */
+function redis(): NodeRedis {
+  return (nodeRedis ??= createRequire(import.meta.url)('redis') as NodeRedis);
+}
 
 export type RedisForm = 'server' | 'sentinel' | 'cluster';
 
@@ -109,7 +121,7 @@ export function serverClientOptions(config: RedisConnectionConfig, env: Readonly
 }
 
 function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
-  const client = createClient({ ...serverClientOptions(config, env), disableOfflineQueue: true });
+  const client = redis().createClient({ ...serverClientOptions(config, env), disableOfflineQueue: true });
   wire(client, listeners);
   let subscriber: ReturnType<typeof client.duplicate> | undefined;
   let closed = false;
@@ -135,7 +147,7 @@ function serverConnection(config: RedisConnectionConfig, env: Readonly<Record<st
 
 function sentinelConnection(s: NonNullable<RedisConnectionConfig['sentinel']>, config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
   const node = nodeOptions(config, env);
-  const client = createSentinel({
+  const client = redis().createSentinel({
     name: s.masterName,
     sentinelRootNodes: s.nodes.map(parseNode),
     nodeClientOptions: node,
@@ -155,7 +167,7 @@ function sentinelConnection(s: NonNullable<RedisConnectionConfig['sentinel']>, c
 function clusterConnection(c: NonNullable<RedisConnectionConfig['cluster']>, config: RedisConnectionConfig, env: Readonly<Record<string, string | undefined>>, listeners: Listeners) {
   const node = nodeOptions(config, env);
   const scheme = node.socket.tls === true ? 'rediss' : 'redis';
-  const client = createCluster({
+  const client = redis().createCluster({
     rootNodes: c.nodes.map((n) => ({ url: `${scheme}://${n}` })),
     defaults: { ...node, disableOfflineQueue: true },
   });
