@@ -22,9 +22,19 @@ class FakeResponse implements ClientResponse {
   headers: Record<string, HeaderValue | number> = {};
   body = Buffer.alloc(0);
   private closers: (() => void)[] = [];
-  writeHead(status: number, headers: Record<string, HeaderValue | number>): this {
+  writeHead(status: number, headers: Record<string, HeaderValue | number> | (string | string[])[]): this {
     this.status = status;
-    this.headers = headers;
+    // node's raw form, a flat list `[name, value, ...]` (what a hit writes): one field a pair, and a
+    // name given twice would be two fields, which a test must see.
+    if (Array.isArray(headers)) {
+      const fields: Record<string, HeaderValue | number> = {};
+      for (let i = 0; i < headers.length; i += 2) {
+        const name = String(headers[i]);
+        if (name in fields) throw new Error(`field ${name} written twice`);
+        fields[name] = headers[i + 1] as HeaderValue;
+      }
+      this.headers = fields;
+    } else this.headers = headers as Record<string, HeaderValue | number>;
     this.headersSent = true;
     return this;
   }
