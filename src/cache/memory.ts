@@ -16,10 +16,11 @@ const ENTRY_OVERHEAD = 400;
 
 /**
  * Bytes an entry holds: the body (twice when it is kept as a string too: one byte a character), the
- * key and every header name and value (UTF-16 strings: 2 bytes a unit).
+ * key, every header name and value (UTF-16 strings: 2 bytes a unit) and the flat list of the same
+ * fields (its own header and one slot an item; the strings are the headers' own).
  */
 export function entrySize(key: string, entry: CacheEntry): number {
-  let n = ENTRY_OVERHEAD + entry.body.length + (entry.text?.length ?? 0) + 2 * key.length;
+  let n = ENTRY_OVERHEAD + entry.body.length + (entry.text?.length ?? 0) + 2 * key.length + (entry.fields === undefined ? 0 : 48 + 8 * entry.fields.length);
   for (const name in entry.headers) {
     const v = entry.headers[name];
     n += 2 * name.length + 2 * (Array.isArray(v) ? v.join('').length : (v ?? '').length);

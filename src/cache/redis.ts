@@ -15,7 +15,7 @@
  * The connection is the shared one of src/stores/connection.ts (one server, Sentinel or Cluster):
  * each command touches one key, so a Cluster needs no hash tag here.
  */
-import type { CacheEntry, CacheStore } from '../core/forward/cache.js';
+import { storedFields, type CacheEntry, type CacheStore } from '../core/forward/cache.js';
 import type { CacheRedisConfig } from '../policies/cache/index.js';
 import { acquireRedis, describeConnection, type SharedRedis } from '../stores/connection.js';
 import { deploymentPrefix } from '../stores/connection-schema.js';
@@ -40,7 +40,7 @@ function encode(entry: CacheEntry): string {
 
 function decode(text: string): CacheEntry {
   const s = JSON.parse(text) as Stored;
-  return { status: s.s, headers: s.h, body: Buffer.from(s.b, 'base64'), born: s.born, freshUntil: s.fu, staleUntil: s.su };
+  return { status: s.s, headers: s.h, body: Buffer.from(s.b, 'base64'), fields: storedFields(s.h), born: s.born, freshUntil: s.fu, staleUntil: s.su };
 }
 
 export interface RedisCacheOptions {

@@ -22,7 +22,7 @@ import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
 import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
 import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
-import type { CacheEntry, ResponseCache } from './forward/cache.js';
+import { storedFields, type CacheEntry, type ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, paramOf, type Operation, type OperationId } from './operations.js';
@@ -39,6 +39,8 @@ export interface ClientResponse {
   readonly writableFinished: boolean;
   readonly destroyed: boolean;
   writeHead(status: number, headers: Record<string, HeaderValue | number>): unknown;
+  /** node's raw form, a flat list `[name, value, ...]`: what a cache hit writes. */
+  writeHead(status: number, headers: (string | string[])[]): unknown;
   write(chunk: Buffer): boolean;
   end(chunk?: Buffer): unknown;
   end(chunk: string, encoding: 'latin1'): unknown;
@@ -135,6 +137,12 @@ function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly
     if (value !== undefined) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, value) : value;
   }
   return out;
+}
+
+/** Where `name` is among the first `end` items of a flat field list (`[name, value, ...]`), or -1. */
+function fieldAt(fields: readonly (string | string[])[], end: number, name: string): number {
+  for (let i = 0; i < end; i += 2) if (fields[i] === name) return i;
+  return -1;
 }
 
 /** No fields of a request: the view of the headers every client gets of a stored answer. */
@@ -769,13 +777,21 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
   private writeStored(entry: CacheEntry, age: string, cacheStatus: string): void {
     const res = this.res;
     if (res.headersSent || res.destroyed) return;
-    const out: Record<string, HeaderValue | number> = {};
-    const stored = entry.headers;
-    for (const name in stored) out[name] = stored[name];
+    // A flat list, not an object: node writes a list's fields without an own-property check and a
+    // lookup by name per field, so the two fields a hit adds (Age, Cache-Status) cost about what
+    // the object form saved (instructions counted under valgrind).
+    const out = (entry.fields ?? storedFields(entry.headers)).slice();
+    const storedEnd = out.length;
     const own = this.ex.responseHeaders;
-    for (const name in own) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, own.vary) : own[name];
-    out.age = age;
-    out['cache-status'] = cacheStatus;
+    for (const name in own) {
+      const value = own[name];
+      if (value === undefined) continue;
+      const at = fieldAt(out, storedEnd, name);
+      // The exchange's own field replaces a stored one of the same name; Vary is merged.
+      if (at < 0) out.push(name, value);
+      else out[at + 1] = name === 'vary' ? mergeVary(out[at + 1], value) : value;
+    }
+    out.push('age', age, 'cache-status', cacheStatus);
     this.status = entry.status;
     this.bytesOut = entry.body.length;
     res.writeHead(entry.status, out);

@@ -5,14 +5,16 @@
 // on one real redis-server share entries and invalidation.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import tap from 'tap';
 import { RedisCacheStore } from '../../src/cache/index.js';
 import { parsePolicy, formatProblems } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
+import { h2Request, makeTestPki } from '../helpers/certs.js';
 import { startRedis } from '../helpers/redis.js';
-import { bearer, forEachEngine, listenEngine, policyText, PROJECT_ROOT, request, sleep, testKey, waitFor, type Engine, nodeCommand } from '../helpers/servers.js';
+import { bearer, forEachEngine, JSON_TYPE, listenEngine, policyText, PROJECT_ROOT, request, sendJson, sleep, startGateway, startStubUpstream, testKey, waitFor, type Engine, nodeCommand } from '../helpers/servers.js';
 
 interface Upstream {
   readonly url: string;
@@ -358,3 +360,35 @@ tap.test('stale-if-error on a 5xx answer', async (t) => {
   t.match(stale.headers['cache-status'], /fwd=stale; fwd-status=503; ttl=-\d+; detail=stale-if-error/);
 });
 
+
+// A hit hands the response its fields as a flat list (node's raw form): HTTP/2's response object
+// (TLS with ALPN) takes that form too, and must write every field, the int64 bytes as stored.
+forEachEngine(tap, async (t, engine) => {
+  t.test('HTTP/2 over TLS: a hit has the stored fields, its own, Age and Cache-Status', async (t) => {
+    const pki = makeTestPki(t);
+    const pet = '{"id":7,"name":"Rex","categoryId":9223372036854775807,"status":"available"}';
+    const stub = await startStubUpstream(t, (_req, res) => sendJson(res, 200, pet, { etag: '"v1"' }));
+    const gw = await startGateway(
+      t,
+      { upstream: { url: `${stub.origin}/v1` }, server: { tls: { certFile: pki.server.cert, keyFile: pki.server.key } }, policies: { cache: { ttlSeconds: { getPet: 60 } } } },
+      { engine },
+    );
+    const origin = `https://127.0.0.1:${(gw.server.address() as AddressInfo).port}`;
+    const ask = () => h2Request(origin, '/v1/pets/7', { ca: pki.read(pki.ca), headers: { ...bearer(gw.key), 'x-request-id': 'h2-hit' } });
+    const miss = await ask();
+    const hit = await ask();
+    t.equal(stub.requests.length, 1, 'one upstream call');
+    t.equal(hit.alpn, 'h2');
+    for (const res of [miss, hit]) {
+      t.equal(res.status, 200);
+      t.equal(res.body, pet, 'the int64 bytes as the upstream sent them');
+      t.equal(res.headers['content-type'], JSON_TYPE);
+      t.equal(res.headers.etag, '"v1"');
+      t.equal(Number(res.headers['content-length']), Buffer.byteLength(pet));
+      t.equal(res.headers['x-request-id'], 'h2-hit');
+      t.ok(res.headers.deprecation !== undefined, "getPet's Deprecation");
+      t.match(res.headers.age, /^\d+$/);
+    }
+    t.match(hit.headers['cache-status'], /^petstore-gateway; hit; ttl=\d+$/);
+  });
+});

@@ -22,9 +22,19 @@ class FakeResponse implements ClientResponse {
   headers: Record<string, HeaderValue | number> = {};
   body = Buffer.alloc(0);
   private closers: (() => void)[] = [];
-  writeHead(status: number, headers: Record<string, HeaderValue | number>): this {
+  writeHead(status: number, headers: Record<string, HeaderValue | number> | (string | string[])[]): this {
     this.status = status;
-    this.headers = headers;
+    // node's raw form, a flat list `[name, value, ...]` (what a hit writes): one field a pair, and a
+    // name given twice would be two fields, which a test must see.
+    if (Array.isArray(headers)) {
+      const fields: Record<string, HeaderValue | number> = {};
+      for (let i = 0; i < headers.length; i += 2) {
+        const name = String(headers[i]);
+        if (name in fields) throw new Error(`field ${name} written twice`);
+        fields[name] = headers[i + 1] as HeaderValue;
+      }
+      this.headers = fields;
+    } else this.headers = headers as Record<string, HeaderValue | number>;
     this.headersSent = true;
     return this;
   }
@@ -60,7 +70,7 @@ const UPSTREAM_BODY = Buffer.from(
 );
 
 /** An upstream in memory: answers every call on the next turn of the event loop, and counts them. */
-function memoryUpstream(): Upstream & { calls: number } {
+function memoryUpstream(extra: Readonly<Record<string, string>> = {}): Upstream & { calls: number } {
   return {
     name: 'memory',
     conforms: false,
@@ -69,7 +79,7 @@ function memoryUpstream(): Upstream & { calls: number } {
       this.calls++;
       setImmediate(() => {
         handler.onStart({ pause() {}, resume() {}, abort() {} });
-        handler.onHead(200, { 'content-type': 'application/json', 'content-length': String(UPSTREAM_BODY.length), 'cache-control': 'public, max-age=60' });
+        handler.onHead(200, { 'content-type': 'application/json', 'content-length': String(UPSTREAM_BODY.length), 'cache-control': 'public, max-age=60', ...extra });
         handler.onData(UPSTREAM_BODY);
         handler.onEnd();
       });
@@ -225,5 +235,48 @@ t.test('a fresh hit is no upstream call; its Age and Cache-Status follow the clo
     t.equal(r.status, 200);
     t.equal(r.upstreamStatus, undefined, 'a hit has no upstream status');
     t.equal(r.upstreamMs, undefined, 'nor an upstream duration (no client histogram, no access-line field)');
+  }
+});
+
+t.test("a hit writes each field once: the exchange's own field replaces a stored one, Vary is merged", async (t) => {
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key };
+  const loaded = parsePolicy(policyText({ upstream: { url: 'http://127.0.0.1:9/v1' }, policies: { cache: { ttlSeconds: { listPets: 30, getPet: 30 } } } }), { env });
+  if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
+  const gw = compileGateway(loaded.config, { env });
+  const holder = new GatewayHolder(gw);
+  t.teardown(() => holder.close());
+  // The exchange's own fields, named as two of the upstream's (as CORS adds Vary: Origin).
+  const own: Policy = {
+    name: 'own-fields',
+    annotate(ex) {
+      ex.responseHeaders.vary = 'Origin';
+      ex.responseHeaders.etag = '"own"';
+    },
+  };
+  const view: GatewayView = { chain: new Chain([own, ...gw.chain.policies]), bodyLimit: gw.bodyLimit, headerRules: gw.headerRules, answerRules: gw.answerRules };
+  const upstream = memoryUpstream({ vary: 'Accept-Encoding', etag: '"upstream"' });
+  const pipeline = new Pipeline({
+    gateways: { current: view, breaker: undefined, cache: holder.cache },
+    upstream,
+    settings: { basePath: '/v1', headersMs: 5000, bodyMs: 5000, totalMs: 10_000, maxBufferedBytes: 1 << 20, retryIdempotent: false },
+    front,
+  });
+  const ask = async (id: string): Promise<FakeResponse> => {
+    const res = new FakeResponse();
+    pipeline.handle({ method: 'GET', target: '/v1/pets?limit=2', headers: { authorization: `Bearer ${key}`, 'x-request-id': id }, remoteAddress: '127.0.0.1', httpVersion: '1.1' }, res, res);
+    for (let i = 0; i < 100 && !res.writableFinished; i++) await new Promise((r) => setImmediate(r));
+    return res;
+  };
+  // FakeResponse refuses a field written twice, so each answer below has every field once.
+  const miss = await ask('req-1');
+  const hit = await ask('req-2');
+  t.equal(upstream.calls, 1);
+  t.match(hit.headers['cache-status'], /; hit; /);
+  for (const res of [miss, hit]) {
+    t.equal(res.status, 200);
+    t.equal(res.headers.vary, 'Accept-Encoding, Origin', "the upstream's Vary and the exchange's, merged (RFC 9110 section 12.5.5)");
+    t.equal(res.headers.etag, '"own"', "the exchange's own field replaces the stored one");
+    t.equal(res.headers['x-request-id'], res === miss ? 'req-1' : 'req-2');
   }
 });

@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MemoryCacheStore, entrySize } from '../../src/cache/memory.js';
 import { openResponseCache } from '../../src/cache/index.js';
-import { cacheKey, directives, type CacheEntry } from '../../src/core/forward/cache.js';
+import { cacheKey, directives, storedFields, type CacheEntry } from '../../src/core/forward/cache.js';
 import type { UpstreamRequest } from '../../src/core/upstream.js';
 
 function entry(body: Buffer, now: number): CacheEntry {
@@ -73,7 +73,8 @@ t.test("50,000 distinct keys: the store's count and the real heap both stay with
     // A Pet of the interface's size, with an int64 past 2^53, as bench/cache.mjs stores; its body
     // kept as a string too, as the cache keeps a small body (`ONE_WRITE_MAX`).
     const body = Buffer.from(`{"id":${i},"name":"pet ${i}","categoryId":9223372036854775807,"status":"available"}`);
-    store.set(`getPet ${i}`, { status: 200, headers: { 'content-type': 'application/json', 'content-length': String(body.length), etag: `"${i}"` }, body, text: body.toString('latin1'), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
+    const headers = { 'content-type': 'application/json', 'content-length': String(body.length), etag: `"${i}"` };
+    store.set(`getPet ${i}`, { status: 200, headers, body, text: body.toString('latin1'), fields: storedFields(headers), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
     if (store.size > worst) worst = store.size;
   }
   const grown = used() - before;
@@ -94,6 +95,8 @@ t.test('an entry is counted with its key and its headers, not only its body', as
   t.ok(entrySize('getPet 1', fat) >= base + 2 * 10_000, 'header values (lists too) count');
   const body = Buffer.from('{"id":1,"name":"Rex"}');
   t.equal(entrySize('getPet 1', { ...small, body, text: body.toString('latin1') }), entrySize('getPet 1', { ...small, body }) + body.length, 'a body kept as a string too counts twice');
+  const fields = storedFields(small.headers);
+  t.equal(entrySize('getPet 1', { ...small, fields }), base + 48 + 8 * fields.length, 'the flat list of the fields counts its slots');
   // A store of 64 KiB cannot be filled past its bound by headers alone.
   const store = new MemoryCacheStore(64 * 1024, () => now);
   for (let i = 0; i < 100; i++) store.set(`getPet ${i}`, fat);
