@@ -6,7 +6,7 @@
 // CPUs) and loaded together, each by its own half of the connections: both saturate that core,
 // the scheduler gives each half of it, and whatever the machine does at that moment it does to both.
 // B's req/s over A's is then the inverse of their cost per request. Each process pair serves every
-// route after a warm-up; a fresh pair of processes per epoch (started A-first and B-first in turn),
+// route after a warm-up of every route, then of that route; a fresh pair of processes per epoch (started A-first and B-first in turn),
 // and the unit of the statistics is the process pair: for each route, the median over process
 // pairs (each the median of its runs) of B's req/s over A's and of B's CPU per request over A's,
 // with a 95% bootstrap interval (2,000 resamples, seeded), and the share of process pairs in which
@@ -16,10 +16,11 @@
 //
 // Environment: BENCH_AB (A,B: ids of forward.mjs' TARGETS; default baseline,core), BENCH_AB_EPOCHS
 // (6 process pairs), BENCH_AB_RUNS (4 runs per route and process pair), BENCH_AB_SECONDS (2 per run),
-// BENCH_AB_WARMUP (4 s per route and process pair), BENCH_AB_PIN (1 with 2 or more CPUs: pinned as
-// above; 0: unpinned, still loaded together), BENCH_ROUTES (list20,list100,get,create),
-// BENCH_CONNECTIONS (50 in all: half for each target), BENCH_AB_LOADGEN (autocannon: both loads from
-// this process; wrk: one Debian wrk process per target, 1 thread, pinned with the upstream).
+// BENCH_AB_WARMUP (4 s per route and process pair, twice: in a pass over every route, then before
+// the route), BENCH_AB_PIN (1 with 2 or more CPUs: pinned as above; 0: unpinned, still loaded
+// together), BENCH_ROUTES (list20,list100,get,create), BENCH_CONNECTIONS (50 in all: half for each
+// target), BENCH_AB_LOADGEN (autocannon: both loads from this process; wrk: one Debian wrk process
+// per target, 1 thread, pinned with the upstream).
 // wrk takes whole seconds: BENCH_AB_SECONDS and BENCH_AB_WARMUP are rounded for it.
 import { cpus } from 'node:os';
 import { ROUTES, TARGETS, loadOptions } from './forward.mjs';
@@ -97,6 +98,10 @@ export async function runAb(o = {}) {
       started.push(t2);
       place(t2.pid, targetCpu);
       const [a, b] = first === idA ? [t1, t2] : [t2, t1];
+      // Every route once through both processes before the first is measured: code that several
+      // routes share (and a cache's or a contract's miss path) is then compiled before any route is
+      // timed, not during the first route's runs, which alone would pay for it.
+      for (const routeId of routeIds) await both(a, b, { ...loadOptions(ROUTES[routeId]), connections: half, duration: WARMUP });
       for (const routeId of routeIds) {
         const opts = { ...loadOptions(ROUTES[routeId]), connections: half };
         // Warm both (JIT, pools) first: a fresh process still compiles for seconds.
@@ -129,7 +134,7 @@ export async function runAb(o = {}) {
     const markdown = [
       `node ${m.node}, ${m.nproc} × ${m.model}, load ${m.loadavg}, ${m.date}`,
       '',
-      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each from ${GENERATOR === 'wrk' ? `its own ${wrkVersion()} (1 thread)` : 'autocannon in one process'}: ${EPOCHS} fresh pairs of processes, per route a ${WARMUP} s warm-up then ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
+      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each from ${GENERATOR === 'wrk' ? `its own ${wrkVersion()} (1 thread)` : 'autocannon in one process'}: ${EPOCHS} fresh pairs of processes, a ${WARMUP} s warm-up of every route, then per route a ${WARMUP} s warm-up and ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
       '',
       table(['route', 'req/s B ÷ A', 'per process pair', 'process pairs where B served more', 'CPU µs/req B ÷ A'], rows),
     ].join('\n');

@@ -12,7 +12,7 @@
 //   npm run build && node bench/forward.mjs
 //
 // Environment: BENCH_ROUNDS (3), BENCH_SECONDS (3, per round per target per route),
-// BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (1), BENCH_ROUTES (list20,list100,get,create; also list: no query string, the default limit),
+// BENCH_CONNECTIONS (50), BENCH_WARMUP_SECONDS (3), BENCH_ROUTES (list20,list100,get,create; also list: no query string, the default limit),
 // BENCH_TARGETS (comma list; default bare,bare-hp3,floor,undici,fastify,http-proxy-3,builtin) of:
 //   direct                upstream direct (no proxy)
 //   bare, bare-hp3        bare @fastify/http-proxy, bare node:http + http-proxy-3 (no policy)
@@ -173,7 +173,7 @@ export async function runForward(o = {}) {
   const ROUNDS = o.rounds ?? envNum('BENCH_ROUNDS', 3, 1, 50);
   const SECONDS = o.seconds ?? envNum('BENCH_SECONDS', 3, 0.5, 120);
   const CONNECTIONS = o.connections ?? envNum('BENCH_CONNECTIONS', 50, 1, 2000);
-  const WARMUP = envNum('BENCH_WARMUP_SECONDS', 1, 0, 30);
+  const WARMUP = envNum('BENCH_WARMUP_SECONDS', 3, 0, 30);
   const targetIds = o.targets ?? (process.env.BENCH_TARGETS ?? DEFAULT_TARGETS.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
   const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim()).filter(Boolean);
   for (const id of targetIds) if (!(id in TARGETS)) throw new Error(`BENCH_TARGETS: unknown target ${id}`);
