@@ -510,9 +510,10 @@ let commonStatus = -1;
  * `i` at `{`: the common Pet read with the least work, or -1 as soon as the object is anything
  * else (scanPet then reads it from its start and finds what it is). Common: the members in the
  * schema's order with no space between tokens, each key spelled plainly with its colon, every
- * value in its usual form (an int64 without a leading zero, fraction or exponent, a string without
- * escapes, an enum value as one of its tokens) and the required ones present. Such an object is
- * a valid Pet with nothing outside the interface, so nothing is recorded but its `status`.
+ * value in its usual form (an int64 without a leading zero, fraction or exponent, 0 included, a
+ * string without escapes, an enum value as one of its tokens) and the required ones present. Such
+ * an object is a valid Pet with nothing outside the interface, so nothing is recorded but its
+ * `status`.
  */
 function commonPet(buf: Buffer, view: DataView | undefined, i: number): number {
   const n = buf.length;
@@ -527,11 +528,17 @@ function commonPet(buf: Buffer, view: DataView | undefined, i: number): number {
     if (field.kind === Kind.Int64) {
       const negative = b === MINUS;
       if (negative) b = ++i < n ? buf[i]! : -1;
-      if (b <= ZERO || b > 0x39) return -1;
-      const start = i;
-      do b = ++i < n ? buf[i]! : -1;
-      while (b >= ZERO && b <= 0x39);
-      if (i - start > 18 && !within19(buf, start, i, negative ? INT64_MIN : INT64_MAX)) return -1;
+      if (b === ZERO) {
+        // 0 (or -0) whole: whatever follows it here (a digit, `.`, `e`) is neither `,` nor `}`,
+        // so the member's end check below sends such a value to the general path.
+        b = ++i < n ? buf[i]! : -1;
+      } else {
+        if (b < ZERO || b > 0x39) return -1;
+        const start = i;
+        do b = ++i < n ? buf[i]! : -1;
+        while (b >= ZERO && b <= 0x39);
+        if (i - start > 18 && !within19(buf, start, i, negative ? INT64_MIN : INT64_MAX)) return -1;
+      }
     } else if (field.kind === Kind.String) {
       if (b !== QUOTE) return -1;
       for (;;) {
