@@ -789,14 +789,42 @@ function readPage(s: Scan, limit: number, wanted: number): PageScan {
   }
   if (!cut && skipSpace(buf, i) !== buf.length) throw new ScanError('trailing data');
   if (removed) return { body: join(buf, kept, k), changed: true };
-  // Copied out of the shared scan: the findings live until the response contract reads them.
-  return new CheckedPage(buf, s.problems.length === 0 ? NONE : s.problems.slice(), s.repeated, s.rare.length === 0 ? NONE : s.rare.slice());
+  // The common page: every Pet valid and plain. Else the findings are copied out of the shared
+  // scan, as they live until the response contract reads them.
+  if (s.problems.length === 0 && s.rare.length === 0 && !s.repeated) return new CleanPage(buf);
+  return new CheckedPage(buf, s.problems.slice(), s.repeated, s.rare.slice());
 }
 
 /**
- * An unchanged page with what its pass found. The page is its own findings, so a checked list
- * costs one object, as filterArray's result does.
+ * An unchanged page whose every Pet was valid, with no name outside the interface or repeated. The
+ * page is its own findings, and they are its methods: one object of one field per answer, smaller
+ * than filterArray's result.
  */
+class CleanPage implements PageScan, PetsFindings {
+  constructor(readonly body: Buffer) {}
+
+  get changed(): false {
+    return false;
+  }
+
+  get findings(): PetsFindings {
+    return this;
+  }
+
+  get problems(): readonly string[] {
+    return NONE;
+  }
+
+  get repeated(): false {
+    return false;
+  }
+
+  get rare(): readonly number[] {
+    return NONE;
+  }
+}
+
+/** An unchanged page with what its pass found (a problem, an object to read again). */
 class CheckedPage implements PageScan, PetsFindings {
   readonly changed = false;
 
