@@ -21,7 +21,15 @@ export function isPetStatus(value: unknown): value is PetStatus {
 const JSON_MEDIA_TYPE = /^application\/json[ \t]*(;|$)/i;
 
 export function isJsonMediaType(value: string | string[] | undefined): boolean {
-  return typeof value === 'string' && JSON_MEDIA_TYPE.test(value);
+  if (typeof value !== 'string') return false;
+  // The usual spelling (lower case, nothing or `;` after it) without the expression: the
+  // response contract asks this of every answer it checks.
+  if (value.startsWith('application/json')) {
+    const next = value.charCodeAt(16);
+    if (Number.isNaN(next) || next === 0x3b) return true;
+    if (next !== 0x20 && next !== 0x09) return false;
+  }
+  return JSON_MEDIA_TYPE.test(value);
 }
 
 /**

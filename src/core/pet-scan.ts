@@ -291,9 +291,17 @@ function checkField(buf: Buffer, view: DataView | undefined, i: number, field: F
 const NOT_JSON: PetScan = Object.freeze({ problems: Object.freeze(['body is not valid JSON']) });
 const REPEATED: PetScan = Object.freeze({ problems: Object.freeze(['body is not valid JSON: a member name repeated with another value']) });
 const VALID: PetScan = Object.freeze({ problems: Object.freeze([]) });
+const EMPTY = Buffer.alloc(0);
+const NONE: readonly never[] = Object.freeze([]);
 
-/** One call's findings. */
+/**
+ * One call's findings. A single instance serves every call (`SCAN`, reset by `begin`): the scan
+ * never re-enters itself, and what outlives a call (problems, rare offsets) is copied out of it,
+ * so a conforming answer is checked without an object made for it.
+ */
 class Scan {
+  buf: Buffer = EMPTY;
+  mode: UnknownFieldMode | undefined = undefined;
   readonly problems: string[] = [];
   /** A member name repeated in one object with another value: parsers disagree on such JSON. */
   repeated = false;
@@ -302,19 +310,35 @@ class Scan {
   /** With `drop`: the output so far, and where in `buf` the copying stopped. */
   pieces: Buffer[] | undefined = undefined;
   cursor = 0;
-  /** The same bytes, read four at a time where a token is compared (a list: worth its allocation). */
-  readonly view: DataView | undefined;
+  /** The same bytes, read four at a time where a token is compared (a list), else undefined. */
+  view: DataView | undefined = undefined;
   /** Without a mode (list-pets' pass): the objects rareMembers must read, as [start, end) pairs. */
   readonly rare: number[] = [];
   /** The last Pet's `status`: the index of its value in the enum, -1 none or invalid, -2 repeated. */
   status = -1;
 
-  constructor(
-    readonly buf: Buffer,
-    readonly mode: UnknownFieldMode | undefined,
-    words: boolean,
-  ) {
-    this.view = words ? new DataView(buf.buffer, buf.byteOffset, buf.length) : undefined;
+  begin(buf: Buffer, mode: UnknownFieldMode | undefined, words: boolean): this {
+    this.buf = buf;
+    this.mode = mode;
+    this.problems.length = 0;
+    this.repeated = false;
+    this.unknownNames = undefined;
+    this.pieces = undefined;
+    this.cursor = 0;
+    this.view = words ? wordView(buf) : undefined;
+    this.rare.length = 0;
+    this.status = -1;
+    return this;
+  }
+
+  /** Lets go of the call's body and what was made from it (SCRATCH keeps its bytes until the next list). */
+  end(): void {
+    this.buf = EMPTY;
+    this.view = undefined;
+    this.pieces = undefined;
+    this.unknownNames = undefined;
+    this.problems.length = 0;
+    this.rare.length = 0;
   }
 
   /** `index` -1: the body is the Pet; else its place in Pets. Messages as Ajv words them. */
@@ -326,13 +350,30 @@ class Scan {
 
   result(): PetScan {
     if (this.repeated) return REPEATED;
-    if (this.problems.length > 0) return { problems: this.problems };
+    if (this.problems.length > 0) return { problems: this.problems.slice() };
     // Field names only, never their values: they may be the upstream's internals.
     if (this.unknownNames !== undefined) return { problems: [...this.unknownNames].slice(0, MAX_PROBLEMS).map((f) => `unknown field '${f.slice(0, 64)}'`) };
     if (this.pieces === undefined) return VALID;
     this.pieces.push(this.buf.subarray(this.cursor));
     return { problems: [], body: Buffer.concat(this.pieces) };
   }
+}
+
+const SCAN = new Scan();
+
+/**
+ * Word reads need a DataView; one over each answer would be an object per request. Bodies up to
+ * this size are copied (one memcpy) into a scratch buffer that has its own view, kept for the
+ * process; a larger body gets a view of its own, its allocation small beside the body.
+ */
+const SCRATCH = new Uint8Array(64 * 1024);
+const SCRATCH_VIEW = new DataView(SCRATCH.buffer);
+
+/** A view whose bytes [0, buf.length) are buf's: read only under that bound (tokenAt checks it). */
+function wordView(buf: Buffer): DataView {
+  if (buf.length > SCRATCH.length) return new DataView(buf.buffer, buf.byteOffset, buf.length);
+  SCRATCH.set(buf);
+  return SCRATCH_VIEW;
 }
 
 /**
@@ -469,9 +510,10 @@ let commonStatus = -1;
  * `i` at `{`: the common Pet read with the least work, or -1 as soon as the object is anything
  * else (scanPet then reads it from its start and finds what it is). Common: the members in the
  * schema's order with no space between tokens, each key spelled plainly with its colon, every
- * value in its usual form (an int64 without a leading zero, fraction or exponent, a string without
- * escapes, an enum value as one of its tokens) and the required ones present. Such an object is
- * a valid Pet with nothing outside the interface, so nothing is recorded but its `status`.
+ * value in its usual form (an int64 without a leading zero, fraction or exponent, 0 included, a
+ * string without escapes, an enum value as one of its tokens) and the required ones present. Such
+ * an object is a valid Pet with nothing outside the interface, so nothing is recorded but its
+ * `status`.
  */
 function commonPet(buf: Buffer, view: DataView | undefined, i: number): number {
   const n = buf.length;
@@ -486,11 +528,17 @@ function commonPet(buf: Buffer, view: DataView | undefined, i: number): number {
     if (field.kind === Kind.Int64) {
       const negative = b === MINUS;
       if (negative) b = ++i < n ? buf[i]! : -1;
-      if (b <= ZERO || b > 0x39) return -1;
-      const start = i;
-      do b = ++i < n ? buf[i]! : -1;
-      while (b >= ZERO && b <= 0x39);
-      if (i - start > 18 && !within19(buf, start, i, negative ? INT64_MIN : INT64_MAX)) return -1;
+      if (b === ZERO) {
+        // 0 (or -0) whole: whatever follows it here (a digit, `.`, `e`) is neither `,` nor `}`,
+        // so the member's end check below sends such a value to the general path.
+        b = ++i < n ? buf[i]! : -1;
+      } else {
+        if (b < ZERO || b > 0x39) return -1;
+        const start = i;
+        do b = ++i < n ? buf[i]! : -1;
+        while (b >= ZERO && b <= 0x39);
+        if (i - start > 18 && !within19(buf, start, i, negative ? INT64_MIN : INT64_MAX)) return -1;
+      }
     } else if (field.kind === Kind.String) {
       if (b !== QUOTE) return -1;
       for (;;) {
@@ -620,16 +668,18 @@ function scanList(s: Scan, i: number): number {
 export function scanPetBody(body: Buffer, list: boolean, unknownFields: UnknownFieldMode): PetScan {
   // RFC 8259 section 8.1: JSON between systems is UTF-8; checked natively, once, for the whole body.
   if (!isUtf8(body)) return NOT_JSON;
-  const s = new Scan(body, unknownFields, list);
+  const s = SCAN.begin(body, unknownFields, list);
   try {
     const start = skipSpace(body, 0);
     const end = list ? scanList(s, start) : scanElement(s, start, -1);
     if (skipSpace(body, end) !== body.length) return NOT_JSON;
+    return s.result();
   } catch (err) {
     if (err instanceof ScanError) return NOT_JSON;
     throw err;
+  } finally {
+    s.end();
   }
-  return s.result();
 }
 
 /**
@@ -687,7 +737,16 @@ export function scanPetPage(buf: Buffer, limit: number, status: string | undefin
   // A status outside the enum (never, after the query check) would match no element: -3.
   const index = status === undefined ? -1 : FIELDS[STATUS]!.values.indexOf(status);
   const wanted = status !== undefined && index === -1 ? -3 : index;
-  const s = new Scan(buf, undefined, true);
+  const s = SCAN.begin(buf, undefined, true);
+  try {
+    return readPage(s, limit, wanted);
+  } finally {
+    s.end();
+  }
+}
+
+function readPage(s: Scan, limit: number, wanted: number): PageScan {
+  const buf = s.buf;
   let i = skipSpace(buf, 0);
   if (buf[i] !== LBRACKET) throw new ScanError('not a JSON array');
   i = skipSpace(buf, i + 1);
@@ -730,7 +789,55 @@ export function scanPetPage(buf: Buffer, limit: number, status: string | undefin
   }
   if (!cut && skipSpace(buf, i) !== buf.length) throw new ScanError('trailing data');
   if (removed) return { body: join(buf, kept, k), changed: true };
-  return { body: buf, changed: false, findings: { body: buf, problems: s.problems, repeated: s.repeated, rare: s.rare } };
+  // The common page: every Pet valid and plain. Else the findings are copied out of the shared
+  // scan, as they live until the response contract reads them.
+  if (s.problems.length === 0 && s.rare.length === 0 && !s.repeated) return new CleanPage(buf);
+  return new CheckedPage(buf, s.problems.slice(), s.repeated, s.rare.slice());
+}
+
+/**
+ * An unchanged page whose every Pet was valid, with no name outside the interface or repeated. The
+ * page is its own findings, and they are its methods: one object of one field per answer, smaller
+ * than filterArray's result.
+ */
+class CleanPage implements PageScan, PetsFindings {
+  constructor(readonly body: Buffer) {}
+
+  get changed(): false {
+    return false;
+  }
+
+  get findings(): PetsFindings {
+    return this;
+  }
+
+  get problems(): readonly string[] {
+    return NONE;
+  }
+
+  get repeated(): false {
+    return false;
+  }
+
+  get rare(): readonly number[] {
+    return NONE;
+  }
+}
+
+/** An unchanged page with what its pass found (a problem, an object to read again). */
+class CheckedPage implements PageScan, PetsFindings {
+  readonly changed = false;
+
+  constructor(
+    readonly body: Buffer,
+    readonly problems: readonly string[],
+    readonly repeated: boolean,
+    readonly rare: readonly number[],
+  ) {}
+
+  get findings(): PetsFindings {
+    return this;
+  }
 }
 
 function growKept(a: Uint32Array): Uint32Array {
@@ -744,9 +851,13 @@ export function finishPets(findings: PetsFindings, unknownFields: UnknownFieldMo
   if (!isUtf8(findings.body)) return NOT_JSON;
   // The common list: every Pet valid, no name outside the interface, none repeated.
   if (findings.problems.length === 0 && findings.rare.length === 0 && !findings.repeated) return VALID;
-  const s = new Scan(findings.body, unknownFields, false);
-  s.problems.push(...findings.problems);
-  s.repeated = findings.repeated;
-  for (let k = 0; k < findings.rare.length; k += 2) rareMembers(s, findings.rare[k]!, findings.rare[k + 1]!);
-  return s.result();
+  const s = SCAN.begin(findings.body, unknownFields, false);
+  try {
+    s.problems.push(...findings.problems);
+    s.repeated = findings.repeated;
+    for (let k = 0; k < findings.rare.length; k += 2) rareMembers(s, findings.rare[k]!, findings.rare[k + 1]!);
+    return s.result();
+  } finally {
+    s.end();
+  }
 }

@@ -154,6 +154,12 @@ const EDGES: readonly (readonly [string, string, boolean])[] = [
   ['common shape, status repeated', '{"id":1,"name":"x","categoryId":1,"status":"sold","status":"sold"}', true],
   ['common shape, ends after a status token', '{"id":1,"name":"x","categoryId":1,"status":"sold"', false],
   ['common shape, ends inside a key', '{"id":1,"name":"x","categ', false],
+  ['common shape, 0', '{"id":0,"name":"x","categoryId":0,"status":"sold"}', true],
+  ['common shape, -0', '{"id":-0,"name":"x","categoryId":0}', true],
+  ['common shape, a leading zero', '{"id":1,"name":"x","categoryId":01,"status":"sold"}', false],
+  ['common shape, 0 with a fraction', '{"id":0.0,"name":"x","categoryId":1}', false],
+  ['common shape, 0 with an exponent', '{"id":1,"name":"x","categoryId":0e1}', false],
+  ['common shape, ends after a 0', '{"id":1,"name":"x","categoryId":0', false],
 ];
 
 t.test('edge cases of the schema: the same verdict as Ajv in every mode', async (t) => {
