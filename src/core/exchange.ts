@@ -19,7 +19,7 @@ import type { CircuitBreaker } from './breaker.js';
 import { isValidUpstreamStatus } from './contract.js';
 import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
-import type { Clock } from './deadlines.js';
+import { REAL_CLOCK, type Clock } from './deadlines.js';
 import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
 import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
 import type { CacheEntry, ResponseCache } from './forward/cache.js';
@@ -215,6 +215,11 @@ export class Pipeline {
   readonly breaker: CircuitBreaker | undefined;
   /** The per-consumer in-flight bound; none when `consumerBound` is off. */
   readonly gate: ConsumerGate | undefined;
+  /**
+   * True when the layers read performance.now() (no clock injected): the exchange's own reading of
+   * when a call left is then theirs too, and their deadlines start from it.
+   */
+  readonly realClock: boolean;
 
   constructor(options: PipelineOptions) {
     this.gateways = options.gateways;
@@ -228,6 +233,7 @@ export class Pipeline {
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;
     this.gate = options.gateways.gate;
+    this.realClock = options.clock === undefined || options.clock === REAL_CLOCK;
   }
 
   /**
@@ -520,8 +526,9 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
       const pipeline = this.pipeline;
       const request = new Outgoing(this, op, pipeline.settings.basePath, body);
       this.settled = false;
-      this.upstreamT0 = performance.now();
-      pipeline.send(request, this);
+      const at = performance.now();
+      this.upstreamT0 = at;
+      pipeline.send(request, this, pipeline.realClock ? at : undefined);
     } catch (err) {
       this.crash(err, 'forward');
     }

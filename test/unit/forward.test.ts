@@ -401,3 +401,40 @@ t.test('forwarding: the reference backend gets no layer; an upstream gets them a
   t.not(seen[1], r, 'wrapped');
   t.equal(policed.policed, true);
 });
+
+t.test('head and total deadlines start from the time the caller read (`at`), through every layer above them', async (t) => {
+  const clock = new ManualClock();
+  const cb = new CircuitBreaker({ failures: 5, coolDownMs: 100 });
+  const { send, calls } = stack([breakerAccounting(cb), buffering(), totalDeadline(500, clock), bodyIdle(100, clock), headDeadline(100, clock), retryReads()]);
+  // The exchange read the clock 40 ms before this send (it is the same reading the exchange's
+  // upstream timing uses): the head deadline falls due 100 ms after that, not after the send.
+  const early = new Recorder();
+  send(request(), early, clock.now() - 40);
+  only(calls).start();
+  clock.advance(59);
+  t.same(early.events, ['start'], 'nothing 99 ms after the given time');
+  clock.advance(1);
+  t.same(early.events, ['start', 'failure headers_timeout'], 'due 100 ms after the given time');
+
+  // The total deadline too: the head came in time, the body drips within the idle deadline.
+  const dripping = new Recorder();
+  send(request('POST'), dripping, clock.now() - 200);
+  const second = only(calls, 1).start();
+  second.handler.onHead(200, {});
+  for (let i = 0; i < 3; i++) {
+    clock.advance(90);
+    second.handler.onData(Buffer.from('x'));
+  }
+  t.same(dripping.events, ['start', 'head 200', 'data x', 'data x', 'data x'], '470 ms after the given time: still running');
+  clock.advance(30);
+  t.same(dripping.events.at(-1), 'failure total_timeout', 'due 500 ms after the given time, 300 ms after the send');
+
+  // Without `at`, each deadline layer reads its clock when the call passes it.
+  const own = new Recorder();
+  send(request(), own);
+  only(calls, 2).start();
+  clock.advance(99);
+  t.same(own.events, ['start'], 'nothing at 99 ms');
+  clock.advance(1);
+  t.same(own.events, ['start', 'failure headers_timeout']);
+});
