@@ -20,7 +20,7 @@ import { isValidUpstreamStatus } from './contract.js';
 import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import { REAL_CLOCK, type Clock } from './deadlines.js';
-import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
+import { Waiting, type ConsumerGate, type GateEntry, type Tally } from './consumer-gate.js';
 import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
 import type { CacheEntry, ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
@@ -345,8 +345,8 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
   /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
   private settled = true;
   private closedSeen = false;
-  /** The consumer whose place of the in-flight bound this request holds, if any. */
-  private placeOf: string | undefined = undefined;
+  /** The tally of the consumer whose place of the in-flight bound this request holds, if any. */
+  private placeOf: Tally | undefined = undefined;
   /** While the request waits for such a place: its entry on the queue. */
   private waiting: Waiting | undefined = undefined;
 
@@ -450,13 +450,13 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     const gate = this.pipeline.gate;
     const consumer = gate === undefined ? undefined : this.ex.consumerId;
     if (consumer !== undefined) {
-      const waiting = gate?.enter(consumer, this);
-      if (waiting !== undefined) {
-        this.waiting = waiting;
+      const got = gate?.take(consumer, this);
+      if (got instanceof Waiting) {
+        this.waiting = got;
         this.pipeline.front.hold?.(this);
         return;
       }
-      this.placeOf = consumer;
+      this.placeOf = got;
     }
     this.proceed();
   }
@@ -474,7 +474,7 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     const w = this.waiting;
     if (w === undefined) return;
     this.waiting = undefined;
-    this.placeOf = w.consumer;
+    this.placeOf = w.tally;
     this.pipeline.front.release?.(this);
     // On the next turn of the event loop: a place freed by an answer that ended at once would
     // otherwise start the next waiting request in the same chain of callbacks, and one consumer's
