@@ -8,9 +8,8 @@
  * the consumer is over its own share, which is its doing, not the gateway's (503 would tell load
  * balancers and clients that the instance is unwell).
  *
- * Per request this costs one Map lookup while the consumer has other requests in flight (the
- * request keeps its consumer's tally); nothing is allocated unless the request has to wait or its
- * consumer had nothing in flight. The queue's deadlines share one list and one timer (core/deadlines.ts).
+ * Per request this costs two Map operations on the consumer's count: nothing is allocated unless
+ * the request has to wait. The queue's deadlines share one list and one timer (core/deadlines.ts).
  */
 import { DeadlineList, REAL_CLOCK, type Clock, type DeadlineOwner, type Deadlined } from './deadlines.js';
 
@@ -30,18 +29,6 @@ export interface GateEntry {
   expired(): void;
 }
 
-/**
- * One consumer's share: the places it holds and its requests waiting, oldest first. A request
- * holding a place keeps its tally, so giving the place back looks nothing up; the gate's map holds
- * a tally only while the consumer has a request in flight or waiting.
- */
-export class Tally {
-  inFlight = 0;
-  queue: Waiting[] | undefined = undefined;
-
-  constructor(readonly consumer: string) {}
-}
-
 /** A request waiting for a place: on its consumer's queue and on the deadline list. */
 export class Waiting implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
@@ -50,13 +37,9 @@ export class Waiting implements Deadlined {
   deadlineList: DeadlineOwner | undefined = undefined;
 
   constructor(
-    readonly tally: Tally,
+    readonly consumer: string,
     readonly entry: GateEntry,
   ) {}
-
-  get consumer(): string {
-    return this.tally.consumer;
-  }
 }
 
 /** How many requests the gate made wait, and how many of those waited too long (the overflow metric). */
@@ -66,8 +49,10 @@ export interface GateCounts {
 }
 
 export class ConsumerGate {
-  /** Consumer -> its tally, while it has a request in flight or waiting. */
-  private readonly tallies = new Map<string, Tally>();
+  /** Consumer -> places taken (absent: none). */
+  private readonly inFlight = new Map<string, number>();
+  /** Consumer -> requests waiting, oldest first (absent: none). */
+  private readonly queues = new Map<string, Waiting[]>();
   private readonly deadlines: DeadlineList<Waiting>;
   private queued = 0;
   private expiredCount = 0;
@@ -80,48 +65,39 @@ export class ConsumerGate {
   }
 
   /**
-   * Takes a place of `consumer` for `entry`: the consumer's `Tally` when it got one now (`leave`
-   * takes it back); else `entry` waits, and the returned `Waiting` is what `cancel` takes should
-   * its client leave first.
+   * Takes a place of `consumer` for `entry`: undefined when it got one now; else `entry` waits,
+   * and the returned `Waiting` is what `cancel` takes should its client leave first.
    */
-  take(consumer: string, entry: GateEntry): Tally | Waiting {
-    let tally = this.tallies.get(consumer);
-    if (tally === undefined) this.tallies.set(consumer, (tally = new Tally(consumer)));
+  enter(consumer: string, entry: GateEntry): Waiting | undefined {
+    const n = this.inFlight.get(consumer) ?? 0;
     // While any request waits, the consumer's places are all taken (a freed place goes to the
     // oldest waiting at once), so a newcomer cannot overtake the queue.
-    if (tally.inFlight < this.bound.maxInFlight) {
-      tally.inFlight++;
-      return tally;
+    if (n < this.bound.maxInFlight) {
+      this.inFlight.set(consumer, n + 1);
+      return undefined;
     }
-    const w = new Waiting(tally, entry);
-    (tally.queue ??= []).push(w);
+    const w = new Waiting(consumer, entry);
+    let queue = this.queues.get(consumer);
+    if (queue === undefined) this.queues.set(consumer, (queue = []));
+    queue.push(w);
     this.deadlines.add(w);
     this.queued++;
     return w;
   }
 
-  /** `take`, answering undefined when `entry` got a place now (for tests and tools). */
-  enter(consumer: string, entry: GateEntry): Waiting | undefined {
-    const got = this.take(consumer, entry);
-    return got instanceof Waiting ? got : undefined;
-  }
-
-  /**
-   * A request holding a place of a consumer (its tally, or the consumer's name) is done: the place
-   * goes to its oldest waiting request, or is freed.
-   */
-  leave(place: Tally | string): void {
-    const tally = typeof place === 'string' ? this.tallies.get(place) : place;
-    if (tally === undefined) return;
-    const next = tally.queue?.shift();
+  /** A request holding a place of `consumer` is done: the place goes to its oldest waiting request, or is freed. */
+  leave(consumer: string): void {
+    const queue = this.queues.get(consumer);
+    const next = queue?.shift();
     if (next !== undefined) {
-      if (tally.queue?.length === 0) tally.queue = undefined;
+      if (queue?.length === 0) this.queues.delete(consumer);
       this.deadlines.remove(next);
       next.entry.admitted();
       return;
     }
-    tally.inFlight = Math.max(0, tally.inFlight - 1);
-    this.forget(tally);
+    const n = (this.inFlight.get(consumer) ?? 1) - 1;
+    if (n <= 0) this.inFlight.delete(consumer);
+    else this.inFlight.set(consumer, n);
   }
 
   /** A waiting request whose client left: off the queue, holding nothing. */
@@ -132,12 +108,12 @@ export class ConsumerGate {
 
   /** Places taken by `consumer` now (for tests and the docs' examples). */
   inFlightOf(consumer: string): number {
-    return this.tallies.get(consumer)?.inFlight ?? 0;
+    return this.inFlight.get(consumer) ?? 0;
   }
 
   /** Requests of `consumer` waiting now. */
   waitingOf(consumer: string): number {
-    return this.tallies.get(consumer)?.queue?.length ?? 0;
+    return this.queues.get(consumer)?.length ?? 0;
   }
 
   get counts(): GateCounts {
@@ -152,17 +128,10 @@ export class ConsumerGate {
   }
 
   private unqueue(w: Waiting): void {
-    const tally = w.tally;
-    const queue = tally.queue;
+    const queue = this.queues.get(w.consumer);
     if (queue === undefined) return;
     const i = queue.indexOf(w);
     if (i >= 0) queue.splice(i, 1);
-    if (queue.length === 0) tally.queue = undefined;
-    this.forget(tally);
-  }
-
-  /** Drops a tally with nothing in flight and nothing waiting: the map holds active consumers only. */
-  private forget(tally: Tally): void {
-    if (tally.inFlight === 0 && tally.queue === undefined && this.tallies.get(tally.consumer) === tally) this.tallies.delete(tally.consumer);
+    if (queue.length === 0) this.queues.delete(w.consumer);
   }
 }

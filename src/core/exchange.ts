@@ -19,8 +19,8 @@ import type { CircuitBreaker } from './breaker.js';
 import { isValidUpstreamStatus } from './contract.js';
 import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
-import { REAL_CLOCK, type Clock } from './deadlines.js';
-import { Waiting, type ConsumerGate, type GateEntry, type Tally } from './consumer-gate.js';
+import type { Clock } from './deadlines.js';
+import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
 import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
 import type { CacheEntry, ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
@@ -215,11 +215,6 @@ export class Pipeline {
   readonly breaker: CircuitBreaker | undefined;
   /** The per-consumer in-flight bound; none when `consumerBound` is off. */
   readonly gate: ConsumerGate | undefined;
-  /**
-   * True when the layers read performance.now() (no clock injected): the exchange's own reading of
-   * when a call left is then theirs too, and their deadlines start from it.
-   */
-  readonly realClock: boolean;
 
   constructor(options: PipelineOptions) {
     this.gateways = options.gateways;
@@ -233,7 +228,6 @@ export class Pipeline {
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;
     this.gate = options.gateways.gate;
-    this.realClock = options.clock === undefined || options.clock === REAL_CLOCK;
   }
 
   /**
@@ -345,8 +339,8 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
   /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
   private settled = true;
   private closedSeen = false;
-  /** The tally of the consumer whose place of the in-flight bound this request holds, if any. */
-  private placeOf: Tally | undefined = undefined;
+  /** The consumer whose place of the in-flight bound this request holds, if any. */
+  private placeOf: string | undefined = undefined;
   /** While the request waits for such a place: its entry on the queue. */
   private waiting: Waiting | undefined = undefined;
 
@@ -450,13 +444,13 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     const gate = this.pipeline.gate;
     const consumer = gate === undefined ? undefined : this.ex.consumerId;
     if (consumer !== undefined) {
-      const got = gate?.take(consumer, this);
-      if (got instanceof Waiting) {
-        this.waiting = got;
+      const waiting = gate?.enter(consumer, this);
+      if (waiting !== undefined) {
+        this.waiting = waiting;
         this.pipeline.front.hold?.(this);
         return;
       }
-      this.placeOf = got;
+      this.placeOf = consumer;
     }
     this.proceed();
   }
@@ -474,7 +468,7 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     const w = this.waiting;
     if (w === undefined) return;
     this.waiting = undefined;
-    this.placeOf = w.tally;
+    this.placeOf = w.consumer;
     this.pipeline.front.release?.(this);
     // On the next turn of the event loop: a place freed by an answer that ended at once would
     // otherwise start the next waiting request in the same chain of callbacks, and one consumer's
@@ -526,9 +520,8 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
       const pipeline = this.pipeline;
       const request = new Outgoing(this, op, pipeline.settings.basePath, body);
       this.settled = false;
-      const at = performance.now();
-      this.upstreamT0 = at;
-      pipeline.send(request, this, pipeline.realClock ? at : undefined);
+      this.upstreamT0 = performance.now();
+      pipeline.send(request, this);
     } catch (err) {
       this.crash(err, 'forward');
     }

@@ -3,7 +3,7 @@
  * hand: places per consumer, arrival order, hand-over of a freed place, cancel, expiry and counts.
  */
 import t from 'tap';
-import { ConsumerGate, Tally, Waiting, type GateEntry } from '../../src/core/consumer-gate.js';
+import { ConsumerGate, type GateEntry } from '../../src/core/consumer-gate.js';
 import type { Clock } from '../../src/core/deadlines.js';
 
 /** A clock whose one timer fires when `advance` passes it. */
@@ -74,30 +74,4 @@ t.test('a waiting request expires after queueMs, not before; a cancelled one nev
   gate.leave('a');
   t.equal(gate.inFlightOf('a'), 0, 'the freed place goes to nobody');
   t.strictSame(gate.counts, { queued: 2, expired: 1 });
-});
-
-t.test('take: a place is the consumer\'s tally, given back without a lookup; idle consumers are forgotten', async (t) => {
-  const log: string[] = [];
-  const gate = new ConsumerGate({ maxInFlight: 2, queueMs: 500 }, manualClock());
-  const p1 = gate.take('a', entry('a1', log));
-  const p2 = gate.take('a', entry('a2', log));
-  if (!(p1 instanceof Tally) || !(p2 instanceof Tally)) throw new Error('a1 and a2 should hold places');
-  t.equal(p1, p2, 'one tally per consumer while it has requests in flight');
-  t.equal(p1.inFlight, 2);
-  const w = gate.take('a', entry('a3', log));
-  t.ok(w instanceof Waiting, 'a3 waits');
-  t.equal(w instanceof Waiting ? w.consumer : undefined, 'a');
-  gate.leave(p1);
-  t.same(log, ['a3 admitted'], 'the place given back by its tally goes to the oldest waiting');
-  t.equal(gate.inFlightOf('a'), 2);
-  gate.leave(p1);
-  gate.leave(p2);
-  t.equal(gate.inFlightOf('a'), 0);
-  const p3 = gate.take('a', entry('a4', log));
-  t.not(p3, p1, 'a consumer with nothing in flight or waiting was forgotten: a new tally');
-  t.equal(p3 instanceof Tally ? p3.inFlight : -1, 1);
-  gate.leave(p1);
-  t.equal(gate.inFlightOf('a'), 1, 'a forgotten tally given back again frees nothing of the new one');
-  gate.leave('a');
-  t.equal(gate.inFlightOf('a'), 0, 'leave by name still works');
 });

@@ -86,7 +86,7 @@ function bodyDue(call: BodyIdle, now: number): number | undefined {
 export function bodyIdle(ms: number, clock: Clock = REAL_CLOCK): Layer {
   const list = new DeadlineList<BodyIdle>(ms, bodyDue, clock);
   return (next: Send): Send =>
-    (request, handler: ForwardHandler, at?: number) => {
-      start(next, request, new BodyIdle(handler, list), at);
+    (request, handler: ForwardHandler) => {
+      start(next, request, new BodyIdle(handler, list));
     };
 }

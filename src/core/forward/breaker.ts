@@ -71,9 +71,9 @@ class BreakerAccount extends Wrapper {
 
 export function breakerAccounting(breaker: CircuitBreaker): Layer {
   return (next: Send): Send =>
-    (request, handler: ForwardHandler, at?: number) => {
+    (request, handler: ForwardHandler) => {
       const closed = breaker.admit();
       if (closed !== undefined) return handler.onRefused(closed);
-      start(next, request, new BreakerAccount(handler, breaker), at);
+      start(next, request, new BreakerAccount(handler, breaker));
     };
 }

@@ -63,7 +63,7 @@ class Buffering extends Wrapper {
 
 export function buffering(): Layer {
   return (next: Send): Send =>
-    (request, handler: ForwardHandler, at?: number) => {
-      start(next, request, new Buffering(handler), at);
+    (request, handler: ForwardHandler) => {
+      start(next, request, new Buffering(handler));
     };
 }

@@ -46,9 +46,9 @@ function due(call: DeadlinedCall): undefined {
 export function deadlineLayer(ms: number, clock: Clock, Call: new (handler: ForwardHandler) => DeadlinedCall): Layer {
   const list = new DeadlineList<DeadlinedCall>(ms, due, clock);
   return (next: Send): Send =>
-    (request, handler: ForwardHandler, at: number = clock.now()) => {
+    (request, handler: ForwardHandler) => {
       const call = new Call(handler);
-      list.add(call, at + ms);
-      start(next, request, call, at);
+      list.add(call);
+      start(next, request, call);
     };
 }

@@ -55,13 +55,7 @@ export interface ForwardHandler extends UpstreamHandler {
   onRefused(err: GatewayError): void;
 }
 
-/**
- * Sends one call. `at`: when it left the exchange, on the layers' clock, when the caller read it
- * already; the deadline layers start from it instead of reading the clock again (each reading is a
- * call into node). A call sent later than its request arrived (the cache's or the retry's second
- * send) passes none, and each deadline layer reads the clock itself.
- */
-export type Send = (request: UpstreamRequest, handler: ForwardHandler, at?: number) => void;
+export type Send = (request: UpstreamRequest, handler: ForwardHandler) => void;
 
 /**
  * Offered with a whole answer by the response cache: the handler runs its response phase, and when
@@ -156,9 +150,9 @@ export class Wrapper implements ForwardHandler, UpstreamControl {
 }
 
 /** Starts one call through `wrapper`: the handler holds the wrapper as its control, then the layer below gets the call. */
-export function start(next: Send, request: UpstreamRequest, wrapper: Wrapper, at?: number): void {
+export function start(next: Send, request: UpstreamRequest, wrapper: Wrapper): void {
   wrapper.handler.onStart(wrapper);
-  next(request, wrapper, at);
+  next(request, wrapper);
 }
 
 /** `send` with `layers` around it, the first listed outermost (nearest the exchange). */

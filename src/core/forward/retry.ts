@@ -137,8 +137,8 @@ class RetryState extends Wrapper {
 /** Retries reads per the rule above; other methods pass straight through (no wrapper). */
 export function retryReads(): Layer {
   return (next: Send): Send =>
-    (request, handler: ForwardHandler, at?: number) => {
-      if (request.method !== 'GET') return next(request, handler, at);
-      start(next, request, new RetryState(handler, next, request), at);
+    (request, handler: ForwardHandler) => {
+      if (request.method !== 'GET') return next(request, handler);
+      start(next, request, new RetryState(handler, next, request));
     };
 }
