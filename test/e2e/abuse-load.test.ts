@@ -129,14 +129,14 @@ function floodConnection(port: number, head: string, bytes: number, from = '127.
 const FIXTURES = join(PROJECT_ROOT, 'test', 'fixtures');
 
 /**
- * The attacker, test/fixtures/flood-attacker.mjs, as its own process (from 127.0.0.2, another
+ * The attacker, test/fixtures/flood-attacker.mjs, as its own process (from 127.0.0.2 unless told, another
  * client than the consumer's 127.0.0.1): 8 connections pipelining `head`, reconnecting at once for
  * `ms`. In its own process so that its socket churn does not delay the event loop that times the
  * other consumer. Killed at teardown; resolves with the connections it opened (0 if it failed).
  */
-function floodFor(t: TapTest, port: number, head: string, ms: number): Promise<number> {
+function floodFor(t: TapTest, port: number, head: string, ms: number, from = '127.0.0.2'): Promise<number> {
   // nodeCommand: without the test runner's loaders, which would add their own work to the attacker's.
-  const child = spawn(...nodeCommand([join(FIXTURES, 'flood-attacker.mjs'), String(port), String(ms), '8', '127.0.0.2']), {
+  const child = spawn(...nodeCommand([join(FIXTURES, 'flood-attacker.mjs'), String(port), String(ms), '8', from]), {
     env: { ...childEnv(), FLOOD_HEAD: head },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -248,8 +248,6 @@ forEachEngine(t, async (t, engine) => {
     const closed = value(exp, 'petstore_gateway_overflows_total', { event: 'pipeline_closed' }) ?? 0;
     const refused = value(exp, 'petstore_gateway_overflows_total', { event: 'overflow_refused' }) ?? 0;
     t.ok(closed >= 1 && closed + refused <= opened, `the metric counts closed (${closed}) and refused (${refused}) flooding connections, of ${opened} opened`);
-    const before = p99(unloaded.times);
-    const during = p99(loaded.times);
     t.ok(loaded.times.length >= 10, `the other consumer was sampled during the flood (${loaded.times.length} times)`);
     t.ok(Math.max(...loaded.times) < 2000, `the other consumer is answered promptly, every time (worst ${Math.max(...loaded.times).toFixed(0)} ms)`);
     // The issue's goal. The flood's own cost is small now: the first overflow of each connection
@@ -261,10 +259,27 @@ forEachEngine(t, async (t, engine) => {
     // per-consumer in-flight bound does not change it: the built-in backend answers at once, so the
     // attacker's key never has 128 requests in progress; its requests are bounded per connection
     // (8 served, 64 waiting) before any policy.
-    t.comment(`gateway event-loop delay p50/p99/max: unloaded ${lagUnloaded.p50}/${lagUnloaded.p99}/${lagUnloaded.max} ms, flooded ${lagLoaded.p50}/${lagLoaded.p99}/${lagLoaded.max} ms; the sampler's own p99/max: unloaded ${unloaded.lag.p99.toFixed(1)}/${unloaded.lag.max.toFixed(1)} ms, flooded ${loaded.lag.p99.toFixed(1)}/${loaded.lag.max.toFixed(1)} ms; other consumer p99 ${before.toFixed(1)} -> ${during.toFixed(1)} ms (${unloaded.times.length}/${loaded.times.length} samples)`);
-    t.ok(during <= 2 * before, `the other consumer's p99 within 2x of unloaded (${before.toFixed(1)} ms unloaded, ${during.toFixed(1)} ms flooded; ${closed} connections closed, ${refused} refused)`, {
-      todo: 'not robust on a 2-core machine shared with the attacker and other load: see the sampler\'s own event-loop delay in the comment above',
-    });
+    const phases = (u: typeof unloaded, l: typeof loaded, lu: typeof lagUnloaded, ll: typeof lagLoaded) => {
+      const before = p99(u.times);
+      const during = p99(l.times);
+      t.comment(`gateway event-loop delay p50/p99/max: unloaded ${lu.p50}/${lu.p99}/${lu.max} ms, flooded ${ll.p50}/${ll.p99}/${ll.max} ms; the sampler's own p99/max: unloaded ${u.lag.p99.toFixed(1)}/${u.lag.max.toFixed(1)} ms, flooded ${l.lag.p99.toFixed(1)}/${l.lag.max.toFixed(1)} ms; other consumer p99 ${before.toFixed(1)} -> ${during.toFixed(1)} ms (${u.times.length}/${l.times.length} samples)`);
+      return { before, during };
+    };
+    let p = phases(unloaded, loaded, lagUnloaded, lagLoaded);
+    // The p99 of some 200-400 samples of a 4 ms request is decided by its three or four slowest, so
+    // one stall of this shared machine can carry it past 2x: on a quiet 2-core machine one engine
+    // run in twelve read 2.06x. Then both phases are measured once more, with a fresh attacker
+    // address (the first is still refused), and the second pair decides.
+    if (p.during > 2 * p.before) {
+      t.comment(`p99 ${p.during.toFixed(1)} ms flooded against ${p.before.toFixed(1)} ms unloaded: measuring both phases once more`);
+      const u = await sampleOther(t, gw, other, 3000);
+      const lu = await loopDelay(gw.handle);
+      const again = floodFor(t, gw.port, head, 5000, '127.0.0.3');
+      const l = await sampleOther(t, gw, other, 10_000, again);
+      await again;
+      p = phases(u, l, lu, await loopDelay(gw.handle));
+    }
+    t.ok(p.during <= 2 * p.before, `the other consumer's p99 within 2x of unloaded (${p.before.toFixed(1)} ms unloaded, ${p.during.toFixed(1)} ms flooded; ${closed} connections closed, ${refused} refused)`);
     t.ok([...unloaded.ready, ...loaded.ready].every((s) => s === 200), `/readyz answers 200 throughout (${loaded.ready.filter((s) => s !== 200).length} misses)`);
 
     // SIGTERM in the middle of a second flood: the process still finishes.
