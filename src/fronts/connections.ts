@@ -269,8 +269,22 @@ export function shareConnections(
     counts.shareRefused++;
     return 'share';
   };
+  /**
+   * Whether any refusal is in force, dropping the expired ones first. `refuse` re-inserts a key
+   * with one fixed `refuseMs`, so insertion order is expiry order and only the front can be
+   * expired: without this, one overflow long ago would keep every accept looking up its peer.
+   */
+  const refusing = (): boolean => {
+    if (refused.size === 0) return false;
+    const t = now();
+    for (const [key, until] of refused) {
+      if (until > t) return true;
+      refused.delete(key);
+    }
+    return false;
+  };
   const pit = holdUnread(server);
-  refuseAtAccept(server, () => refused.size > 0 || full > 0, (address, client) => {
+  refuseAtAccept(server, () => refusing() || full > 0, (address, client) => {
     const why = refusal(address);
     if (why === undefined) return false;
     // A client refused after an overflow: held, so that it cannot reconnect at once.

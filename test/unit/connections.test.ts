@@ -95,3 +95,44 @@ t.test('a closed connection gives its place back to the /64', async (t) => {
   first.destroy();
   t.equal(connect('2001:db8:1:2::2').refused, false, 'accepted once the first closed');
 });
+
+t.test('at accept: an expired refusal stops costing a peer lookup per connection', async (t) => {
+  // A server as refuseAtAccept sees node's: a listening handle whose onconnection it wraps.
+  const accepted: unknown[] = [];
+  const handle = { onconnection: (_err: number, client?: unknown) => void accepted.push(client) };
+  const server = Object.assign(new EventEmitter(), { _handle: handle });
+  let clock = 1000;
+  const share = shareConnections(server, 1000, [], 10_000, () => clock);
+  server.emit('listening');
+  let lookups = 0;
+  let closed = 0;
+  const client = (address: string) => ({
+    getpeername(out: { address?: string }) {
+      lookups++;
+      out.address = address;
+      return 0;
+    },
+    unref() {},
+    close() {
+      closed++;
+    },
+  });
+  handle.onconnection(0, client('192.0.2.9'));
+  t.equal(lookups, 0, 'no refusal in force: no lookup');
+  t.equal(accepted.length, 1, 'accepted');
+  share.refuse('192.0.2.1');
+  handle.onconnection(0, client('192.0.2.1'));
+  t.equal(lookups, 1, 'a refusal in force: the peer is looked up');
+  t.equal(accepted.length, 1, 'the refused client is not handed to node');
+  handle.onconnection(0, client('192.0.2.9'));
+  t.equal(accepted.length, 2, 'another client is accepted meanwhile');
+  clock += 10_001;
+  const before = lookups;
+  handle.onconnection(0, client('192.0.2.9'));
+  handle.onconnection(0, client('192.0.2.8'));
+  t.equal(lookups, before, 'the refusal expired: no lookup, though its client never came back');
+  t.equal(accepted.length, 4, 'both accepted');
+  t.equal(closed, 0, 'the held connection is not closed by another client');
+  server.emit('close');
+  t.equal(closed, 1, 'the held connection is closed with the server');
+});
