@@ -56,10 +56,10 @@ export async function runAb(o = {}) {
   const WARMUP = o.warmup ?? envNum('BENCH_AB_WARMUP', 4, 0.5, 60);
   const CONNECTIONS = envNum('BENCH_CONNECTIONS', 50, 2, 2000);
   const half = Math.max(1, Math.floor(CONNECTIONS / 2));
-  const GENERATOR = process.env.BENCH_AB_LOADGEN ?? 'autocannon';
+  const GENERATOR = o.generator ?? process.env.BENCH_AB_LOADGEN ?? 'autocannon';
   if (GENERATOR !== 'autocannon' && GENERATOR !== 'wrk') throw new Error(`BENCH_AB_LOADGEN: autocannon or wrk, not ${GENERATOR}`);
   if (GENERATOR === 'wrk' && wrkVersion() === undefined) throw new Error('BENCH_AB_LOADGEN=wrk: wrk is not installed (apt-get install wrk, or BENCH_WRK=/path/to/wrk)');
-  const routeIds = (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim());
+  const routeIds = o.routes ?? (process.env.BENCH_ROUTES ?? 'list20,list100,get,create').split(',').map((s) => s.trim());
   for (const r of routeIds) if (!(r in ROUTES)) throw new Error(`BENCH_ROUTES: unknown route ${r}`);
 
   const cpuCount = cpus().length;
