@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MemoryCacheStore, entrySize } from '../../src/cache/memory.js';
 import { openResponseCache } from '../../src/cache/index.js';
-import { cacheKey, directives, storedFields, type CacheEntry } from '../../src/core/forward/cache.js';
+import { cacheKey, directives, hitPlan, storedFields, type CacheEntry } from '../../src/core/forward/cache.js';
 import type { UpstreamRequest } from '../../src/core/upstream.js';
 
 function entry(body: Buffer, now: number): CacheEntry {
@@ -71,10 +71,12 @@ t.test("50,000 distinct keys: the store's count and the real heap both stay with
   let worst = 0;
   for (let i = 0; i < 50_000; i++) {
     // A Pet of the interface's size, with an int64 past 2^53, as bench/cache.mjs stores; its body
-    // kept as a string too, as the cache keeps a small body (`ONE_WRITE_MAX`).
+    // kept as a string too, as the cache keeps a small body (`ONE_WRITE_MAX`), and its fields as
+    // a hit's plan for the own fields of the request that filled it, as the exchange keeps them.
     const body = Buffer.from(`{"id":${i},"name":"pet ${i}","categoryId":9223372036854775807,"status":"available"}`);
     const headers = { 'content-type': 'application/json', 'content-length': String(body.length), etag: `"${i}"` };
-    store.set(`getPet ${i}`, { status: 200, headers, body, text: body.toString('latin1'), fields: storedFields(headers), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
+    const own = { 'x-request-id': `r${i}`, 'ratelimit-policy': '"default";q=100;w=60', ratelimit: '"default";r=99;t=0' };
+    store.set(`getPet ${i}`, { status: 200, headers, body, text: body.toString('latin1'), plan: hitPlan(storedFields(headers), own), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
     if (store.size > worst) worst = store.size;
   }
   const grown = used() - before;
@@ -97,6 +99,9 @@ t.test('an entry is counted with its key and its headers, not only its body', as
   t.equal(entrySize('getPet 1', { ...small, body, text: body.toString('latin1') }), entrySize('getPet 1', { ...small, body }) + body.length, 'a body kept as a string too counts twice');
   const fields = storedFields(small.headers);
   t.equal(entrySize('getPet 1', { ...small, fields }), base + 48 + 8 * fields.length, 'the flat list of the fields counts its slots');
+  const plan = hitPlan(fields, { 'x-request-id': 'r1', 'content-type': 'text/plain' });
+  t.equal(plan.fields.length, fields.length + 2 + 4, 'a plan: the stored fields (an own field of a stored name takes its place), one new own field, Age and Cache-Status');
+  t.equal(entrySize('getPet 1', { ...small, plan }), base + 3 * 48 + 32 + 8 * (plan.fields.length + 2 + 2), "a hit's plan counts its three lists' slots");
   // A store of 64 KiB cannot be filled past its bound by headers alone.
   const store = new MemoryCacheStore(64 * 1024, () => now);
   for (let i = 0; i < 100; i++) store.set(`getPet ${i}`, fat);
