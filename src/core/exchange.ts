@@ -383,6 +383,8 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
   /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
   private settled = true;
   private closedSeen = false;
+  /** The trace context is still to be made for the upstream request (`identify`, `traced`). */
+  private traceDue = false;
   /** The consumer whose place of the in-flight bound this request holds, if any. */
   private placeOf: string | undefined = undefined;
   /** While the request waits for such a place: its entry on the queue. */
@@ -464,7 +466,11 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
 
   /**
    * The request id (the client's when valid, else a new one) on every response and to the
-   * upstream, and W3C trace context to the upstream, so upstream logs correlate.
+   * upstream, and W3C trace context to the upstream, so upstream logs correlate. The trace context
+   * is made when the upstream request's fields are (`traced`): a request answered without a call
+   * (a denial, a cache hit, the built-in backend) never needs it. Its two fields are placed now
+   * (null: no value yet), so the upstream gets them in the same order among the policies' own; a
+   * policy that sets one keeps its value.
    */
   private identify(): void {
     const ex = this.ex;
@@ -474,9 +480,19 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     ex.responseHeaders['x-request-id'] = id;
     const up = ex.upstreamHeaders;
     up['x-request-id'] = id;
-    const trace = traceContextOf(h);
-    up.traceparent = trace.traceparent;
-    up.tracestate = trace.tracestate ?? null;
+    up.traceparent = null;
+    up.tracestate = null;
+    this.traceDue = true;
+  }
+
+  /** Puts the trace context in the places `identify` kept, unless a policy set the fields itself. */
+  private traced(): void {
+    if (!this.traceDue) return;
+    this.traceDue = false;
+    const up = this.ex.upstreamHeaders;
+    const trace = traceContextOf(this.head.headers);
+    if (up.traceparent === null) up.traceparent = trace.traceparent;
+    if (up.tracestate === null) up.tracestate = trace.tracestate ?? null;
   }
 
   private decided(d: RequestDecision): void {
@@ -573,6 +589,7 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
 
   /** The request headers the upstream receives, for a request with `body` (`Outgoing`). */
   upstreamHeaders(body: Buffer | undefined): Record<string, string | string[]> {
+    this.traced();
     const h = this.head.headers;
     const headers = upstreamRequestHeaders(this.rules, h, this.ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
     if (body !== undefined) headers['content-length'] = String(body.length);
@@ -695,9 +712,14 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     if (this.settled) return;
     // An answer no call went upstream for has no upstream status or duration (the access line
     // and the client histogram are for upstream calls), as for a call the breaker refused.
-    if (called) this.upstreamStatus = entry.status;
-    else this.upstreamT0 = 0;
-    this.settle();
+    if (called) {
+      this.upstreamStatus = entry.status;
+      this.settle();
+    } else {
+      this.upstreamT0 = 0;
+      // No call to time: settled without reading the clock.
+      this.settled = true;
+    }
     this.writeStored(entry, age, cacheStatus);
   }
 
