@@ -69,14 +69,16 @@ const UPSTREAM_BODY = Buffer.from(
   '[{"id":9007199254740993,"name":"Rex","categoryId":1,"internalNote":"x"},{"id":2,"name":"Tom","categoryId":1},{"id":3,"name":"Kit","categoryId":2}]',
 );
 
-/** An upstream in memory: answers every call on the next turn of the event loop, and counts them. */
-function memoryUpstream(extra: Readonly<Record<string, string>> = {}): Upstream & { calls: number } {
+/** An upstream in memory: answers every call on the next turn of the event loop, and counts them and the trace context each was sent with. */
+function memoryUpstream(extra: Readonly<Record<string, string>> = {}): Upstream & { calls: number; traces: unknown[] } {
   return {
     name: 'memory',
     conforms: false,
     calls: 0,
-    send(_request: UpstreamRequest, handler: UpstreamHandler): void {
+    traces: [],
+    send(request: UpstreamRequest, handler: UpstreamHandler): void {
       this.calls++;
+      this.traces.push(request.headers.traceparent);
       setImmediate(() => {
         handler.onStart({ pause() {}, resume() {}, abort() {} });
         handler.onHead(200, { 'content-type': 'application/json', 'content-length': String(UPSTREAM_BODY.length), 'cache-control': 'public, max-age=60', ...extra });
@@ -230,6 +232,8 @@ t.test('a fresh hit is no upstream call; its Age and Cache-Status follow the clo
 
   t.equal(records.length, 7);
   t.equal(records[0]?.upstreamStatus, 200, 'the miss called the upstream: its status');
+  t.match(upstream.traces, [/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/], 'the miss sent a trace context');
+  t.equal(records[1]?.facts.upstreamHeaders.traceparent, null, 'a hit sends nothing: no trace context was made for it');
   t.ok(records[0]?.upstreamMs !== undefined, 'and its duration');
   for (const r of records.slice(1)) {
     t.equal(r.status, 200);
