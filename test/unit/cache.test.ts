@@ -32,6 +32,20 @@ t.test('keys: operation and normalised parameters; lists carry the generation', 
   t.equal(cacheKey(cache!, req({ method: 'POST', operation: 'createPet' })), undefined);
   cache!.store.dropLists();
   t.equal(cacheKey(cache!, req({})), 'listPets 1 limit=20', 'a new generation after createPet');
+  // Keys are remembered by parameter (KeyMemo): what is remembered must never outlive its rules,
+  // its generation or its operation.
+  t.equal(cacheKey(cache!, req({ answerRules: 'r1' })), 'r1 listPets 1 limit=20', 'other rules: another key');
+  t.equal(cacheKey(cache!, req({ answerRules: 'r2' })), 'r2 listPets 1 limit=20');
+  t.equal(cacheKey(cache!, req({ answerRules: 'r1' })), 'r1 listPets 1 limit=20', 'the first rules again');
+  cache!.store.dropLists();
+  t.equal(cacheKey(cache!, req({ answerRules: 'r1' })), 'r1 listPets 2 limit=20', 'a remembered key is dropped with its generation');
+  const both = openResponseCache({ ttlSeconds: { listPets: 5, getPet: 5 }, maxBytes: 1 << 20, staleIfErrorSeconds: 0, store: 'memory' }, { sharedCredential: true, maxEntryBytes: 1 << 20 });
+  t.equal(cacheKey(both!, req({ operation: 'getPet', param: 'limit=20' })), 'getPet limit=20', 'one parameter of two operations: two keys');
+  t.equal(cacheKey(both!, req({})), 'listPets 0 limit=20');
+  const keys = new Set<string | undefined>();
+  for (let round = 0; round < 2; round++) for (let i = 0; i < 3000; i++) keys.add(cacheKey(both!, req({ operation: 'getPet', param: String(i) })));
+  t.equal(keys.size, 3000, 'past the memo bound, every key is still its own');
+  t.equal(cacheKey(both!, req({ operation: 'getPet', param: '2999' })), 'getPet 2999');
   t.equal(openResponseCache({ ttlSeconds: { listPets: 0, getPet: 0 }, maxBytes: 1 << 20, staleIfErrorSeconds: 0, store: 'memory' }, { sharedCredential: true, maxEntryBytes: 1 }), undefined, 'both TTLs 0: no cache');
 });
 

@@ -101,6 +101,8 @@ export interface ResponseCache {
   readonly maxEntryBytes: number;
   readonly now: () => number;
   readonly flights: Map<string, Flight>;
+  /** The keys made lately (`KeyMemo`); none: every key is made per request. */
+  readonly keys?: KeyMemo;
   readonly counts: Record<CacheEvent, number>;
   /** Where an exception of the layer's own asynchronous work goes (the exchange logs it). */
   readonly crashed?: (err: unknown) => void;
@@ -175,10 +177,52 @@ function ageOf(headers: Readonly<Record<string, HeaderValue>>): number {
 export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string | undefined {
   if (request.method !== 'GET') return undefined;
   const op = request.operation;
-  const rules = request.answerRules === undefined ? '' : `${request.answerRules} `;
-  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? `${rules}getPet ${request.param}` : undefined;
-  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? `${rules}listPets ${cache.store.generation} ${request.query}` : undefined;
+  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? keyOf(cache, request.answerRules, 0, request.param) : undefined;
+  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? keyOf(cache, request.answerRules, 1, request.query) : undefined;
   return undefined;
+}
+
+/**
+ * Most keys `KeyMemo` holds per operation: past it, it starts afresh. A bound on its memory (two
+ * maps of short strings), not on the cache: a key not held is made as before.
+ */
+const KEY_MEMO_MAX = 1024;
+
+/**
+ * The keys made lately, by operation and parameter, for one set of rules and list generation. A
+ * key made per request is a new string the store hashes whole (and flattens first: a joined string
+ * is kept as its parts until read); found here, only the parameter is hashed, and the key is the
+ * string made before, its hash kept with it.
+ */
+export class KeyMemo {
+  private rules: string | undefined = undefined;
+  private generation = -1;
+  private readonly byParam = [new Map<string, string>(), new Map<string, string>()] as const;
+
+  /** The map of operation `op` (0 getPet, 1 listPets) for these rules and this generation. */
+  of(rules: string | undefined, generation: number, op: 0 | 1): Map<string, string> {
+    if (rules !== this.rules || generation !== this.generation) {
+      this.rules = rules;
+      this.generation = generation;
+      this.byParam[0].clear();
+      this.byParam[1].clear();
+    }
+    return this.byParam[op];
+  }
+}
+
+function keyOf(cache: ResponseCache, answerRules: string | undefined, op: 0 | 1, param: string): string {
+  const generation = cache.store.generation;
+  const memo = cache.keys?.of(answerRules, generation, op);
+  let key = memo?.get(param);
+  if (key !== undefined) return key;
+  const rules = answerRules === undefined ? '' : `${answerRules} `;
+  key = op === 0 ? `${rules}getPet ${param}` : `${rules}listPets ${generation} ${param}`;
+  if (memo !== undefined) {
+    if (memo.size >= KEY_MEMO_MAX) memo.clear();
+    memo.set(param, key);
+  }
+  return key;
 }
 
 /**
