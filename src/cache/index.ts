@@ -3,7 +3,7 @@
  * changes it is refused, as for the upstream section: the cache outlives reloads). The layer is
  * src/core/forward/cache.ts; the stores are here.
  */
-import type { CacheEvent, CacheStore, ResponseCache } from '../core/forward/cache.js';
+import { KeyMemo, type CacheEvent, type CacheStore, type ResponseCache } from '../core/forward/cache.js';
 import type { CacheConfig } from '../policies/cache/index.js';
 import { MemoryCacheStore } from './memory.js';
 import { RedisCacheStore } from './redis.js';
@@ -38,6 +38,7 @@ export function openResponseCache(config: CacheConfig, options: CacheOptions): R
     maxEntryBytes: options.maxEntryBytes,
     now,
     flights: new Map(),
+    keys: new KeyMemo(),
     counts,
   };
 }

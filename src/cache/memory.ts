@@ -17,10 +17,14 @@ const ENTRY_OVERHEAD = 400;
 /**
  * Bytes an entry holds: the body (twice when it is kept as a string too: one byte a character), the
  * key, every header name and value (UTF-16 strings: 2 bytes a unit) and the flat list of the same
- * fields (its own header and one slot an item; the strings are the headers' own).
+ * fields, or the hit's plan that holds them (its own header and one slot an item; the strings are
+ * the headers' own or the exchange's).
  */
 export function entrySize(key: string, entry: CacheEntry): number {
   let n = ENTRY_OVERHEAD + entry.body.length + (entry.text?.length ?? 0) + 2 * key.length + (entry.fields === undefined ? 0 : 48 + 8 * entry.fields.length);
+  const plan = entry.plan;
+  // A hit's plan: three lists (a header and one slot an item each) and the plan object.
+  if (plan !== undefined) n += 3 * 48 + 32 + 8 * (plan.fields.length + plan.names.length + plan.at.length);
   for (const name in entry.headers) {
     const v = entry.headers[name];
     n += 2 * name.length + 2 * (Array.isArray(v) ? v.join('').length : (v ?? '').length);

@@ -22,7 +22,7 @@ import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
 import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
 import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
-import { storedFields, type CacheEntry, type ResponseCache } from './forward/cache.js';
+import { fieldAt, storedFields, type CacheEntry, type HitPlan, type ResponseCache } from './forward/cache.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, paramOf, type Operation, type OperationId } from './operations.js';
@@ -139,10 +139,46 @@ function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly
   return out;
 }
 
-/** Where `name` is among the first `end` items of a flat field list (`[name, value, ...]`), or -1. */
-function fieldAt(fields: readonly (string | string[])[], end: number, name: string): number {
-  for (let i = 0; i < end; i += 2) if (fields[i] === name) return i;
-  return -1;
+/**
+ * A hit's field list from its entry's plan: a copy of the plan's list with this request's own
+ * values, Age and Cache-Status in their places; undefined when the request's own field names are
+ * not the plan's (another route's or consumer's policies), and the list is made field by field.
+ */
+function plannedFields(plan: HitPlan, own: Readonly<Record<string, HeaderValue>>, age: string, cacheStatus: string): (string | string[])[] | undefined {
+  const names = plan.names;
+  const at = plan.at;
+  const out = plan.fields.slice();
+  let n = 0;
+  for (const name in own) {
+    const value = own[name];
+    if (value === undefined) continue;
+    if (names[n] !== name) return undefined;
+    const i = at[n++] ?? 0;
+    // Vary is a list (RFC 9110 section 12.5.5): the exchange's joins a stored one.
+    out[i] = i < plan.stored && name === 'vary' ? mergeVary(out[i], value) : value;
+  }
+  if (n !== names.length) return undefined;
+  out[out.length - 3] = age;
+  out[out.length - 1] = cacheStatus;
+  return out;
+}
+
+/**
+ * A hit's field list made field by field: the stored fields (the first `storedEnd` items of
+ * `stored`), the request's own (one replaces a stored one of its name; Vary merged), Age and
+ * Cache-Status.
+ */
+function mergedFields(stored: readonly (string | string[])[], storedEnd: number, own: Readonly<Record<string, HeaderValue>>, age: string, cacheStatus: string): (string | string[])[] {
+  const out = stored.slice(0, storedEnd);
+  for (const name in own) {
+    const value = own[name];
+    if (value === undefined) continue;
+    const at = fieldAt(out, storedEnd, name);
+    if (at < 0) out.push(name, value);
+    else out[at + 1] = name === 'vary' ? mergeVary(out[at + 1], value) : value;
+  }
+  out.push('age', age, 'cache-status', cacheStatus);
+  return out;
 }
 
 /** No fields of a request: the view of the headers every client gets of a stored answer. */
@@ -347,6 +383,8 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
   /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
   private settled = true;
   private closedSeen = false;
+  /** The trace context is still to be made for the upstream request (`identify`, `traced`). */
+  private traceDue = false;
   /** The consumer whose place of the in-flight bound this request holds, if any. */
   private placeOf: string | undefined = undefined;
   /** While the request waits for such a place: its entry on the queue. */
@@ -428,7 +466,11 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
 
   /**
    * The request id (the client's when valid, else a new one) on every response and to the
-   * upstream, and W3C trace context to the upstream, so upstream logs correlate.
+   * upstream, and W3C trace context to the upstream, so upstream logs correlate. The trace context
+   * is made when the upstream request's fields are (`traced`): a request answered without a call
+   * (a denial, a cache hit, the built-in backend) never needs it. Its two fields are placed now
+   * (null: no value yet), so the upstream gets them in the same order among the policies' own; a
+   * policy that sets one keeps its value.
    */
   private identify(): void {
     const ex = this.ex;
@@ -438,9 +480,19 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     ex.responseHeaders['x-request-id'] = id;
     const up = ex.upstreamHeaders;
     up['x-request-id'] = id;
-    const trace = traceContextOf(h);
-    up.traceparent = trace.traceparent;
-    up.tracestate = trace.tracestate ?? null;
+    up.traceparent = null;
+    up.tracestate = null;
+    this.traceDue = true;
+  }
+
+  /** Puts the trace context in the places `identify` kept, unless a policy set the fields itself. */
+  private traced(): void {
+    if (!this.traceDue) return;
+    this.traceDue = false;
+    const up = this.ex.upstreamHeaders;
+    const trace = traceContextOf(this.head.headers);
+    if (up.traceparent === null) up.traceparent = trace.traceparent;
+    if (up.tracestate === null) up.tracestate = trace.tracestate ?? null;
   }
 
   private decided(d: RequestDecision): void {
@@ -537,6 +589,7 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
 
   /** The request headers the upstream receives, for a request with `body` (`Outgoing`). */
   upstreamHeaders(body: Buffer | undefined): Record<string, string | string[]> {
+    this.traced();
     const h = this.head.headers;
     const headers = upstreamRequestHeaders(this.rules, h, this.ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
     if (body !== undefined) headers['content-length'] = String(body.length);
@@ -647,7 +700,7 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
       // What every client gets of this answer: the allowlist and the `private` rule applied, none
       // of this request's own fields (they are added per request, as on a hit).
       const shared = clientResponseHeaders(this.rules, upstreamHeaders, { responseHeaders: NO_FIELDS, consumerId: this.ex.consumerId }, true);
-      const entry = keeper.keep(200, shared, out.body);
+      const entry = keeper.keep(200, shared, out.body, this.ex.responseHeaders);
       // The cache's head says this request's Age and Cache-Status (forward/cache.ts, `answerHead`).
       if (entry !== undefined) return this.writeStored(entry, String(headers.age ?? '0'), String(headers['cache-status'] ?? ''));
     }
@@ -659,9 +712,14 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     if (this.settled) return;
     // An answer no call went upstream for has no upstream status or duration (the access line
     // and the client histogram are for upstream calls), as for a call the breaker refused.
-    if (called) this.upstreamStatus = entry.status;
-    else this.upstreamT0 = 0;
-    this.settle();
+    if (called) {
+      this.upstreamStatus = entry.status;
+      this.settle();
+    } else {
+      this.upstreamT0 = 0;
+      // No call to time: settled without reading the clock.
+      this.settled = true;
+    }
     this.writeStored(entry, age, cacheStatus);
   }
 
@@ -780,18 +838,13 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     // A flat list, not an object: node writes a list's fields without an own-property check and a
     // lookup by name per field, so the two fields a hit adds (Age, Cache-Status) cost about what
     // the object form saved (instructions counted under valgrind).
-    const out = (entry.fields ?? storedFields(entry.headers)).slice();
-    const storedEnd = out.length;
     const own = this.ex.responseHeaders;
-    for (const name in own) {
-      const value = own[name];
-      if (value === undefined) continue;
-      const at = fieldAt(out, storedEnd, name);
-      // The exchange's own field replaces a stored one of the same name; Vary is merged.
-      if (at < 0) out.push(name, value);
-      else out[at + 1] = name === 'vary' ? mergeVary(out[at + 1], value) : value;
+    const plan = entry.plan;
+    let out = plan === undefined ? undefined : plannedFields(plan, own, age, cacheStatus);
+    if (out === undefined) {
+      const stored = plan?.fields ?? entry.fields ?? storedFields(entry.headers);
+      out = mergedFields(stored, plan?.stored ?? stored.length, own, age, cacheStatus);
     }
-    out.push('age', age, 'cache-status', cacheStatus);
     this.status = entry.status;
     this.bytesOut = entry.body.length;
     res.writeHead(entry.status, out);

@@ -46,7 +46,11 @@ export interface Exchange extends FactReader {
   readonly rawQuery: string;
   /** The query string the upstream receives (without '?'); policies may rewrite it. */
   upstreamQuery: string;
-  /** Request headers to set for the upstream; `null` removes the header. */
+  /**
+   * Request headers to set for the upstream; `null` removes the header. `traceparent` and
+   * `tracestate` read `null` until the upstream request is built, when the gateway's trace
+   * context fills them; a policy that wants other values sets them.
+   */
   readonly upstreamHeaders: Record<string, string | null>;
   /** Headers added to every response of this exchange, errors included. */
   readonly responseHeaders: Record<string, string>;

@@ -69,14 +69,16 @@ const UPSTREAM_BODY = Buffer.from(
   '[{"id":9007199254740993,"name":"Rex","categoryId":1,"internalNote":"x"},{"id":2,"name":"Tom","categoryId":1},{"id":3,"name":"Kit","categoryId":2}]',
 );
 
-/** An upstream in memory: answers every call on the next turn of the event loop, and counts them. */
-function memoryUpstream(extra: Readonly<Record<string, string>> = {}): Upstream & { calls: number } {
+/** An upstream in memory: answers every call on the next turn of the event loop, and counts them and the trace context each was sent with. */
+function memoryUpstream(extra: Readonly<Record<string, string>> = {}): Upstream & { calls: number; traces: unknown[] } {
   return {
     name: 'memory',
     conforms: false,
     calls: 0,
-    send(_request: UpstreamRequest, handler: UpstreamHandler): void {
+    traces: [],
+    send(request: UpstreamRequest, handler: UpstreamHandler): void {
       this.calls++;
+      this.traces.push(request.headers.traceparent);
       setImmediate(() => {
         handler.onStart({ pause() {}, resume() {}, abort() {} });
         handler.onHead(200, { 'content-type': 'application/json', 'content-length': String(UPSTREAM_BODY.length), 'cache-control': 'public, max-age=60', ...extra });
@@ -230,6 +232,9 @@ t.test('a fresh hit is no upstream call; its Age and Cache-Status follow the clo
 
   t.equal(records.length, 7);
   t.equal(records[0]?.upstreamStatus, 200, 'the miss called the upstream: its status');
+  t.match(upstream.traces, [/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/], 'the miss sent a trace context');
+  // The record's facts are the exchange itself: its upstream fields as the request phase left them.
+  t.match(records[1]?.facts, { upstreamHeaders: { traceparent: null } }, 'a hit sends nothing: no trace context was made for it');
   t.ok(records[0]?.upstreamMs !== undefined, 'and its duration');
   for (const r of records.slice(1)) {
     t.equal(r.status, 200);
@@ -279,4 +284,63 @@ t.test("a hit writes each field once: the exchange's own field replaces a stored
     t.equal(res.headers.etag, '"own"', "the exchange's own field replaces the stored one");
     t.equal(res.headers['x-request-id'], res === miss ? 'req-1' : 'req-2');
   }
+});
+
+t.test('a hit whose own fields are not those the entry was kept with is written field by field, as exact', async (t) => {
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key };
+  const loaded = parsePolicy(policyText({ upstream: { url: 'http://127.0.0.1:9/v1' }, policies: { cache: { ttlSeconds: { listPets: 30, getPet: 30 } } } }), { env });
+  if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
+  const gw = compileGateway(loaded.config, { env });
+  const holder = new GatewayHolder(gw);
+  t.teardown(() => holder.close());
+  // Own fields that depend on the request (as CORS's depend on Origin): the entry's plan is made
+  // for the names of the miss that filled it; other requests name more, fewer or others.
+  const own: Policy = {
+    name: 'own-fields',
+    annotate(ex) {
+      const id = ex.requestId ?? '';
+      if (id !== 'no-vary') ex.responseHeaders.vary = 'Origin';
+      if (id === 'other-etag') ex.responseHeaders.etag = '"own"';
+      else ex.responseHeaders['x-own'] = id;
+      if (id === 'extra') ex.responseHeaders['x-extra'] = 'yes';
+    },
+  };
+  const view: GatewayView = { chain: new Chain([own, ...gw.chain.policies]), bodyLimit: gw.bodyLimit, headerRules: gw.headerRules, answerRules: gw.answerRules };
+  const upstream = memoryUpstream({ vary: 'Accept-Encoding', etag: '"upstream"' });
+  const pipeline = new Pipeline({
+    gateways: { current: view, breaker: undefined, cache: holder.cache },
+    upstream,
+    settings: { basePath: '/v1', headersMs: 5000, bodyMs: 5000, totalMs: 10_000, maxBufferedBytes: 1 << 20, retryIdempotent: false },
+    front,
+  });
+  const ask = async (id: string): Promise<FakeResponse> => {
+    const res = new FakeResponse();
+    pipeline.handle({ method: 'GET', target: '/v1/pets?limit=2', headers: { authorization: `Bearer ${key}`, 'x-request-id': id }, remoteAddress: '127.0.0.1', httpVersion: '1.1' }, res, res);
+    for (let i = 0; i < 100 && !res.writableFinished; i++) await new Promise((r) => setImmediate(r));
+    return res;
+  };
+  const miss = await ask('first');
+  const names = (res: FakeResponse): string[] => Object.keys(res.headers);
+  const base = names(miss).filter((n) => n !== 'x-own' && n !== 'age' && n !== 'cache-status');
+  t.same(names(miss).slice(-3), ['x-own', 'age', 'cache-status'], "the exchange's new fields after the stored ones, then Age and Cache-Status");
+  // FakeResponse refuses a field written twice, so each answer below has every field once.
+  for (const [id, vary, etag, extra] of [
+    ['same', 'Accept-Encoding, Origin', '"upstream"', ['x-own']],
+    ['extra', 'Accept-Encoding, Origin', '"upstream"', ['x-own', 'x-extra']],
+    ['no-vary', 'Accept-Encoding', '"upstream"', ['x-own']],
+    ['other-etag', 'Accept-Encoding, Origin', '"own"', []],
+    ['again', 'Accept-Encoding, Origin', '"upstream"', ['x-own']],
+  ] as const) {
+    const hit = await ask(id);
+    t.match(hit.headers['cache-status'], /; hit; /, id);
+    t.equal(hit.headers['x-request-id'], id);
+    t.equal(hit.headers.vary, vary, `${id}: Vary merged with the stored one only when the exchange sets it`);
+    t.equal(hit.headers.etag, etag, `${id}: an own field replaces the stored one`);
+    t.equal(hit.headers['x-own'], extra.length > 0 ? id : undefined, `${id}: this request's own value, never another's`);
+    t.equal(hit.headers['x-extra'], id === 'extra' ? 'yes' : undefined);
+    t.same(names(hit), [...base, ...extra, 'age', 'cache-status'], `${id}: the stored fields in their order, then the new own ones, Age, Cache-Status`);
+    t.same(hit.body, miss.body);
+  }
+  t.equal(upstream.calls, 1);
 });

@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MemoryCacheStore, entrySize } from '../../src/cache/memory.js';
 import { openResponseCache } from '../../src/cache/index.js';
-import { cacheKey, directives, storedFields, type CacheEntry } from '../../src/core/forward/cache.js';
+import { cacheKey, directives, hitPlan, storedFields, type CacheEntry } from '../../src/core/forward/cache.js';
 import type { UpstreamRequest } from '../../src/core/upstream.js';
 
 function entry(body: Buffer, now: number): CacheEntry {
@@ -32,6 +32,20 @@ t.test('keys: operation and normalised parameters; lists carry the generation', 
   t.equal(cacheKey(cache!, req({ method: 'POST', operation: 'createPet' })), undefined);
   cache!.store.dropLists();
   t.equal(cacheKey(cache!, req({})), 'listPets 1 limit=20', 'a new generation after createPet');
+  // Keys are remembered by parameter (KeyMemo): what is remembered must never outlive its rules,
+  // its generation or its operation.
+  t.equal(cacheKey(cache!, req({ answerRules: 'r1' })), 'r1 listPets 1 limit=20', 'other rules: another key');
+  t.equal(cacheKey(cache!, req({ answerRules: 'r2' })), 'r2 listPets 1 limit=20');
+  t.equal(cacheKey(cache!, req({ answerRules: 'r1' })), 'r1 listPets 1 limit=20', 'the first rules again');
+  cache!.store.dropLists();
+  t.equal(cacheKey(cache!, req({ answerRules: 'r1' })), 'r1 listPets 2 limit=20', 'a remembered key is dropped with its generation');
+  const both = openResponseCache({ ttlSeconds: { listPets: 5, getPet: 5 }, maxBytes: 1 << 20, staleIfErrorSeconds: 0, store: 'memory' }, { sharedCredential: true, maxEntryBytes: 1 << 20 });
+  t.equal(cacheKey(both!, req({ operation: 'getPet', param: 'limit=20' })), 'getPet limit=20', 'one parameter of two operations: two keys');
+  t.equal(cacheKey(both!, req({})), 'listPets 0 limit=20');
+  const keys = new Set<string | undefined>();
+  for (let round = 0; round < 2; round++) for (let i = 0; i < 3000; i++) keys.add(cacheKey(both!, req({ operation: 'getPet', param: String(i) })));
+  t.equal(keys.size, 3000, 'past the memo bound, every key is still its own');
+  t.equal(cacheKey(both!, req({ operation: 'getPet', param: '2999' })), 'getPet 2999');
   t.equal(openResponseCache({ ttlSeconds: { listPets: 0, getPet: 0 }, maxBytes: 1 << 20, staleIfErrorSeconds: 0, store: 'memory' }, { sharedCredential: true, maxEntryBytes: 1 }), undefined, 'both TTLs 0: no cache');
 });
 
@@ -71,10 +85,12 @@ t.test("50,000 distinct keys: the store's count and the real heap both stay with
   let worst = 0;
   for (let i = 0; i < 50_000; i++) {
     // A Pet of the interface's size, with an int64 past 2^53, as bench/cache.mjs stores; its body
-    // kept as a string too, as the cache keeps a small body (`ONE_WRITE_MAX`).
+    // kept as a string too, as the cache keeps a small body (`ONE_WRITE_MAX`), and its fields as
+    // a hit's plan for the own fields of the request that filled it, as the exchange keeps them.
     const body = Buffer.from(`{"id":${i},"name":"pet ${i}","categoryId":9223372036854775807,"status":"available"}`);
     const headers = { 'content-type': 'application/json', 'content-length': String(body.length), etag: `"${i}"` };
-    store.set(`getPet ${i}`, { status: 200, headers, body, text: body.toString('latin1'), fields: storedFields(headers), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
+    const own = { 'x-request-id': `r${i}`, 'ratelimit-policy': '"default";q=100;w=60', ratelimit: '"default";r=99;t=0' };
+    store.set(`getPet ${i}`, { status: 200, headers, body, text: body.toString('latin1'), plan: hitPlan(storedFields(headers), own), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
     if (store.size > worst) worst = store.size;
   }
   const grown = used() - before;
@@ -97,6 +113,9 @@ t.test('an entry is counted with its key and its headers, not only its body', as
   t.equal(entrySize('getPet 1', { ...small, body, text: body.toString('latin1') }), entrySize('getPet 1', { ...small, body }) + body.length, 'a body kept as a string too counts twice');
   const fields = storedFields(small.headers);
   t.equal(entrySize('getPet 1', { ...small, fields }), base + 48 + 8 * fields.length, 'the flat list of the fields counts its slots');
+  const plan = hitPlan(fields, { 'x-request-id': 'r1', 'content-type': 'text/plain' });
+  t.equal(plan.fields.length, fields.length + 2 + 4, 'a plan: the stored fields (an own field of a stored name takes its place), one new own field, Age and Cache-Status');
+  t.equal(entrySize('getPet 1', { ...small, plan }), base + 3 * 48 + 32 + 8 * (plan.fields.length + 2 + 2), "a hit's plan counts its three lists' slots");
   // A store of 64 KiB cannot be filled past its bound by headers alone.
   const store = new MemoryCacheStore(64 * 1024, () => now);
   for (let i = 0; i < 100; i++) store.set(`getPet ${i}`, fat);

@@ -51,8 +51,16 @@ export interface CacheEntry {
    * The same fields as `headers`, as one flat list of names and values (`[name, value, ...]`), for
    * an entry kept in this process: a hit hands node this list, plus its own fields, and node writes
    * a list without the per-field own-property checks and varied property lookups of an object.
+   * Absent when there is a `plan`, whose list begins with the same fields.
    */
   readonly fields?: readonly (string | string[])[];
+  /**
+   * How a hit's list is made, for an entry kept in this process: the fields above with a place for
+   * each of the exchange's own fields and for Age and Cache-Status. Made when the entry is kept,
+   * from the own fields of the request that filled it: the requests of one route and consumer set
+   * the same field names, so a hit copies the list and fills in values only.
+   */
+  readonly plan?: HitPlan;
   /** When the upstream produced it (the store time less the upstream's Age): the Age is counted from it. */
   readonly born: number;
   readonly freshUntil: number;
@@ -93,6 +101,8 @@ export interface ResponseCache {
   readonly maxEntryBytes: number;
   readonly now: () => number;
   readonly flights: Map<string, Flight>;
+  /** The keys made lately (`KeyMemo`); none: every key is made per request. */
+  readonly keys?: KeyMemo;
   readonly counts: Record<CacheEvent, number>;
   /** Where an exception of the layer's own asynchronous work goes (the exchange logs it). */
   readonly crashed?: (err: unknown) => void;
@@ -167,10 +177,52 @@ function ageOf(headers: Readonly<Record<string, HeaderValue>>): number {
 export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string | undefined {
   if (request.method !== 'GET') return undefined;
   const op = request.operation;
-  const rules = request.answerRules === undefined ? '' : `${request.answerRules} `;
-  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? `${rules}getPet ${request.param}` : undefined;
-  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? `${rules}listPets ${cache.store.generation} ${request.query}` : undefined;
+  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? keyOf(cache, request.answerRules, 0, request.param) : undefined;
+  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? keyOf(cache, request.answerRules, 1, request.query) : undefined;
   return undefined;
+}
+
+/**
+ * Most keys `KeyMemo` holds per operation: past it, it starts afresh. A bound on its memory (two
+ * maps of short strings), not on the cache: a key not held is made as before.
+ */
+const KEY_MEMO_MAX = 1024;
+
+/**
+ * The keys made lately, by operation and parameter, for one set of rules and list generation. A
+ * key made per request is a new string the store hashes whole (and flattens first: a joined string
+ * is kept as its parts until read); found here, only the parameter is hashed, and the key is the
+ * string made before, its hash kept with it.
+ */
+export class KeyMemo {
+  private rules: string | undefined = undefined;
+  private generation = -1;
+  private readonly byParam = [new Map<string, string>(), new Map<string, string>()] as const;
+
+  /** The map of operation `op` (0 getPet, 1 listPets) for these rules and this generation. */
+  of(rules: string | undefined, generation: number, op: 0 | 1): Map<string, string> {
+    if (rules !== this.rules || generation !== this.generation) {
+      this.rules = rules;
+      this.generation = generation;
+      this.byParam[0].clear();
+      this.byParam[1].clear();
+    }
+    return this.byParam[op];
+  }
+}
+
+function keyOf(cache: ResponseCache, answerRules: string | undefined, op: 0 | 1, param: string): string {
+  const generation = cache.store.generation;
+  const memo = cache.keys?.of(answerRules, generation, op);
+  let key = memo?.get(param);
+  if (key !== undefined) return key;
+  const rules = answerRules === undefined ? '' : `${answerRules} `;
+  key = op === 0 ? `${rules}getPet ${param}` : `${rules}listPets ${generation} ${param}`;
+  if (memo !== undefined) {
+    if (memo.size >= KEY_MEMO_MAX) memo.clear();
+    memo.set(param, key);
+  }
+  return key;
 }
 
 /**
@@ -205,6 +257,45 @@ export function storedFields(headers: Readonly<Record<string, string | string[]>
   }
   // A copy of its exact length: the list lives as long as its entry, and push leaves spare slots.
   return fields.slice();
+}
+
+/**
+ * A hit's field list made ahead: `fields` holds the stored fields (the first `stored` items), then a
+ * pair for each own field that is not among them, then Age and Cache-Status, with the values that
+ * change per request left empty. `names` are the own field names it was made for, in the order
+ * the exchange's fields enumerate, and `at` where each one's value goes.
+ */
+export interface HitPlan {
+  readonly fields: readonly (string | string[])[];
+  readonly stored: number;
+  readonly names: readonly string[];
+  readonly at: readonly number[];
+}
+
+/** Where `name` is among the first `end` items of a flat field list (`[name, value, ...]`), or -1. */
+export function fieldAt(fields: readonly (string | string[])[], end: number, name: string): number {
+  for (let i = 0; i < end; i += 2) if (fields[i] === name) return i;
+  return -1;
+}
+
+/** The plan of a hit's list for the stored `fields` and the own fields named in `own` (those with a value). */
+export function hitPlan(fields: readonly (string | string[])[], own: Readonly<Record<string, HeaderValue>>): HitPlan {
+  const out = fields.slice();
+  const names: string[] = [];
+  const at: number[] = [];
+  for (const name in own) {
+    if (own[name] === undefined) continue;
+    let i = fieldAt(fields, fields.length, name);
+    if (i < 0) {
+      i = out.length;
+      out.push(name, '');
+    }
+    names.push(name);
+    at.push(i + 1);
+  }
+  out.push('age', '', 'cache-status', '');
+  // Copies of their exact length: they live as long as their entry, and push leaves spare slots.
+  return { fields: out.slice(), stored: fields.length, names: names.slice(), at: at.slice() };
 }
 
 /** A handler the cache can answer: it takes a whole answer to finish, and a stored one. */
@@ -454,7 +545,7 @@ export class Flight implements ForwardHandler, AnswerKeeper {
    * A subscriber's response phase offers what it sends: kept, unless it is not the shareable 200.
    * Age and Cache-Status are the request's own; Content-Length is the final body's.
    */
-  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer): CacheEntry | undefined {
+  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer, own?: Readonly<Record<string, HeaderValue>>): CacheEntry | undefined {
     if (!this.keeping || this.kept !== undefined || status !== 200) return undefined;
     const stored: Record<string, string | string[]> = {};
     for (const name in headers) {
@@ -464,7 +555,10 @@ export class Flight implements ForwardHandler, AnswerKeeper {
     }
     stored['content-length'] = String(body.length);
     const text = body.length <= ONE_WRITE_MAX ? body.toString('latin1') : undefined;
-    const entry: CacheEntry = { status, headers: stored, body, text, fields: storedFields(stored), born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
+    const fields = storedFields(stored);
+    const plan = own === undefined ? undefined : hitPlan(fields, own);
+    // With a plan, its list holds the stored fields first: the entry keeps one list, not two.
+    const entry: CacheEntry = { status, headers: stored, body, text, fields: plan === undefined ? fields : undefined, plan, born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
     this.cache.store.set(this.key, entry);
     this.kept = entry;
     return entry;

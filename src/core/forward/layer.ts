@@ -65,7 +65,8 @@ export type Send = (request: UpstreamRequest, handler: ForwardHandler) => void;
  * cache does not keep it (the handler writes its answer as usual).
  */
 export interface AnswerKeeper {
-  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer): CacheEntry | undefined;
+  /** `own`: the keeping request's own fields, whose names the entry's `HitPlan` is made for. */
+  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer, own?: Readonly<Record<string, HeaderValue>>): CacheEntry | undefined;
 }
 
 /** One layer: given the `send` below it, the `send` that wraps each call. */
