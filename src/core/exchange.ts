@@ -308,26 +308,9 @@ class Outgoing implements UpstreamRequest {
 
 /** Where a response keeps its request, for the one shared 'close' listener. */
 const ACTIVE = Symbol('petstore-gateway request');
-/** What a front must hear of a response's close before its request does (`closeFirst`). */
-const FIRST = Symbol('petstore-gateway close, first');
 
-type Closing = ClientResponse & { [ACTIVE]?: ActiveRequest; [FIRST]?: () => void };
-
-function onResponseClose(this: Closing): void {
-  const first = this[FIRST];
-  if (first !== undefined) first();
+function onResponseClose(this: ClientResponse & { [ACTIVE]?: ActiveRequest }): void {
   this[ACTIVE]?.closed();
-}
-
-/**
- * Tells `first` when `res` closes, before its exchange hears of it, through the same one listener:
- * for a front that accounts for the response before any exchange exists (the connection lane).
- * node keeps a second listener of an event in a new array, and copies that array on every emit;
- * one listener per response is neither. Once per response, before the exchange starts.
- */
-export function closeFirst(res: ClientResponse, first: () => void): void {
-  (res as Closing)[FIRST] = first;
-  res.on('close', onResponseClose);
 }
 
 /**
@@ -384,12 +367,8 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     this.ex = gw.chain.open(head);
     // One listener shared by every request (no closure per request): it finds the request on `res`.
     // `on`, not `once`: a response closes once, and `once` would wrap the listener per request.
-    // A front that called `closeFirst` has put it there already; a second exchange on the same
-    // response (the barrier's `reject`) finds it there too.
-    const closing = res as Closing;
-    const listening = closing[FIRST] !== undefined || closing[ACTIVE] !== undefined;
-    closing[ACTIVE] = this;
-    if (!listening) res.on('close', onResponseClose);
+    (res as ClientResponse & { [ACTIVE]?: ActiveRequest })[ACTIVE] = this;
+    res.on('close', onResponseClose);
   }
 
   get requestId(): string {

@@ -28,7 +28,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import proxyAddr from 'proxy-addr';
 import { clientKey } from '../core/client-key.js';
-import { closeFirst } from '../core/exchange.js';
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -114,7 +113,7 @@ function stopParsing(socket: Socket): void {
  * (node keeps them in request order), so a waiting request never answers before an earlier one.
  * A connection with more than `maxWaiting` requests waiting is destroyed, and `onOverflow` told.
  *
- * Per request this costs a counter and a field: the lane and its two functions are made
+ * Per request this costs a counter and one listener: the lane and its two functions are made
  * once per connection, as a keep-alive connection carries many requests.
  */
 export function boundInFlight(
@@ -126,9 +125,9 @@ export function boundInFlight(
   const run = (lane: Lane, req: IncomingMessage, res: ServerResponse) => {
     lane.inFlight++;
     // 'close' comes after 'finish' for an answer sent whole, and alone for one that never
-    // finishes (the client left): either way the place is freed. Through the exchange's own
-    // listener (`closeFirst`), told first: one listener per response, not two.
-    closeFirst(res, lane.finished);
+    // finishes (the client left): either way the place is freed. `on`, not `once`: a response
+    // closes once, and `once` would wrap the listener in a new function per request.
+    res.on('close', lane.finished);
     handler(req, res);
   };
   const open = (socket: Socket): Lane => {
