@@ -6,7 +6,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'coverage/**', '.tap/**', 'node_modules/**', 'schema/**'] },
+  { ignores: ['dist/**', '.test-build/**', 'coverage/**', '.tap/**', 'node_modules/**', 'schema/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -11,10 +11,10 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmdirSync, rmSync, sta
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { stringify as yamlStringify } from 'yaml';
 import type { TapTest } from './assert.js';
+import { PROJECT_ROOT } from './root.js';
 export { sleep, waitFor } from './wait.js';
 // The engines, the loader and the gateway are imported where first used (listenEngine,
 // startGateway): a third of the files importing this module only run the CLI or send requests,
@@ -28,7 +28,7 @@ export interface TeardownHost {
   teardown(fn: () => unknown): void;
 }
 
-export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export { PROJECT_ROOT };
 export const CLI = join(PROJECT_ROOT, 'dist', 'cli', 'main.js');
 export const JSON_TYPE = 'application/json; charset=utf-8';
 

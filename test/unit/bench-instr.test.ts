@@ -3,11 +3,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { PROJECT_ROOT } from '../helpers/root.js';
 
 type Inclusive = (file: string, re: RegExp, lookup?: (addr: number) => string | undefined, root?: string) => Map<string, { ir: number; calls: number }>;
 
 // bench/ is plain JavaScript outside the compiled tree: imported by URL, its export typed here.
-const instr = (await import(pathToFileURL(join(import.meta.dirname, '..', '..', 'bench', 'instr.mjs')).href)) as { inclusiveCalls: Inclusive };
+const instr = (await import(pathToFileURL(join(PROJECT_ROOT, 'bench', 'instr.mjs')).href)) as { inclusiveCalls: Inclusive };
 
 // A callgrind dump in its compressed form: a name given once as `(id) name`, later as `(id)`;
 // the line after `calls=` is the call's inclusive cost, other cost lines are self costs.

@@ -5,14 +5,14 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { formatProblems, loadPolicyFile, parsePolicy, toJsonPath, type Overrides } from '../../src/config/load.js';
 import { policyFileSchema } from '../../src/config/schema.js';
 import type { Problem } from '../../src/core/policy.js';
 import { POLICY_MODULES } from '../../src/policies/index.js';
+import { PROJECT_ROOT } from '../helpers/root.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = PROJECT_ROOT;
 const H1 = 'sha256:' + 'a'.repeat(64);
 const H2 = 'sha256:' + 'b'.repeat(64);
 const H3 = 'sha256:' + 'c'.repeat(64);
