@@ -3,7 +3,7 @@
 // policy that counts how often the response phase runs. The answer is stored after the response
 // phase: the miss runs it once, and neither its coalesced waiters nor later hits run it again, nor
 // parse or filter the body; they write the miss's bytes with their own request id, Age and Cache-Status.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { parsePolicy, formatProblems } from '../../src/config/load.js';
 import { Chain } from '../../src/core/chain.js';
 import { Pipeline, type ClientResponse, type FrontHooks, type GatewayView } from '../../src/core/exchange.js';
@@ -243,7 +243,11 @@ t.test('a fresh hit is no upstream call; its Age and Cache-Status follow the clo
   }
 });
 
-t.test("a hit writes each field once: the exchange's own field replaces a stored one, Vary is merged", async (t) => {
+/**
+ * A cached gateway (listPets and getPet, 30 s) whose chain starts with `own`, in front of an upstream
+ * that answers with its own Vary and ETag; `ask(id)` sends listPets with that request id.
+ */
+function ownFieldsGateway(t: Test, own: Policy): { upstream: ReturnType<typeof memoryUpstream>; ask: (id: string) => Promise<FakeResponse> } {
   const key = testKey();
   const env = { PETSTORE_API_KEYS: key };
   const loaded = parsePolicy(policyText({ upstream: { url: 'http://127.0.0.1:9/v1' }, policies: { cache: { ttlSeconds: { listPets: 30, getPet: 30 } } } }), { env });
@@ -251,14 +255,6 @@ t.test("a hit writes each field once: the exchange's own field replaces a stored
   const gw = compileGateway(loaded.config, { env });
   const holder = new GatewayHolder(gw);
   t.teardown(() => holder.close());
-  // The exchange's own fields, named as two of the upstream's (as CORS adds Vary: Origin).
-  const own: Policy = {
-    name: 'own-fields',
-    annotate(ex) {
-      ex.responseHeaders.vary = 'Origin';
-      ex.responseHeaders.etag = '"own"';
-    },
-  };
   const view: GatewayView = { chain: new Chain([own, ...gw.chain.policies]), bodyLimit: gw.bodyLimit, headerRules: gw.headerRules, answerRules: gw.answerRules };
   const upstream = memoryUpstream({ vary: 'Accept-Encoding', etag: '"upstream"' });
   const pipeline = new Pipeline({
@@ -273,6 +269,19 @@ t.test("a hit writes each field once: the exchange's own field replaces a stored
     for (let i = 0; i < 100 && !res.writableFinished; i++) await new Promise((r) => setImmediate(r));
     return res;
   };
+  return { upstream, ask };
+}
+
+t.test("a hit writes each field once: the exchange's own field replaces a stored one, Vary is merged", async (t) => {
+  // The exchange's own fields, named as two of the upstream's (as CORS adds Vary: Origin).
+  const own: Policy = {
+    name: 'own-fields',
+    annotate(ex) {
+      ex.responseHeaders.vary = 'Origin';
+      ex.responseHeaders.etag = '"own"';
+    },
+  };
+  const { upstream, ask } = ownFieldsGateway(t, own);
   // FakeResponse refuses a field written twice, so each answer below has every field once.
   const miss = await ask('req-1');
   const hit = await ask('req-2');
@@ -287,13 +296,6 @@ t.test("a hit writes each field once: the exchange's own field replaces a stored
 });
 
 t.test('a hit whose own fields are not those the entry was kept with is written field by field, as exact', async (t) => {
-  const key = testKey();
-  const env = { PETSTORE_API_KEYS: key };
-  const loaded = parsePolicy(policyText({ upstream: { url: 'http://127.0.0.1:9/v1' }, policies: { cache: { ttlSeconds: { listPets: 30, getPet: 30 } } } }), { env });
-  if (!loaded.ok) throw new Error(formatProblems('policy', loaded.problems));
-  const gw = compileGateway(loaded.config, { env });
-  const holder = new GatewayHolder(gw);
-  t.teardown(() => holder.close());
   // Own fields that depend on the request (as CORS's depend on Origin): the entry's plan is made
   // for the names of the miss that filled it; other requests name more, fewer or others.
   const own: Policy = {
@@ -306,20 +308,7 @@ t.test('a hit whose own fields are not those the entry was kept with is written 
       if (id === 'extra') ex.responseHeaders['x-extra'] = 'yes';
     },
   };
-  const view: GatewayView = { chain: new Chain([own, ...gw.chain.policies]), bodyLimit: gw.bodyLimit, headerRules: gw.headerRules, answerRules: gw.answerRules };
-  const upstream = memoryUpstream({ vary: 'Accept-Encoding', etag: '"upstream"' });
-  const pipeline = new Pipeline({
-    gateways: { current: view, breaker: undefined, cache: holder.cache },
-    upstream,
-    settings: { basePath: '/v1', headersMs: 5000, bodyMs: 5000, totalMs: 10_000, maxBufferedBytes: 1 << 20, retryIdempotent: false },
-    front,
-  });
-  const ask = async (id: string): Promise<FakeResponse> => {
-    const res = new FakeResponse();
-    pipeline.handle({ method: 'GET', target: '/v1/pets?limit=2', headers: { authorization: `Bearer ${key}`, 'x-request-id': id }, remoteAddress: '127.0.0.1', httpVersion: '1.1' }, res, res);
-    for (let i = 0; i < 100 && !res.writableFinished; i++) await new Promise((r) => setImmediate(r));
-    return res;
-  };
+  const { upstream, ask } = ownFieldsGateway(t, own);
   const miss = await ask('first');
   const names = (res: FakeResponse): string[] => Object.keys(res.headers);
   const base = names(miss).filter((n) => n !== 'x-own' && n !== 'age' && n !== 'cache-status');
