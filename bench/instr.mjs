@@ -72,8 +72,8 @@ export const CONFIGS = {
 // Self cost by function name. JIT code has no name under valgrind (an address); it is "run".
 // Code generation's own C++ (assembler, relocation, deoptimisation tables, the identity maps and
 // std::map/unordered_map work of the compiler) counts as compile too.
-const COMPILE = /v8::internal::(compiler|maglev|baseline)::|Assembler|RelocIterator|RelocInfo|TranslationArrayBuilder|IdentityMap|RootIndexMap|SourcePositionTable|SafepointTable|std::_Rb_tree|_Prime_rehash|v8::internal::Compiler::|OptimizedCompilationJob|v8::internal::Zone|RegisterAllocat|InstructionSelector|Deoptimizer|Turbofan|BytecodeGenerator|v8::internal::interpreter::|v8::internal::Parser|v8::internal::Scanner|v8::internal::ParserBase|v8::internal::PreParser/;
-const GC = /Marking|Mark(er|Compact)|Sweep|Evacuat|Scaveng|v8::internal::Heap::|heap::base::|MemoryChunk|RememberedSet|SlotSet|v8::internal::Page::|GCTracer|Compactor|IterateObjectCache|BodyDescriptor|SizeFromMap|ObjectVisitor|ActiveSystemPages|MemoryAllocator|PagedSpace|FreeList|RecordMigratedSlot|PointersUpdating|TypedSlot|Worklist|LocalHeap|Safepoint|ArrayBufferSweeper|cppgc::/;
+const COMPILE = /\(for the compiler\)$|v8::internal::(compiler|maglev|baseline)::|Assembler|RelocIterator|RelocInfo|TranslationArrayBuilder|IdentityMap|RootIndexMap|SourcePositionTable|SafepointTable|std::_Rb_tree|_Prime_rehash|v8::internal::Compiler::|OptimizedCompilationJob|v8::internal::Zone|RegisterAllocat|InstructionSelector|Deoptimizer|Turbofan|BytecodeGenerator|v8::internal::interpreter::|v8::internal::Parser|v8::internal::Scanner|v8::internal::ParserBase|v8::internal::PreParser/;
+const GC = /\(for the collector\)$|Marking|Mark(er|Compact)|Sweep|Evacuat|Scaveng|v8::internal::Heap::|heap::base::|MemoryChunk|RememberedSet|SlotSet|v8::internal::Page::|GCTracer|Compactor|IterateObjectCache|BodyDescriptor|SizeFromMap|ObjectVisitor|ActiveSystemPages|MemoryAllocator|PagedSpace|FreeList|RecordMigratedSlot|PointersUpdating|TypedSlot|Worklist|LocalHeap|Safepoint|ArrayBufferSweeper|cppgc::/;
 // Parts of "run" worth a column of their own: strings written into the socket's buffers (the
 // response head, the access line), and the kernel interface (libuv, system calls).
 const WRITES = /WriteLatin1|WriteOneByte|StringBytes::Write|WriteToFlat|WriteUtf8|Utf8Length|StreamBase::Write|WriteString/;
@@ -90,10 +90,10 @@ export function classify(name) {
  * function, and code is then never moved): the JS function behind a JIT address callgrind could
  * not name.
  */
-export function perfMap(pid) {
+export function perfMap(pid, file = `/tmp/perf-${pid}.map`) {
   let text = '';
   try {
-    text = readFileSync(`/tmp/perf-${pid}.map`, 'utf8');
+    text = readFileSync(file, 'utf8');
   } catch {
     return () => undefined;
   }
@@ -131,7 +131,85 @@ export function functions(file, lookup = () => undefined, root = '') {
     const key = name.startsWith('JS:') ? name.replaceAll(`file://${root}/`, '').replaceAll(`${root}/`, '').replace(/ (file:\/\/)?\/\S*\/node_modules\//, ' node_modules/').replace(/:\d+:\d+$/, '') : name;
     fns.set(key, (fns.get(key) ?? 0) + Number(m[1].replaceAll(',', '')));
   }
+  splitShared(fns, callerShares(file));
   return fns;
+}
+
+/**
+ * libc's memory functions (memset, memcpy, malloc, free) serve the compiler and the collector as
+ * well as the requests: V8's compiler zeroes and copies its zones with them, so a window in which
+ * V8 still optimises reads hundreds of extra "run" instructions per request in memset alone. Their
+ * self cost is split by who called them (the callers' inclusive cost into them, through
+ * operator new/delete and the allocator's own functions), and the compiler's and the collector's
+ * shares are filed under "NAME (for the compiler)" and "NAME (for the collector)".
+ */
+const SHARED = /^(__mem(set|cpy|move)\w*|malloc|free|cfree|realloc|calloc|_int_(malloc|free|realloc|memalign)|malloc_consolidate|unlink_chunk(\.\w+)*)$/;
+// Allocation helpers that pass the cost on to their own callers.
+const PASS = /^(operator (new|delete)|v8::internal::(AccountingAllocator|AlignedAlloc|Malloced|StrDup)|v8::base::(Malloc|Free|Realloc|Calloc|AlignedAlloc)|std::)/;
+
+/** Per shared libc function (its bare name): the share of its cost that each class of caller caused. */
+export function callerShares(file) {
+  const names = new Map();
+  const named = (spec) => {
+    const m = /^\((\d+)\)(?: (.*))?$/.exec(spec);
+    if (m === null) return spec;
+    if (m[2] !== undefined) names.set(m[1], m[2]);
+    return names.get(m[1]) ?? spec;
+  };
+  // callee -> caller -> inclusive Ir of the calls
+  const edges = new Map();
+  let fn = '';
+  let callee = '';
+  let inCall = false;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (line.startsWith('fn=')) fn = named(line.slice(3));
+    else if (line.startsWith('cfn=')) callee = named(line.slice(4));
+    else if (line.startsWith('calls=')) inCall = true;
+    else if (inCall && /^[\d+*-]/.test(line)) {
+      inCall = false;
+      if (!SHARED.test(callee) && !PASS.test(callee)) continue;
+      const e = edges.get(callee) ?? new Map();
+      e.set(fn, (e.get(fn) ?? 0) + Number(line.split(' ')[1] ?? 0));
+      edges.set(callee, e);
+    }
+  }
+  const memo = new Map();
+  const share = (f, depth) => {
+    const known = memo.get(f);
+    if (known !== undefined) return known;
+    const s = { run: 0, gc: 0, compile: 0 };
+    const e = edges.get(f);
+    if (e === undefined || depth > 8) {
+      s[classify(f)] = 1;
+      return s;
+    }
+    memo.set(f, { run: 1, gc: 0, compile: 0 }); // a cycle through allocator helpers counts as run
+    let total = 0;
+    for (const [caller, ir] of e) {
+      const sub = caller !== f && (SHARED.test(caller) || PASS.test(caller)) ? share(caller, depth + 1) : { [classify(caller)]: 1 };
+      for (const k of ['run', 'gc', 'compile']) s[k] += (sub[k] ?? 0) * ir;
+      total += ir;
+    }
+    for (const k of ['run', 'gc', 'compile']) s[k] = total > 0 ? s[k] / total : Number(k === 'run');
+    memo.set(f, s);
+    return s;
+  };
+  const out = new Map();
+  for (const f of edges.keys()) if (SHARED.test(f)) out.set(f, share(f, 0));
+  return out;
+}
+
+/** Moves the compiler's and the collector's shares of each shared function's self cost to entries of their own. */
+export function splitShared(fns, shares) {
+  for (const [key, ir] of [...fns]) {
+    // callgrind_annotate's name: "FILE:FUNCTION [OBJECT]" (FILE "???" when unknown).
+    const m = /^(?:\?\?\?|[^:\s]*\.\w+):(?!:)(\S+) \[/.exec(key);
+    const s = m === null ? undefined : shares.get(m[1]);
+    if (s === undefined) continue;
+    fns.set(key, ir * s.run);
+    if (s.compile > 0) fns.set(`${key} (for the compiler)`, ir * s.compile);
+    if (s.gc > 0) fns.set(`${key} (for the collector)`, ir * s.gc);
+  }
 }
 
 /**

@@ -7,7 +7,7 @@
 import { DeadlineList, REAL_CLOCK, type Clock, type Deadlined, type DeadlineOwner } from '../deadlines.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason } from '../upstream.js';
-import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 class BodyIdle extends Wrapper implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
@@ -87,6 +87,8 @@ export function bodyIdle(ms: number, clock: Clock = REAL_CLOCK): Layer {
   const list = new DeadlineList<BodyIdle>(ms, bodyDue, clock);
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
-      start(next, request, new BodyIdle(handler, list));
+      const call = new BodyIdle(handler, list);
+      handler.onStart(call);
+      next(request, call);
     };
 }

@@ -15,7 +15,7 @@
 import type { CircuitBreaker } from '../breaker.js';
 import type { HeaderValue } from '../policy.js';
 import type { AbortReason, UpstreamFailure } from '../upstream.js';
-import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /** Whether an upstream answer with `status` counts as the upstream failing. */
 export function failingStatus(status: number): boolean {
@@ -74,6 +74,8 @@ export function breakerAccounting(breaker: CircuitBreaker): Layer {
     (request, handler: ForwardHandler) => {
       const closed = breaker.admit();
       if (closed !== undefined) return handler.onRefused(closed);
-      start(next, request, new BreakerAccount(handler, breaker));
+      const call = new BreakerAccount(handler, breaker);
+      handler.onStart(call);
+      next(request, call);
     };
 }

@@ -5,7 +5,7 @@
  * stopped). A body the handler does not ask for streams through untouched.
  */
 import type { HeaderValue } from '../policy.js';
-import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /** No chunk yet: the body so far is empty. */
 const EMPTY = Buffer.alloc(0);
@@ -64,6 +64,8 @@ class Buffering extends Wrapper {
 export function buffering(): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
-      start(next, request, new Buffering(handler));
+      const call = new Buffering(handler);
+      handler.onStart(call);
+      next(request, call);
     };
 }

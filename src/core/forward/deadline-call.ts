@@ -6,7 +6,7 @@
  */
 import { DeadlineList, type Clock, type Deadlined, type DeadlineOwner } from '../deadlines.js';
 import { UpstreamFailure, type AbortReason, type FailureKind } from '../upstream.js';
-import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { Wrapper } from './layer.js';
 
 export abstract class DeadlinedCall extends Wrapper implements Deadlined {
   deadlinePrev: Deadlined | undefined = undefined;
@@ -42,13 +42,11 @@ function due(call: DeadlinedCall): undefined {
   return undefined;
 }
 
-/** A layer that puts every call, wrapped by `Call`, on one list of `ms`. */
-export function deadlineLayer(ms: number, clock: Clock, Call: new (handler: ForwardHandler) => DeadlinedCall): Layer {
-  const list = new DeadlineList<DeadlinedCall>(ms, due, clock);
-  return (next: Send): Send =>
-    (request, handler: ForwardHandler) => {
-      const call = new Call(handler);
-      list.add(call);
-      start(next, request, call);
-    };
+/**
+ * The one list of a deadline layer: every call waits `ms`. Each layer writes its own `send` with
+ * its own `new` of its own class: one `send` shared by both deadline layers would construct two
+ * classes from one site, which V8 does not inline (a generic construct per call).
+ */
+export function deadlineList(ms: number, clock: Clock): DeadlineList<DeadlinedCall> {
+  return new DeadlineList<DeadlinedCall>(ms, due, clock);
 }

@@ -6,8 +6,8 @@
 import { REAL_CLOCK, type Clock } from '../deadlines.js';
 import type { HeaderValue } from '../policy.js';
 import type { FailureKind } from '../upstream.js';
-import { deadlineLayer, DeadlinedCall } from './deadline-call.js';
-import type { Layer } from './layer.js';
+import { deadlineList, DeadlinedCall } from './deadline-call.js';
+import type { ForwardHandler, Layer, Send } from './layer.js';
 
 class HeadDeadline extends DeadlinedCall {
   protected get kind(): FailureKind {
@@ -21,5 +21,12 @@ class HeadDeadline extends DeadlinedCall {
 }
 
 export function headDeadline(ms: number, clock: Clock = REAL_CLOCK): Layer {
-  return deadlineLayer(ms, clock, HeadDeadline);
+  const list = deadlineList(ms, clock);
+  return (next: Send): Send =>
+    (request, handler: ForwardHandler) => {
+      const call = new HeadDeadline(handler);
+      list.add(call);
+      handler.onStart(call);
+      next(request, call);
+    };
 }

@@ -150,7 +150,12 @@ export class Wrapper implements ForwardHandler, UpstreamControl {
   }
 }
 
-/** Starts one call through `wrapper`: the handler holds the wrapper as its control, then the layer below gets the call. */
+/**
+ * Starts one call through `wrapper`: the handler holds the wrapper as its control, then the layer
+ * below gets the call. The layers every call passes write these two lines out in their own `send`
+ * instead: there each call site sees one handler class and one `next`, which V8 inlines, while
+ * the sites of this one shared function see every layer's.
+ */
 export function start(next: Send, request: UpstreamRequest, wrapper: Wrapper): void {
   wrapper.handler.onStart(wrapper);
   next(request, wrapper);

@@ -7,7 +7,7 @@
 import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
 import type { UpstreamControl, UpstreamFailure, UpstreamRequest } from '../upstream.js';
-import { start, Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
 
 /**
  * The second call to the upstream, the retry: passes its callbacks on to the state. (The first
@@ -139,6 +139,8 @@ export function retryReads(): Layer {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
       if (request.method !== 'GET') return next(request, handler);
-      start(next, request, new RetryState(handler, next, request));
+      const call = new RetryState(handler, next, request);
+      handler.onStart(call);
+      next(request, call);
     };
 }

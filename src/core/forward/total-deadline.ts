@@ -7,8 +7,8 @@
  */
 import { REAL_CLOCK, type Clock } from '../deadlines.js';
 import type { FailureKind } from '../upstream.js';
-import { deadlineLayer, DeadlinedCall } from './deadline-call.js';
-import type { Layer } from './layer.js';
+import { deadlineList, DeadlinedCall } from './deadline-call.js';
+import type { ForwardHandler, Layer, Send } from './layer.js';
 
 class TotalDeadline extends DeadlinedCall {
   protected get kind(): FailureKind {
@@ -27,5 +27,12 @@ class TotalDeadline extends DeadlinedCall {
 }
 
 export function totalDeadline(ms: number, clock: Clock = REAL_CLOCK): Layer {
-  return deadlineLayer(ms, clock, TotalDeadline);
+  const list = deadlineList(ms, clock);
+  return (next: Send): Send =>
+    (request, handler: ForwardHandler) => {
+      const call = new TotalDeadline(handler);
+      list.add(call);
+      handler.onStart(call);
+      next(request, call);
+    };
 }
