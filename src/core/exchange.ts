@@ -383,8 +383,6 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
   /** The upstream call has ended (answered, failed, timed out or abandoned): nothing more counts. */
   private settled = true;
   private closedSeen = false;
-  /** The trace context is still to be made for the upstream request (`identify`, `traced`). */
-  private traceDue = false;
   /** The consumer whose place of the in-flight bound this request holds, if any. */
   private placeOf: string | undefined = undefined;
   /** While the request waits for such a place: its entry on the queue. */
@@ -482,13 +480,13 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     up['x-request-id'] = id;
     up.traceparent = null;
     up.tracestate = null;
-    this.traceDue = true;
   }
 
-  /** Puts the trace context in the places `identify` kept, unless a policy set the fields itself. */
+  /**
+   * Puts the trace context in the places `identify` kept, unless a policy set the fields itself.
+   * Once per request: `Outgoing` builds the upstream fields once, and retries reuse them.
+   */
   private traced(): void {
-    if (!this.traceDue) return;
-    this.traceDue = false;
     const up = this.ex.upstreamHeaders;
     const trace = traceContextOf(this.head.headers);
     if (up.traceparent === null) up.traceparent = trace.traceparent;
