@@ -19,12 +19,12 @@
 // BENCH_AB_WARMUP (4 s per route and process pair, twice: in a pass over every route, then before
 // the route), BENCH_AB_PIN (1 with 2 or more CPUs: pinned as above; 0: unpinned, still loaded
 // together), BENCH_ROUTES (list20,list100,get,create), BENCH_CONNECTIONS (50 in all: half for each
-// target), BENCH_AB_LOADGEN (autocannon: both loads from this process; wrk: one Debian wrk process
-// per target, 1 thread, pinned with the upstream).
+// target), BENCH_AB_LOADGEN (autocannon: both loads from this process; wrk: one Debian wrk process,
+// a thread per target, so both loads start and stop together, pinned with the upstream: lib.mjs wrkPair).
 // wrk takes whole seconds: BENCH_AB_SECONDS and BENCH_AB_WARMUP are rounded for it.
 import { cpus } from 'node:os';
 import { ROUTES, TARGETS, loadOptions } from './forward.mjs';
-import { envNum, fmt, isMain, machine, measured, median, pin, ratio, startRedis, startTarget, table, wrkVersion } from './lib.mjs';
+import { envNum, fmt, isMain, machine, measuredPair, median, pin, ratio, startRedis, startTarget, table, wrkVersion } from './lib.mjs';
 
 /** A 95% bootstrap interval of the median of `xs` (percentile method, deterministic seed). */
 export function bootstrapMedian(xs, resamples = 2000, seed = 42) {
@@ -88,7 +88,7 @@ export async function runAb(o = {}) {
     const rps = Object.fromEntries(routeIds.map((r) => [r, []]));
     const cpu = Object.fromEntries(routeIds.map((r) => [r, []]));
     const gen = { generator: GENERATOR, ...(GENERATOR === 'wrk' && PIN ? { cpus: otherCpus } : {}) };
-    const both = (a, b, opts) => Promise.all([measured(a.url, [a.pid], { ...opts, ...gen }), measured(b.url, [b.pid], { ...opts, ...gen })]);
+    const both = (a, b, opts) => measuredPair(a, b, { ...opts, ...gen });
     for (let epoch = 0; epoch < EPOCHS; epoch++) {
       const first = epoch % 2 === 0 ? idA : idB;
       const t1 = await TARGETS[first].start(up, ctx);
@@ -134,7 +134,7 @@ export async function runAb(o = {}) {
     const markdown = [
       `node ${m.node}, ${m.nproc} × ${m.model}, load ${m.loadavg}, ${m.date}`,
       '',
-      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each from ${GENERATOR === 'wrk' ? `its own ${wrkVersion()} (1 thread)` : 'autocannon in one process'}: ${EPOCHS} fresh pairs of processes, a ${WARMUP} s warm-up of every route, then per route a ${WARMUP} s warm-up and ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
+      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each from ${GENERATOR === 'wrk' ? `one ${wrkVersion()} process, a thread each` : 'autocannon in one process'}: ${EPOCHS} fresh pairs of processes, a ${WARMUP} s warm-up of every route, then per route a ${WARMUP} s warm-up and ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
       '',
       table(['route', 'req/s B ÷ A', 'per process pair', 'process pairs where B served more', 'CPU µs/req B ÷ A'], rows),
     ].join('\n');

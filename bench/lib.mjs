@@ -424,6 +424,91 @@ export async function wrkLoad(url, { path = '/', method = 'GET', headers = {}, b
     rmSync(script, { force: true });
   }
 }
+/**
+ * Two targets loaded by ONE wrk process, a thread each (`thread.addr`, wrk's own way to aim threads
+ * at different hosts), so both loads start and stop together: two wrk processes start some
+ * milliseconds apart, and the one that runs alone at either end of its window counts requests the
+ * other never could (an A/A pair of one build read 0.90-1.10 that way; BENCHMARKS.md). Each thread
+ * counts its own answers (a Lua `response` per answer: slower for wrk, which runs on the other
+ * CPUs). Returns one result per target, shaped as wrkLoad's (no latency percentiles: wrk keeps
+ * one histogram for all threads).
+ */
+export async function wrkPair(urlA, urlB, { path = '/', method = 'GET', headers = {}, body, connections = 50, duration = 3, timeout = 10, cpus } = {}) {
+  luaDir ??= mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-wrk-'));
+  const script = join(luaDir, `${process.pid}-${Math.random().toString(36).slice(2)}.lua`);
+  const hostPort = (u) => {
+    const url = new URL(u);
+    return `wrk.lookup(${luaString(url.hostname)}, ${luaString(url.port)})[1]`;
+  };
+  const lines = [`wrk.method = ${luaString(method)}`];
+  for (const [k, v] of Object.entries(headers)) lines.push(`wrk.headers[${luaString(k)}] = ${luaString(v)}`);
+  if (body !== undefined) lines.push(`wrk.body = ${luaString(body)}`);
+  lines.push(
+    `local addrs = { ${hostPort(urlA)}, ${hostPort(urlB)} }`,
+    'local threads = {}',
+    'setup = function(thread)',
+    '  local i = #threads + 1',
+    '  thread.addr = addrs[i]',
+    '  thread:set("index", i)',
+    '  threads[i] = thread',
+    'end',
+    'init = function(args) answers = 0; bad = 0 end',
+    'response = function(status, headers, body)',
+    '  answers = answers + 1',
+    '  if status < 200 or status > 299 then bad = bad + 1 end',
+    'end',
+    'done = function(summary, latency, requests)',
+    '  local e = summary.errors',
+    `  for _, t in ipairs(threads) do io.write(string.format('{"index":%d,"answers":%d,"bad":%d}\\n', t:get("index"), t:get("answers"), t:get("bad"))) end`,
+    `  io.write(string.format('{"durationUs":%d,"connect":%d,"read":%d,"write":%d,"timeout":%d}\\n', summary.duration, e.connect, e.read, e.write, e.timeout))`,
+    'end',
+  );
+  writeFileSync(script, lines.join('\n') + '\n');
+  const seconds = Math.max(1, Math.round(duration));
+  try {
+    const args = ['-t', '2', '-c', String(Math.max(2, connections * 2)), '-d', `${seconds}s`, '--timeout', `${timeout}s`, '-s', script, urlA + path];
+    const [command, argv] = cpus === undefined ? [WRK, args] : ['taskset', ['-c', cpus, WRK, ...args]];
+    const r = await runBounded(command, argv, { timeoutMs: (seconds + 30) * 1000 });
+    const json = r.out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const summary = json.find((j) => j.durationUs !== undefined);
+    const per = [1, 2].map((i) => json.find((j) => j.index === i));
+    if (r.code !== 0 || summary === undefined || per.includes(undefined)) throw new Error(`${WRK} (pair) ${urlA}, ${urlB}: exit ${r.code}\n${r.out.slice(-1500)}\n${r.err.slice(-1500)}`);
+    const errors = summary.connect + summary.read + summary.write;
+    return per.map((t) => ({
+      total: t.answers,
+      ok: t.answers - t.bad,
+      non2xx: t.bad,
+      // wrk counts socket errors for the process, not per thread: each side is given all of them.
+      errors,
+      timeouts: summary.timeout,
+      statuses: {},
+      seconds: summary.durationUs / 1e6,
+      rps: t.answers / (summary.durationUs / 1e6),
+      p50: NaN,
+      p99: NaN,
+    }));
+  } finally {
+    rmSync(script, { force: true });
+  }
+}
+
+/**
+ * `measured` for two targets at once, each with its own CPU time: under wrk, one `wrkPair` run;
+ * under autocannon, two loads from this process started together.
+ */
+export async function measuredPair(a, b, loadOptions) {
+  if (loadOptions.generator !== 'wrk') return Promise.all([measured(a.url, [a.pid], loadOptions), measured(b.url, [b.pid], loadOptions)]);
+  const cpuA = treeCpuMs([a.pid]);
+  const cpuB = treeCpuMs([b.pid]);
+  const [ra, rb] = await wrkPair(a.url, b.url, loadOptions);
+  const da = treeCpuMs([a.pid]) - cpuA;
+  const db = treeCpuMs([b.pid]) - cpuB;
+  return [
+    { ...ra, cpuMs: da, cpuUsPerReq: (da * 1000) / Math.max(1, ra.total) },
+    { ...rb, cpuMs: db, cpuUsPerReq: (db * 1000) / Math.max(1, rb.total) },
+  ];
+}
+
 process.once('exit', () => {
   if (luaDir !== undefined) rmSync(luaDir, { recursive: true, force: true });
 });
