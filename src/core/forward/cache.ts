@@ -29,7 +29,7 @@ import type { GatewayError } from '../errors.js';
 import type { OperationId } from '../operations.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
-import { ONE_WRITE_MAX, start, Wrapper, type AnswerKeeper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { ONE_WRITE_MAX, start, Wrapper, type AnswerKeeper, type ForwardHandler, type Send, type SendWrapper } from './layer.js';
 
 /** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
 export const CACHE_NAME = 'petstore-gateway';
@@ -619,7 +619,7 @@ class Bypass extends Wrapper {
  * The layer: hits are answered here, misses join or start a flight, createPet invalidates. The
  * breaker's admission is below (forward/breaker.ts): a hit or a coalesced request asks nothing of it.
  */
-export function responseCache(cache: ResponseCache): Layer {
+export function responseCache(cache: ResponseCache): SendWrapper {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
       const key = cacheKey(cache, request);
