@@ -25,7 +25,7 @@ import { compose, type Layer, type Send } from './layer.js';
 import { retryReads } from './retry.js';
 
 export type { AnswerKeeper, CallClass, ForwardHandler, Layer, Outcome, Send, SendWrapper } from './layer.js';
-export { Call, ONE_WRITE_MAX, Wrapper, compose } from './layer.js';
+export { Call, ONE_WRITE_MAX, compose } from './layer.js';
 
 export interface LayerSettings {
   readonly headersMs: number;

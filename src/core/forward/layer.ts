@@ -10,11 +10,11 @@
  * abort) from the handler reaches the transport. When the call ends, by any path, every part
  * `settle`s once (a deadline leaves its list, the breaker learns the outcome). The call sites of
  * `super` see one class each, which V8 inlines: a chain of one wrapper object per layer (undici's
- * interceptor shape) cost a forwarded request 3-4% of its CPU on Node 24, the parts one object
- * (docs/performance.md, "Forwarding layers").
+ * interceptor shape) served about 1% fewer forwarded requests per second (docs/performance.md,
+ * "Forwarding layers").
  *
- * The response cache, which answers some calls without one, wraps the composed `send` instead
- * (`Wrapper`, below).
+ * The response cache, which answers some calls without one, wraps the composed `send` instead; its
+ * per-request objects are `Call`s with no layer's part.
  */
 import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
@@ -200,91 +200,12 @@ export function compose(send: Send, layers: readonly Layer[]): Send {
       const refused = admit();
       if (refused !== undefined) return handler.onRefused(refused);
     }
-    const call = new Composed(handler, request, send);
-    handler.onStart(call);
-    call.begin();
+    start(new Composed(handler, request, send));
   };
 }
 
-/**
- * The response cache's per-call wrapper (a `SendWrapper` around the composed layers): it is the
- * handler the call below reports to and the control the exchange holds, and by default passes
- * everything through. Once the call ended for it (`done`: it failed the call, the handler aborted
- * it, or it ended), nothing more is passed on, as in `Call`.
- */
-export class Wrapper implements ForwardHandler, UpstreamControl {
-  control: UpstreamControl | undefined = undefined;
-  done = false;
-
-  constructor(readonly handler: ForwardHandler) {}
-
-  /** The layer below started: its control is where pause, resume and abort go. */
-  onStart(control: UpstreamControl): void {
-    this.control = control;
-    if (this.done) control.abort();
-  }
-
-  onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    if (this.done) return 0;
-    return this.handler.onHead(status, headers, errorCode);
-  }
-
-  onData(chunk: Buffer): void {
-    if (!this.done) this.handler.onData(chunk);
-  }
-
-  onBody(body: Buffer, truncated: boolean): void {
-    if (this.done) return;
-    this.done = true;
-    this.handler.onBody(body, truncated);
-  }
-
-
-  onEnd(): void {
-    if (this.done) return;
-    this.done = true;
-    this.handler.onEnd();
-  }
-
-  onFailure(failure: UpstreamFailure): void {
-    if (this.done) return;
-    this.done = true;
-    this.handler.onFailure(failure);
-  }
-
-  onRefused(err: GatewayError): void {
-    if (this.done) return;
-    this.done = true;
-    this.handler.onRefused(err);
-  }
-
-  pause(): void {
-    this.control?.pause();
-  }
-
-  resume(): void {
-    this.control?.resume();
-  }
-
-  abort(reason?: AbortReason): void {
-    this.done = true;
-    this.control?.abort(reason);
-  }
-
-  /** Ends the call from this layer: the layers below and the transport stop, the handler learns `failure`. */
-  protected fail(failure: UpstreamFailure): void {
-    if (this.done) return;
-    this.done = true;
-    this.control?.abort('failed');
-    this.handler.onFailure(failure);
-  }
-}
-
-/**
- * Starts one call through `wrapper`: the handler holds the wrapper as its control, then the layers
- * below get the call.
- */
-export function start(next: Send, request: UpstreamRequest, wrapper: Wrapper): void {
-  wrapper.handler.onStart(wrapper);
-  next(request, wrapper);
+/** Starts `call`: the handler holds it as its control, then it is made (`begin`). */
+export function start(call: Call): void {
+  call.handler.onStart(call);
+  call.begin();
 }
