@@ -14,68 +14,31 @@
  */
 import type { CircuitBreaker } from '../breaker.js';
 import type { HeaderValue } from '../policy.js';
-import type { AbortReason, UpstreamFailure } from '../upstream.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import type { CallClass, Layer, Outcome } from './layer.js';
 
 /** Whether an upstream answer with `status` counts as the upstream failing. */
 export function failingStatus(status: number): boolean {
   return status >= 502 && status <= 504;
 }
 
-class BreakerAccount extends Wrapper {
-  private status = 0;
-  private told = false;
-
-  constructor(
-    handler: ForwardHandler,
-    private readonly breaker: CircuitBreaker,
-  ) {
-    super(handler);
-  }
-
-  private tell(ok: boolean): void {
-    if (this.told) return;
-    this.told = true;
-    this.breaker.record(ok);
-  }
-
-  override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    this.status = status;
-    return super.onHead(status, headers, errorCode);
-  }
-
-  override onBody(body: Buffer, truncated: boolean): void {
-    if (!this.done) this.tell(!failingStatus(this.status));
-    super.onBody(body, truncated);
-  }
-
-  override onEnd(): void {
-    if (!this.done) this.tell(!failingStatus(this.status));
-    super.onEnd();
-  }
-
-  override onFailure(failure: UpstreamFailure): void {
-    if (!this.done) this.tell(false);
-    super.onFailure(failure);
-  }
-
-  override abort(reason?: AbortReason): void {
-    if (reason === 'failed') this.tell(false);
-    else if (!this.told) {
-      this.told = true;
-      this.breaker.release();
-    }
-    super.abort(reason);
-  }
-}
-
 export function breakerAccounting(breaker: CircuitBreaker): Layer {
-  return (next: Send): Send =>
-    (request, handler: ForwardHandler) => {
-      const closed = breaker.admit();
-      if (closed !== undefined) return handler.onRefused(closed);
-      const call = new BreakerAccount(handler, breaker);
-      handler.onStart(call);
-      next(request, call);
-    };
+  return {
+    admit: () => breaker.admit(),
+    extend: (Outer: CallClass): CallClass =>
+      class BreakerAccount extends Outer {
+        breakerStatus = 0;
+
+        override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+          this.breakerStatus = status;
+          return super.onHead(status, headers, errorCode);
+        }
+
+        /** The outcome, once: an answer by its status, a failure, or nothing for an abandoned call. */
+        protected override settle(outcome: Outcome): void {
+          if (outcome === 'abandoned') breaker.release();
+          else breaker.record(outcome === 'answered' && !failingStatus(this.breakerStatus));
+          super.settle(outcome);
+        }
+      },
+  };
 }

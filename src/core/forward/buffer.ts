@@ -5,67 +5,67 @@
  * stopped). A body the handler does not ask for streams through untouched.
  */
 import type { HeaderValue } from '../policy.js';
-import { Wrapper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import type { CallClass, Layer, Outcome } from './layer.js';
 
 /** No chunk yet: the body so far is empty. */
 const EMPTY = Buffer.alloc(0);
 
-class Buffering extends Wrapper {
-  /** Holding: the body's first chunk (most answers arrive in one), and the later ones, if any. */
-  private holding = false;
-  private first: Buffer = EMPTY;
-  private rest: Buffer[] | undefined = undefined;
-  private size = 0;
-  private cap = 0;
-
-  override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    const cap = super.onHead(status, headers, errorCode);
-    if (cap > 0 && !this.done) {
-      this.cap = cap;
-      this.holding = true;
-    }
-    return 0;
-  }
-
-  override onData(chunk: Buffer): void {
-    if (!this.holding) return super.onData(chunk);
-    if (this.done) return;
-    if (this.size + chunk.length > this.cap) {
-      this.keep(chunk.subarray(0, this.cap - this.size));
-      this.control?.abort();
-      this.deliver(true);
-      return;
-    }
-    this.keep(chunk);
-  }
-
-  override onEnd(): void {
-    if (!this.holding) return super.onEnd();
-    this.deliver(false);
-  }
-
-  private keep(chunk: Buffer): void {
-    if (this.size === 0) this.first = chunk;
-    else (this.rest ??= [this.first]).push(chunk);
-    this.size += chunk.length;
-  }
-
-  private deliver(truncated: boolean): void {
-    if (!this.holding || this.done) return;
-    this.holding = false;
-    // One chunk (the common answer) is delivered as it is: no array, no copy.
-    const body = this.rest === undefined ? this.first : Buffer.concat(this.rest, this.size);
-    this.first = EMPTY;
-    this.rest = undefined;
-    super.onBody(body, truncated);
-  }
-}
-
 export function buffering(): Layer {
-  return (next: Send): Send =>
-    (request, handler: ForwardHandler) => {
-      const call = new Buffering(handler);
-      handler.onStart(call);
-      next(request, call);
-    };
+  return {
+    extend: (Outer: CallClass): CallClass =>
+      class Buffering extends Outer {
+        /** Holding: the body's first chunk (most answers arrive in one), and the later ones, if any. */
+        holding = false;
+        heldFirst: Buffer = EMPTY;
+        heldRest: Buffer[] | undefined = undefined;
+        heldSize = 0;
+        holdCap = 0;
+
+        override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+          const cap = super.onHead(status, headers, errorCode);
+          if (cap > 0 && !this.done) {
+            this.holdCap = cap;
+            this.holding = true;
+          }
+          return 0;
+        }
+
+        override onData(chunk: Buffer): void {
+          if (!this.holding) return super.onData(chunk);
+          if (this.done) return;
+          if (this.heldSize + chunk.length > this.holdCap) {
+            this.keep(chunk.subarray(0, this.holdCap - this.heldSize));
+            this.control?.abort();
+            this.deliver(true);
+            return;
+          }
+          this.keep(chunk);
+        }
+
+        override onEnd(): void {
+          if (!this.holding) return super.onEnd();
+          this.deliver(false);
+        }
+
+        protected override settle(outcome: Outcome): void {
+          this.holding = false;
+          this.heldFirst = EMPTY;
+          this.heldRest = undefined;
+          super.settle(outcome);
+        }
+
+        keep(chunk: Buffer): void {
+          if (this.heldSize === 0) this.heldFirst = chunk;
+          else (this.heldRest ??= [this.heldFirst]).push(chunk);
+          this.heldSize += chunk.length;
+        }
+
+        deliver(truncated: boolean): void {
+          if (!this.holding || this.done) return;
+          // One chunk (the common answer) is delivered as it is: no array, no copy.
+          const body = this.heldRest === undefined ? this.heldFirst : Buffer.concat(this.heldRest, this.heldSize);
+          super.onBody(body, truncated);
+        }
+      },
+  };
 }

@@ -29,7 +29,7 @@ import type { GatewayError } from '../errors.js';
 import type { OperationId } from '../operations.js';
 import type { HeaderValue } from '../policy.js';
 import { UpstreamFailure, type AbortReason, type UpstreamControl, type UpstreamRequest } from '../upstream.js';
-import { ONE_WRITE_MAX, start, Wrapper, type AnswerKeeper, type ForwardHandler, type Layer, type Send } from './layer.js';
+import { Call, ONE_WRITE_MAX, start, type AnswerKeeper, type ForwardHandler, type Send, type SendWrapper } from './layer.js';
 
 /** The name this cache gives itself in Cache-Status (RFC 9211 section 2). */
 export const CACHE_NAME = 'petstore-gateway';
@@ -305,17 +305,21 @@ function isCacheClient(handler: ForwardHandler): handler is CacheClient {
   return handler.onAnswer !== undefined && handler.onStored !== undefined;
 }
 
-/** What a client request waits on: its handler, and the call it is part of. */
-class Subscriber extends Wrapper {
+/**
+ * What a client request waits on: its handler, and the call it is part of (a `Call` with no part of
+ * a layer; the flight, not the subscriber, sends). Its own request: a transport may work through
+ * the front's request object (`native`).
+ */
+class Subscriber extends Call {
   flight: Flight | undefined = undefined;
   private started = false;
 
   constructor(
     readonly client: CacheClient,
-    /** Its own request: a transport may work through the front's request object (`native`). */
-    readonly request: UpstreamRequest,
+    request: UpstreamRequest,
+    below: Send,
   ) {
-    super(client);
+    super(client, request, below);
   }
 
   /** Starts the handler once; a later call of its own only replaces the control. */
@@ -597,13 +601,15 @@ export class Flight implements ForwardHandler, AnswerKeeper {
  * is `fwd=method` (a POST must go forward), and a 2xx to it drops every list entry; an operation
  * whose TTL is 0 is `fwd=bypass`.
  */
-class Bypass extends Wrapper {
+class Bypass extends Call {
   constructor(
     handler: ForwardHandler,
+    request: UpstreamRequest,
+    below: Send,
     private readonly cache: ResponseCache,
     private readonly create: boolean,
   ) {
-    super(handler);
+    super(handler, request, below);
   }
 
   override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
@@ -619,13 +625,13 @@ class Bypass extends Wrapper {
  * The layer: hits are answered here, misses join or start a flight, createPet invalidates. The
  * breaker's admission is below (forward/breaker.ts): a hit or a coalesced request asks nothing of it.
  */
-export function responseCache(cache: ResponseCache): Layer {
+export function responseCache(cache: ResponseCache): SendWrapper {
   return (next: Send): Send =>
     (request, handler: ForwardHandler) => {
       const key = cacheKey(cache, request);
       if (key === undefined || !isCacheClient(handler)) {
         cache.counts.bypass++;
-        return start(next, request, new Bypass(handler, cache, request.operation === 'createPet'));
+        return start(new Bypass(handler, request, next, cache, request.operation === 'createPet'));
       }
       const now = cache.now();
       const found = cache.store.get(key, now);
@@ -633,9 +639,9 @@ export function responseCache(cache: ResponseCache): Layer {
         // A fresh entry at hand is written at once: nothing waits and nothing runs, so no
         // subscriber is made (the handler is told nothing else, not even a start).
         if (found !== undefined && now < found.freshUntil) return hit(cache, handler, found, now);
-        return lookup(cache, next, request, key, subscribe(handler, request), found);
+        return lookup(cache, next, request, key, subscribe(handler, request, next), found);
       }
-      const sub = subscribe(handler, request);
+      const sub = subscribe(handler, request, next);
       found.then(
         (entry) => lookup(cache, next, request, key, sub, entry),
         () => lookup(cache, next, request, key, sub, undefined),
@@ -643,8 +649,8 @@ export function responseCache(cache: ResponseCache): Layer {
     };
 }
 
-function subscribe(handler: CacheClient, request: UpstreamRequest): Subscriber {
-  const sub = new Subscriber(handler, request);
+function subscribe(handler: CacheClient, request: UpstreamRequest, below: Send): Subscriber {
+  const sub = new Subscriber(handler, request, below);
   sub.onStart(undefined);
   return sub;
 }

@@ -1,32 +1,34 @@
 /**
  * The response-head deadline: an upstream that has not sent its status and headers `ms` after the
  * request left fails the call with `headers_timeout` (504 when nothing was sent to the client). A
- * retried read stays under the same deadline: this layer sits above the retry layer.
+ * retried read stays under the same deadline: this layer is outside the retry layer.
  */
 import { REAL_CLOCK, type Clock } from '../deadlines.js';
 import type { HeaderValue } from '../policy.js';
-import type { FailureKind } from '../upstream.js';
-import { deadlineList, DeadlinedCall } from './deadline-call.js';
-import type { ForwardHandler, Layer, Send } from './layer.js';
-
-class HeadDeadline extends DeadlinedCall {
-  protected get kind(): FailureKind {
-    return 'headers_timeout';
-  }
-
-  override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
-    this.met();
-    return super.onHead(status, headers, errorCode);
-  }
-}
+import { DeadlineLink, deadlineList } from './deadline-call.js';
+import type { CallClass, Layer, Outcome } from './layer.js';
 
 export function headDeadline(ms: number, clock: Clock = REAL_CLOCK): Layer {
-  const list = deadlineList(ms, clock);
-  return (next: Send): Send =>
-    (request, handler: ForwardHandler) => {
-      const call = new HeadDeadline(handler);
-      list.add(call);
-      handler.onStart(call);
-      next(request, call);
-    };
+  const list = deadlineList(ms, clock, 'headers_timeout');
+  return {
+    extend: (Outer: CallClass): CallClass =>
+      class HeadDeadline extends Outer {
+        readonly headLink = new DeadlineLink(this);
+
+        override begin(): void {
+          list.add(this.headLink);
+          super.begin();
+        }
+
+        override onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
+          list.remove(this.headLink);
+          return super.onHead(status, headers, errorCode);
+        }
+
+        protected override settle(outcome: Outcome): void {
+          list.remove(this.headLink);
+          super.settle(outcome);
+        }
+      },
+  };
 }

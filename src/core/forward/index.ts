@@ -4,9 +4,10 @@
  *   exchange -> [response cache] -> breaker accounting -> buffering -> total deadline -> body idle
  *            -> head deadline -> retry -> transport
  *
- * The cache (when the policy file has one) is outermost: a hit is no upstream call, so no other
- * layer sees it, and a flight's one call is under every deadline. The breaker sits above everything that can fail a call, so it learns each request's outcome
- * once, whatever layer failed it; the head deadline sits above the retry, so a retried read stays
+ * The cache (when the policy file has one) is outermost, around the composed call (src/core/forward/
+ * layer.ts): a hit is no upstream call, so no other layer sees it, and a flight's one call is under
+ * every deadline. The breaker admits a call before it is made and learns each call's outcome once,
+ * whatever layer ended it; the head deadline sits outside the retry, so a retried read stays
  * under the one deadline its request started with. An upstream whose answers conform by
  * construction (the in-process reference backend) gets no layer at all: it answers before `send`
  * returns, and is neither policed nor guarded.
@@ -23,8 +24,8 @@ import { totalDeadline } from './total-deadline.js';
 import { compose, type Layer, type Send } from './layer.js';
 import { retryReads } from './retry.js';
 
-export type { AnswerKeeper, ForwardHandler, Layer, Send } from './layer.js';
-export { ONE_WRITE_MAX, Wrapper, compose } from './layer.js';
+export type { AnswerKeeper, CallClass, ForwardHandler, Layer, Outcome, Send, SendWrapper } from './layer.js';
+export { Call, ONE_WRITE_MAX, compose } from './layer.js';
 
 export interface LayerSettings {
   readonly headersMs: number;
@@ -46,9 +47,9 @@ export function forwarding(upstream: Upstream, settings: LayerSettings, breaker:
   const send: Send = (request, handler) => upstream.send(request, handler);
   if (upstream.conforms) return { send, policed: false, breaker: undefined };
   const layers: Layer[] = [];
-  if (cache !== undefined) layers.push(responseCache(cache));
   if (breaker !== undefined) layers.push(breakerAccounting(breaker));
   layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
   if (settings.retryIdempotent) layers.push(retryReads());
-  return { send: compose(send, layers), policed: true, breaker };
+  const call = compose(send, layers);
+  return { send: cache === undefined ? call : responseCache(cache)(call), policed: true, breaker };
 }

@@ -6,33 +6,25 @@
  * connection closed when the body was streaming.
  */
 import { REAL_CLOCK, type Clock } from '../deadlines.js';
-import type { FailureKind } from '../upstream.js';
-import { deadlineList, DeadlinedCall } from './deadline-call.js';
-import type { ForwardHandler, Layer, Send } from './layer.js';
-
-class TotalDeadline extends DeadlinedCall {
-  protected get kind(): FailureKind {
-    return 'total_timeout';
-  }
-
-  override onBody(body: Buffer, truncated: boolean): void {
-    this.met();
-    super.onBody(body, truncated);
-  }
-
-  override onEnd(): void {
-    this.met();
-    super.onEnd();
-  }
-}
+import { DeadlineLink, deadlineList } from './deadline-call.js';
+import type { CallClass, Layer, Outcome } from './layer.js';
 
 export function totalDeadline(ms: number, clock: Clock = REAL_CLOCK): Layer {
-  const list = deadlineList(ms, clock);
-  return (next: Send): Send =>
-    (request, handler: ForwardHandler) => {
-      const call = new TotalDeadline(handler);
-      list.add(call);
-      handler.onStart(call);
-      next(request, call);
-    };
+  const list = deadlineList(ms, clock, 'total_timeout');
+  return {
+    extend: (Outer: CallClass): CallClass =>
+      class TotalDeadline extends Outer {
+        readonly totalLink = new DeadlineLink(this);
+
+        override begin(): void {
+          list.add(this.totalLink);
+          super.begin();
+        }
+
+        protected override settle(outcome: Outcome): void {
+          list.remove(this.totalLink);
+          super.settle(outcome);
+        }
+      },
+  };
 }
