@@ -401,3 +401,15 @@ t.test('forwarding: the reference backend gets no layer; an upstream gets them a
   t.not(seen[1], r, 'wrapped');
   t.equal(policed.policed, true);
 });
+
+t.test('a call the handler abandons as it starts is never sent, and no deadline is set', async (t) => {
+  const clock = new ManualClock();
+  const { send, calls } = stack([totalDeadline(500, clock), bodyIdle(100, clock), headDeadline(100, clock), retryReads()]);
+  const quitter = new Recorder();
+  quitter.onStart = (control: UpstreamControl): void => control.abort();
+  send(request('GET'), quitter);
+  t.equal(calls.length, 0, 'nothing reached the transport');
+  t.equal(clock.armed, 0, 'no deadline timer is armed');
+  clock.advance(10_000);
+  t.same(quitter.events, [], 'no failure reported');
+});

@@ -85,7 +85,10 @@ export type Outcome = 'answered' | 'failed' | 'abandoned';
 /** A call class: the base `Call`, or one made of layers' parts. */
 export type CallClass = new (handler: ForwardHandler, request: UpstreamRequest, below: Send) => Call;
 
-/** One layer. */
+/**
+ * One layer. A part sees the callbacks of every attempt only when it is outside the retry layer:
+ * the retry's callbacks enter at the retry's part (`forwarding()` lists the retry last).
+ */
 export interface Layer {
   /** Its part of the call: a subclass of `Outer`, the call made of the layers outside this one. */
   readonly extend: (Outer: CallClass) => CallClass;
@@ -204,8 +207,11 @@ export function compose(send: Send, layers: readonly Layer[]): Send {
   };
 }
 
-/** Starts `call`: the handler holds it as its control, then it is made (`begin`). */
+/**
+ * Starts `call`: the handler holds it as its control, then it is made (`begin`), unless the handler
+ * abandoned it already: then no part starts a deadline and nothing is sent.
+ */
 export function start(call: Call): void {
   call.handler.onStart(call);
-  call.begin();
+  if (!call.done) call.begin();
 }
