@@ -428,10 +428,10 @@ export async function wrkLoad(url, { path = '/', method = 'GET', headers = {}, b
  * Two targets loaded by ONE wrk process, a thread each (`thread.addr`, wrk's own way to aim threads
  * at different hosts), so both loads start and stop together: two wrk processes start some
  * milliseconds apart, and the one that runs alone at either end of its window counts requests the
- * other never could (an A/A pair of one build read 0.90-1.10 that way; BENCHMARKS.md). Each thread
- * counts its own answers (a Lua `response` per answer: slower for wrk, which runs on the other
- * CPUs). Returns one result per target, shaped as wrkLoad's (no latency percentiles: wrk keeps
- * one histogram for all threads).
+ * other never could (an A/A pair of one build read 0.90-1.10 that way). Each thread counts the
+ * requests it sent; the process's answers are split between the two in that proportion. Returns
+ * one result per target, shaped as wrkLoad's (no latency percentiles: wrk keeps one histogram
+ * for all threads).
  */
 export async function wrkPair(urlA, urlB, { path = '/', method = 'GET', headers = {}, body, connections = 50, duration = 3, timeout = 10, cpus } = {}) {
   luaDir ??= mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-wrk-'));
@@ -452,15 +452,15 @@ export async function wrkPair(urlA, urlB, { path = '/', method = 'GET', headers 
     '  thread:set("index", i)',
     '  threads[i] = thread',
     'end',
-    'init = function(args) answers = 0; bad = 0 end',
-    'response = function(status, headers, body)',
-    '  answers = answers + 1',
-    '  if status < 200 or status > 299 then bad = bad + 1 end',
-    'end',
+    // Counted as sent, in `request` (the same request each time, made once per thread), not as
+    // answered in `response`: wrk builds a Lua table of every answer's fields and a string of its
+    // body for `response`, so the side whose answers carry more fields would be loaded less.
+    'init = function(args) sent = 0; req = wrk.format() end',
+    'request = function() sent = sent + 1; return req end',
     'done = function(summary, latency, requests)',
     '  local e = summary.errors',
-    `  for _, t in ipairs(threads) do io.write(string.format('{"index":%d,"answers":%d,"bad":%d}\\n', t:get("index"), t:get("answers"), t:get("bad"))) end`,
-    `  io.write(string.format('{"durationUs":%d,"connect":%d,"read":%d,"write":%d,"timeout":%d}\\n', summary.duration, e.connect, e.read, e.write, e.timeout))`,
+    `  for _, t in ipairs(threads) do io.write(string.format('{"index":%d,"sent":%d}\\n', t:get("index"), t:get("sent"))) end`,
+    `  io.write(string.format('{"durationUs":%d,"requests":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\\n', summary.duration, summary.requests, e.connect, e.read, e.write, e.status, e.timeout))`,
     'end',
   );
   writeFileSync(script, lines.join('\n') + '\n');
@@ -474,19 +474,26 @@ export async function wrkPair(urlA, urlB, { path = '/', method = 'GET', headers 
     const per = [1, 2].map((i) => json.find((j) => j.index === i));
     if (r.code !== 0 || summary === undefined || per.includes(undefined)) throw new Error(`${WRK} (pair) ${urlA}, ${urlB}: exit ${r.code}\n${r.out.slice(-1500)}\n${r.err.slice(-1500)}`);
     const errors = summary.connect + summary.read + summary.write;
-    return per.map((t) => ({
-      total: t.answers,
-      ok: t.answers - t.bad,
-      non2xx: t.bad,
-      // wrk counts socket errors for the process, not per thread: each side is given all of them.
-      errors,
-      timeouts: summary.timeout,
-      statuses: {},
-      seconds: summary.durationUs / 1e6,
-      rps: t.answers / (summary.durationUs / 1e6),
-      p50: NaN,
-      p99: NaN,
-    }));
+    // Requests still in flight when wrk stopped were sent and not answered: at most `connections`
+    // per side, spread by the share of each side in what was sent.
+    const sent = per[0].sent + per[1].sent;
+    return per.map((t) => {
+      const total = Math.round((summary.requests * t.sent) / Math.max(1, sent));
+      return {
+        total,
+        // wrk counts answers of 400 or more (status) and socket errors for the process, not per
+        // thread: each side is given all of them.
+        ok: total - summary.status,
+        non2xx: summary.status,
+        errors,
+        timeouts: summary.timeout,
+        statuses: {},
+        seconds: summary.durationUs / 1e6,
+        rps: total / (summary.durationUs / 1e6),
+        p50: NaN,
+        p99: NaN,
+      };
+    });
   } finally {
     rmSync(script, { force: true });
   }
