@@ -161,9 +161,12 @@ export class Call implements ForwardHandler, UpstreamControl {
     if (this.end('failed')) this.handler.onFailure(failure);
   }
 
-  /** A transport never refuses (a layer's `admit` does, before any call): passed on as an end. */
+  /**
+   * A transport never refuses (a layer's `admit` does, before any call): passed on as an end that
+   * tells the breaker nothing, as a refusal by `admit` does.
+   */
   onRefused(err: GatewayError): void {
-    if (this.end('failed')) this.handler.onRefused(err);
+    if (this.end('abandoned')) this.handler.onRefused(err);
   }
 
   pause(): void {
