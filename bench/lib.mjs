@@ -371,15 +371,29 @@ function luaString(s) {
   return `"${s.replace(/[\\"]/g, (c) => '\\' + c)}"`;
 }
 
+/** The Lua lines that set wrk's request: its method, fields and body. */
+function wrkRequestLines({ method = 'GET', headers = {}, body }) {
+  const lines = [`wrk.method = ${luaString(method)}`];
+  for (const [k, v] of Object.entries(headers)) lines.push(`wrk.headers[${luaString(k)}] = ${luaString(v)}`);
+  if (body !== undefined) lines.push(`wrk.body = ${luaString(body)}`);
+  return lines;
+}
+
+/** Writes `text` as a wrk script in this run's temporary folder and returns its path. */
+function wrkScriptFile(text) {
+  luaDir ??= mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-wrk-'));
+  const script = join(luaDir, `${process.pid}-${Math.random().toString(36).slice(2)}.lua`);
+  writeFileSync(script, text);
+  return script;
+}
+
 /**
  * The Lua script of one wrk run: the method, headers and body of the request (wrk sends the same
  * request on every connection), and a done() that prints what the harness reads as one JSON line:
  * requests, duration, errors by kind and the exact p50/p99 of wrk's latency record (µs).
  */
 export function wrkScript({ method = 'GET', headers = {}, body }) {
-  const lines = [`wrk.method = ${luaString(method)}`];
-  for (const [k, v] of Object.entries(headers)) lines.push(`wrk.headers[${luaString(k)}] = ${luaString(v)}`);
-  if (body !== undefined) lines.push(`wrk.body = ${luaString(body)}`);
+  const lines = wrkRequestLines({ method, headers, body });
   lines.push(
     'done = function(summary, latency, requests)',
     '  local e = summary.errors',
@@ -396,9 +410,7 @@ export function wrkScript({ method = 'GET', headers = {}, body }) {
  * more as an error of kind `status` (here non2xx); p50/p99 are wrk's own exact percentiles.
  */
 export async function wrkLoad(url, { path = '/', method = 'GET', headers = {}, body, connections = 50, duration = 3, threads = 1, timeout = 10, cpus } = {}) {
-  luaDir ??= mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-wrk-'));
-  const script = join(luaDir, `${process.pid}-${Math.random().toString(36).slice(2)}.lua`);
-  writeFileSync(script, wrkScript({ method, headers, body }));
+  const script = wrkScriptFile(wrkScript({ method, headers, body }));
   const seconds = Math.max(1, Math.round(duration));
   try {
     const args = ['-t', String(threads), '-c', String(Math.max(threads, connections)), '-d', `${seconds}s`, '--timeout', `${timeout}s`, '-s', script, url + path];
@@ -434,15 +446,11 @@ export async function wrkLoad(url, { path = '/', method = 'GET', headers = {}, b
  * for all threads).
  */
 export async function wrkPair(urlA, urlB, { path = '/', method = 'GET', headers = {}, body, connections = 50, duration = 3, timeout = 10, cpus } = {}) {
-  luaDir ??= mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-wrk-'));
-  const script = join(luaDir, `${process.pid}-${Math.random().toString(36).slice(2)}.lua`);
   const hostPort = (u) => {
     const url = new URL(u);
     return `wrk.lookup(${luaString(url.hostname)}, ${luaString(url.port)})[1]`;
   };
-  const lines = [`wrk.method = ${luaString(method)}`];
-  for (const [k, v] of Object.entries(headers)) lines.push(`wrk.headers[${luaString(k)}] = ${luaString(v)}`);
-  if (body !== undefined) lines.push(`wrk.body = ${luaString(body)}`);
+  const lines = wrkRequestLines({ method, headers, body });
   lines.push(
     `local addrs = { ${hostPort(urlA)}, ${hostPort(urlB)} }`,
     'local threads = {}',
@@ -463,7 +471,7 @@ export async function wrkPair(urlA, urlB, { path = '/', method = 'GET', headers 
     `  io.write(string.format('{"durationUs":%d,"requests":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\\n', summary.duration, summary.requests, e.connect, e.read, e.write, e.status, e.timeout))`,
     'end',
   );
-  writeFileSync(script, lines.join('\n') + '\n');
+  const script = wrkScriptFile(lines.join('\n') + '\n');
   const seconds = Math.max(1, Math.round(duration));
   try {
     const args = ['-t', '2', '-c', String(Math.max(2, connections * 2)), '-d', `${seconds}s`, '--timeout', `${timeout}s`, '-s', script, urlA + path];
