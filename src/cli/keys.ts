@@ -13,7 +13,10 @@ import { join } from 'node:path';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import type { PolicyConfig } from '../config/types.js';
 import type { Logger } from 'pino';
-import { adminTokens, keyAdminRoutes, type AdminRoute } from '../ops/admin-keys.js';
+import type { AdminRoutes } from '../ops/admin.js';
+import { ADMIN_BRUTE_FORCE_DEFAULT, AdminAuthGuard } from '../ops/admin-guard.js';
+import { keyAdminRoutes } from '../ops/admin-keys.js';
+import { liveAdminTokens } from './admin-tokens.js';
 import { KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/registry.js';
 import { openRegistry } from '../registry/index.js';
 import { ID_PATTERN, type KeyInfo } from '../registry/records.js';
@@ -195,21 +198,23 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
 }
 
 /**
- * The key admin API's routes for a serving process, or undefined when no admin token is set (the
- * routes then do not exist). Tokens are read once, at start.
+ * The key admin API's routes for a serving process, with their failed-authentication metric. The
+ * routes answer 404 while no admin token is in force; tokens of `server.admin.tokensFile` are
+ * re-read on each reload (src/cli/admin-tokens.ts).
  */
-export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string, string | undefined>>, log: Logger): AdminRoute | undefined {
-  const name = config.server.admin?.tokensFromEnv ?? null;
+export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string, string | undefined>>, log: Logger): AdminRoutes | undefined {
+  const admin = config.server.admin;
+  if (admin === null) return undefined;
   const rc = config.policies.auth.registry;
   const fileIds = new Set(config.policies.auth.keys.map((k) => k.id));
-  const tokens = adminTokens(env, name);
+  const tokens = liveAdminTokens(config, env, log);
   // Opened now (the auth policy shares it): the first admin request finds it connected.
-  if (tokens.length > 0 && rc !== null) openRegistry(rc, env);
+  if (tokens.size > 0 && rc !== null) openRegistry(rc, env);
   return keyAdminRoutes({
     tokens,
+    guard: new AdminAuthGuard({ ...(admin.bruteForce ?? ADMIN_BRUTE_FORCE_DEFAULT), log }),
     registry: () => (rc === null ? undefined : openRegistry(rc, env)),
     fileIds: () => fileIds,
     log,
-    tokenName: (n) => `${name}#${n}`,
   });
 }

@@ -5,6 +5,8 @@
  */
 import { LOG_SCHEMA } from '../ops/access-log.js';
 import { ADMIN_SCHEMA } from '../ops/admin.js';
+import { ADMIN_BRUTE_FORCE_DEFAULT } from '../ops/admin-guard.js';
+import { MIN_TOKEN_LENGTH } from '../ops/admin-tokens.js';
 import { HEADERS_SCHEMA } from '../core/headers.js';
 import { LISTENER_SCHEMA } from '../fronts/config.js';
 import { POLICY_MODULES } from '../policies/index.js';
@@ -17,7 +19,8 @@ export { HEADERS_SCHEMA, UPSTREAM_SCHEMA };
 
 /**
  * `server.admin`: the admin listener's own options, plus the tokens of the key admin API
- * (docs/keys.md), which are the policy file's business rather than the listener's.
+ * (docs/keys.md) and their failure limit, which are the policy file's business rather than the
+ * listener's.
  */
 export const SERVER_ADMIN_SCHEMA = {
   ...ADMIN_SCHEMA,
@@ -30,7 +33,23 @@ export const SERVER_ADMIN_SCHEMA = {
       pattern: '^[A-Za-z_][A-Za-z0-9_]*$',
       default: 'PETSTORE_ADMIN_TOKENS',
       description:
-        'An environment variable with the admin API\'s bearer tokens, comma-separated (held as hashes, compared in constant time; an API key never works there). The key admin API (/keys) answers 404 while the variable is unset or empty, or when this is null.',
+        `An environment variable with the admin API's bearer tokens, comma-separated (held as hashes, compared in constant time; an API key never works there). Each must be at least ${MIN_TOKEN_LENGTH} characters of random text (\`openssl rand -base64 32\`): \`check\` and \`serve\` refuse a shorter or guessable one. Read at start only (an environment does not change): tokens that must change without a restart go in tokensFile. The key admin API (/keys) answers 404 while no token is set.`,
+    },
+    tokensFile: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'A file of more admin tokens, one per line (blank lines and lines starting with # skipped), e.g. a Kubernetes Secret mounted as a volume; the same strength rule as tokensFromEnv. Read at start and again on each reload (SIGHUP, --watch): a reload with a token too weak, or a file that cannot be read, is refused and the tokens in force stay. Absent: none.',
+    },
+    bruteForce: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['maxFailures', 'windowSeconds'],
+      description: `Wrong admin tokens per client address: past maxFailures in windowSeconds, every /keys request from that address gets 429 too_many_auth_failures with Retry-After, a right token included, until the window drains (probes and scrapes are never locked). Absent: ${ADMIN_BRUTE_FORCE_DEFAULT.maxFailures} in ${ADMIN_BRUTE_FORCE_DEFAULT.windowSeconds} s.`,
+      properties: {
+        maxFailures: { type: 'integer', minimum: 1, maximum: 1000, description: 'Wrong tokens from one address that lock it.' },
+        windowSeconds: { type: 'integer', minimum: 1, maximum: 86400, description: 'The window they are counted in; one failure is earned back every windowSeconds / maxFailures.' },
+      },
     },
   },
 } as const;

@@ -1,9 +1,10 @@
 /**
  * The key admin API on the admin listener (docs/keys.md): issue, rotate, revoke and list the keys
- * of the registry. Bearer-authenticated with admin tokens (`server.admin.tokensFromEnv`), which are
- * held as SHA-256 digests and compared in constant time against every token (no early exit); an
- * API key is never an admin token. Without a token configured these routes do not exist (404, as
- * any unknown admin path).
+ * of the registry. Bearer-authenticated with admin tokens (src/ops/admin-tokens.ts: from
+ * `server.admin.tokensFromEnv` and `server.admin.tokensFile`), held as SHA-256 digests and compared
+ * in constant time against every token (no early exit); an API key is never an admin token.
+ * Failed authentications are limited per address, logged and counted (src/ops/admin-guard.ts).
+ * While no token is in force these routes do not exist (404, as any unknown admin path).
  *
  * - `POST /keys` {"id", "operations"?, "expires"?} -> 201 {"id", "key", "created", "expires", "operations"}
  * - `POST /keys/{id}/rotate` {"overlapSeconds"?} -> 200 {..., "key", "previousKeyValidUntil"}
@@ -14,13 +15,15 @@
  * in the interface's Error shape. Each change leaves one audit line (who, what, which id), never
  * the secret. Answers carry `Cache-Control: no-store`: a new secret must not rest in a cache.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Ajv } from 'ajv';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { RegistryError, REGISTRY_DEFAULTS, type KeyRegistry } from '../registry/registry.js';
 import { ID_PATTERN } from '../registry/records.js';
 import { parseDateTime } from '../core/date-time.js';
+import type { AdminRoutes } from './admin.js';
+import { AdminAuthGuard } from './admin-guard.js';
+import type { AdminTokens } from './admin-tokens.js';
 
 const BODY_LIMIT = 16 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -50,29 +53,20 @@ const validRotate = ajv.compile<{ overlapSeconds?: number }>(ROTATE_SCHEMA);
 const ID = new RegExp(ID_PATTERN);
 
 export interface KeyAdminOptions {
-  /** The admin tokens in plaintext, as the environment gives them: hashed at once, never kept. */
-  readonly tokens: readonly string[];
+  /** The admin tokens in force (replaced whole on a reload); none: the routes answer 404. */
+  readonly tokens: AdminTokens;
+  /** Limits, logs and counts failed authentications per address. */
+  readonly guard: AdminAuthGuard;
   /** The registry, or undefined when the policy configures none. */
   readonly registry: () => KeyRegistry | undefined;
   /** Ids of the policy file's keys: the registry cannot issue one (the file's key would win). */
   readonly fileIds: () => ReadonlySet<string>;
   /** Where the audit lines go (info level); pino's logger fits. */
   readonly log: AuditLog | undefined;
-  /** Names admin token n (1-based) in audit lines, e.g. `PETSTORE_ADMIN_TOKENS#2`. */
-  readonly tokenName: (n: number) => string;
 }
 
 export interface AuditLog {
   info(fields: Record<string, unknown>, message: string): void;
-}
-
-/** Handles the request when its path is the key API's; false otherwise (the caller goes on). */
-export type AdminRoute = (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean>;
-
-/** Admin tokens from an environment variable: comma-separated, blanks ignored. */
-export function adminTokens(env: Readonly<Record<string, string | undefined>>, name: string | null): string[] {
-  if (name === null) return [];
-  return (env[name] ?? '').split(',').map((t) => t.trim()).filter((t) => t !== '');
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -86,8 +80,6 @@ function sendError(res: ServerResponse, err: GatewayError): void {
   res.writeHead(err.status, { ...err.headers, 'cache-control': 'no-store', 'content-type': ERROR_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
-
-const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
 /** Reads a JSON body within the limit: the value, or the error to answer. Nothing read: undefined. */
 async function readJson(req: IncomingMessage): Promise<{ value: unknown } | { error: GatewayError }> {
@@ -130,41 +122,52 @@ function registryError(err: unknown): GatewayError {
 }
 
 /**
- * The key routes; undefined when no admin token is configured (then /keys is a 404, as today).
+ * The key routes, and the failed-authentication metric for /metrics.
  *
  * @example
- *   const keys = keyAdminRoutes({ tokens: adminTokens(process.env, 'PETSTORE_ADMIN_TOKENS'), registry: () => reg,
- *     fileIds: () => new Set(), log, tokenName: (n) => `PETSTORE_ADMIN_TOKENS#${n}` });
+ *   const tokens = new AdminTokens([{ name: 'PETSTORE_ADMIN_TOKENS#1', token }]);
+ *   const keys = keyAdminRoutes({ tokens, guard: new AdminAuthGuard({ maxFailures: 10, windowSeconds: 60, log }),
+ *     registry: () => reg, fileIds: () => new Set(), log });
  *   await startAdmin({ ..., routes: keys });
  */
-export function keyAdminRoutes(options: KeyAdminOptions): AdminRoute | undefined {
-  if (options.tokens.length === 0) return undefined;
-  const digests = options.tokens.map(sha256);
+export function keyAdminRoutes(options: KeyAdminOptions): AdminRoutes {
+  const { tokens, guard } = options;
   const missing = new GatewayError('missing_api_key', { message: 'An admin token is required: send Authorization: Bearer <admin token>.', headers: { 'www-authenticate': REALM } });
   const wrong = new GatewayError('invalid_api_key', { message: 'The admin token is not valid.', headers: { 'www-authenticate': `${REALM}, error="invalid_token"` } });
 
-  /** The 1-based number of the matching token, or 0; every token is compared, whatever matched. */
-  const who = (req: IncomingMessage): number | GatewayError => {
+  /** The name of the matching token, or the refusal (counted and charged to the address). */
+  const who = (req: IncomingMessage, client: string): string | GatewayError => {
+    const waitMs = guard.lockedFor(client);
+    if (waitMs > 0) {
+      guard.refusedLocked();
+      return new GatewayError('too_many_auth_failures', { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });
+    }
     const header = req.headers.authorization;
-    if (header === undefined || header === '') return missing;
+    if (header === undefined || header === '') {
+      guard.failed(client, 'missing');
+      return missing;
+    }
     const m = /^bearer +(\S+)$/i.exec(header);
-    if (m === null) return wrong;
-    const presented = sha256(m[1] ?? '');
-    let found = 0;
-    digests.forEach((d, i) => {
-      if (timingSafeEqual(d, presented) && found === 0) found = i + 1;
-    });
-    return found === 0 ? wrong : found;
+    const name = m === null ? undefined : tokens.match(m[1] ?? '');
+    if (name === undefined) {
+      guard.failed(client, 'invalid');
+      return wrong;
+    }
+    return name;
   };
 
-  return async (req, res, path) => {
-    const m = /^\/keys(?:\/([^/]+)(\/rotate)?)?\/?$/.exec(path);
-    if (m === null) return false;
-    const by = who(req);
-    const answer = by instanceof GatewayError ? by : await decide(options, req, { id: m[1], rotate: m[2] !== undefined, by }).catch(registryError);
-    if (answer instanceof GatewayError) sendError(res, answer);
-    else send(res, answer.status, answer.body);
-    return true;
+  return {
+    metrics: () => guard.metrics(),
+    handle: async (req, res, path) => {
+      if (tokens.size === 0) return false;
+      const m = /^\/keys(?:\/([^/]+)(\/rotate)?)?\/?$/.exec(path);
+      if (m === null) return false;
+      const by = who(req, AdminAuthGuard.keyOf(req.socket.remoteAddress));
+      const answer = by instanceof GatewayError ? by : await decide(options, req, { id: m[1], rotate: m[2] !== undefined, by }).catch(registryError);
+      if (answer instanceof GatewayError) sendError(res, answer);
+      else send(res, answer.status, answer.body);
+      return true;
+    },
   };
 }
 
@@ -175,8 +178,8 @@ interface Target {
   /** The path's id; undefined for /keys itself. */
   readonly id: string | undefined;
   readonly rotate: boolean;
-  /** The 1-based number of the admin token that authenticated the request. */
-  readonly by: number;
+  /** The name of the admin token that authenticated the request (`PETSTORE_ADMIN_TOKENS#2`). */
+  readonly by: string;
 }
 
 /**
@@ -190,7 +193,7 @@ async function decide(options: KeyAdminOptions, req: IncomingMessage, { id, rota
   if (registry === undefined) return new GatewayError('not_found', { message: 'No key registry is configured (policies.auth.registry).' });
   if (id !== undefined && !ID.test(id)) return registryError(new RegistryError('unknown', ''));
   const audit = (action: string, keyId: string, extra: Record<string, unknown> = {}) =>
-    options.log?.info({ audit: 'keys', action, id: keyId, by: options.tokenName(by), remoteAddress: req.socket.remoteAddress, ...extra }, `key ${action}`);
+    options.log?.info({ audit: 'keys', action, id: keyId, by, remoteAddress: req.socket.remoteAddress, ...extra }, `key ${action}`);
   if (req.method === 'GET') return { status: 200, body: { keys: await registry.list() } };
   if (id !== undefined && !rotate) {
     await registry.revoke(id);

@@ -12,9 +12,14 @@
  * HEAD is answered like GET without a body (RFC 9110 section 9.3.2; some load balancers probe
  * with HEAD). Any other method on these paths: 405 with `Allow: GET, HEAD`; any other path: 404;
  * both in the interface's Error shape. A query string is ignored.
+ *
+ * The Host header is checked first (`hostChecker`): a page a browser loaded from a name the
+ * attacker controls, re-pointed at this port by DNS rebinding, sends that name, and is refused
+ * (400 `invalid_request`), so it cannot read /metrics or /deprecations (which name consumers).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import type { DeprecationReport } from './deprecations.js';
 
@@ -41,8 +46,18 @@ export interface AdminOptions {
   readonly deprecations: () => Promise<DeprecationReport>;
   /** Told about a failing callback (the client gets a 500 without details). */
   readonly onError?: (err: unknown, path: string) => void;
-  /** More routes (the key admin API, src/ops/admin-keys.ts): true when one answered the request. */
-  readonly routes?: (req: IncomingMessage, res: ServerResponse, path: string) => Promise<boolean>;
+  /** More routes (the key admin API, src/ops/admin-keys.ts). */
+  readonly routes?: AdminRoutes | undefined;
+  /** Host names accepted besides the listener's own addresses (`server.admin.allowedHosts`, see `hostChecker`). */
+  readonly allowedHosts?: readonly string[] | undefined;
+}
+
+/** Routes added to the admin listener, and what they add to /metrics. */
+export interface AdminRoutes {
+  /** True when it answered the request. */
+  handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean>;
+  /** More Prometheus text exposition, appended to /metrics. */
+  metrics?(): Promise<string>;
 }
 
 export interface AdminHandle {
@@ -65,6 +80,13 @@ export const ADMIN_SCHEMA = {
   properties: {
     host: { type: 'string', minLength: 1, default: '127.0.0.1', description: 'Address to listen on; loopback by default: metrics and the report name consumers.' },
     port: { type: 'integer', minimum: 0, maximum: 65535, default: ADMIN_DEFAULT_PORT, description: "TCP port; 9464 is OpenTelemetry's for a process's Prometheus endpoint; 0 picks a free one (logged)." },
+    allowedHosts: {
+      type: 'array',
+      uniqueItems: true,
+      items: { type: 'string', pattern: '^(\\*|\\.?[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*)$' },
+      description:
+        'Host names the admin listener answers besides its own: it always accepts localhost, this machine\'s host name, loopback addresses and the address it is bound to (any IP address when bound to 0.0.0.0 or ::, as Kubernetes probes and Prometheus send the pod IP), and refuses any other Host with 400 (DNS rebinding). A name with a leading dot (.svc.cluster.local) accepts that domain and its subdomains; "*" accepts any Host. Absent: none.',
+    },
   },
 } as const;
 export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/deprecations'] as const;
@@ -88,11 +110,59 @@ function sendError(res: ServerResponse, err: GatewayError): void {
   send(res, err.status, ERROR_CONTENT_TYPE, renderError(err), { ...err.headers });
 }
 
-async function route(options: AdminOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+const LOOPBACK_V4 = /^127\.\d+\.\d+\.\d+$/;
+
+/** An IP address in one spelling (IPv6 compressed and lower-case, as WHATWG URL writes it). */
+function canonicalIp(ip: string): string {
+  return isIP(ip) === 6 ? new URL(`http://[${ip}]/`).hostname.slice(1, -1) : ip;
+}
+
+/**
+ * Whether a Host header names this listener. Accepted: no Host (HTTP/1.0: no browser sends that),
+ * `localhost`, this machine's host name, a loopback address, the address the listener is bound
+ * to, any IP address when it is bound to every interface (0.0.0.0 or ::: kubelet probes and
+ * Prometheus' pod discovery send the pod IP, and DNS rebinding needs a name, never an IP), and the
+ * names of `allowed` (a leading dot: that domain and its subdomains; `*`: anything). The port is
+ * not compared (a port mapping or a tunnel changes it).
+ *
+ * @example
+ *   const ok = hostChecker({ address: '0.0.0.0', family: 'IPv4', port: 9464 }, ['prometheus-target.internal']);
+ *   ok('10.1.2.3:9464') // true; ok('evil.example:9464') // false
+ */
+export function hostChecker(bound: AddressInfo, allowed: readonly string[] = []): (host: string | undefined) => boolean {
+  const names = new Set(['localhost', hostname().toLowerCase(), ...allowed.filter((a) => !a.startsWith('.')).map((a) => a.toLowerCase())]);
+  const suffixes = allowed.filter((a) => a.startsWith('.')).map((a) => a.toLowerCase());
+  const any = allowed.includes('*');
+  const wildcard = bound.address === '0.0.0.0' || bound.address === '::';
+  const own = canonicalIp(bound.address);
+  return (host) => {
+    if (host === undefined || any) return true;
+    const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]]+))(?::[0-9]*)?$/.exec(host);
+    if (m === null) return false;
+    if (m[1] !== undefined) {
+      if (isIP(m[1]) !== 6) return false;
+      const ip = canonicalIp(m[1]);
+      return wildcard || ip === own || ip === '::1';
+    }
+    const name = (m[2] ?? '').toLowerCase().replace(/\.$/, '');
+    if (isIP(name) === 4) return wildcard || name === own || LOOPBACK_V4.test(name);
+    return names.has(name) || suffixes.some((s) => name === s.slice(1) || name.endsWith(s));
+  };
+}
+
+const MISDIRECTED = new GatewayError('invalid_request', {
+  message: 'The Host header names no address of this admin listener (server.admin.allowedHosts lists the names it accepts).',
+});
+
+async function route(options: AdminOptions, req: IncomingMessage, res: ServerResponse, hostOk: (host: string | undefined) => boolean): Promise<void> {
+  if (!hostOk(req.headers.host)) {
+    sendError(res, MISDIRECTED);
+    return;
+  }
   const target = req.url ?? '/';
   const q = target.indexOf('?');
   const path = q === -1 ? target : target.slice(0, q);
-  if (options.routes !== undefined && (await options.routes(req, res, path))) return;
+  if (options.routes !== undefined && (await options.routes.handle(req, res, path))) return;
   if (!(ADMIN_PATHS as readonly string[]).includes(path)) {
     sendError(res, new GatewayError('not_found', { message: `No admin endpoint at this path: ${ADMIN_PATHS.join(', ')}.` }));
     return;
@@ -114,7 +184,8 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
       }
       case '/metrics': {
         const m = await options.metrics();
-        send(res, 200, m.contentType, m.body);
+        const more = (await options.routes?.metrics?.()) ?? '';
+        send(res, 200, m.contentType, more === '' ? m.body : `${m.body}${m.body === '' || m.body.endsWith('\n') ? '' : '\n'}${more}`);
         return;
       }
       default: {
@@ -149,8 +220,10 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
  *   log.info({ admin: admin.address() }, 'admin listening');
  */
 export async function startAdmin(options: AdminOptions): Promise<AdminHandle> {
+  // Set once listening, before the first request can arrive.
+  let hostOk: (host: string | undefined) => boolean = () => false;
   const server: Server = createServer((req, res) => {
-    void route(options, req, res);
+    void route(options, req, res, hostOk);
   });
   // Small, fixed limits: the admin port answers short GETs from probes and scrapers only.
   server.headersTimeout = 10_000;
@@ -160,6 +233,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminHandle> {
     server.once('error', reject);
     server.listen(options.port ?? ADMIN_DEFAULT_PORT, options.host ?? '127.0.0.1', () => {
       server.off('error', reject);
+      hostOk = hostChecker(server.address() as AddressInfo, options.allowedHosts);
       resolve();
     });
   });

@@ -4,6 +4,7 @@
  * refused by the other within 1 s; a rotation keeps both secrets until the overlap ends; the CLI
  * prints a new secret alone on one stdout line; no secret reaches a log line.
  */
+import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
@@ -14,7 +15,8 @@ import { bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir, testKey, 
 ensureBuilt();
 
 const dir = tempDir(t, 'keys-fleet');
-const ADMIN_TOKEN = testKey();
+// Admin tokens must be strong (32 characters at least, random): 32 random bytes, base64url.
+const ADMIN_TOKEN = randomBytes(32).toString('base64url');
 const FILE_KEY = testKey();
 const READY = /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) )(?=[\s\S]*"msg":"admin listening)/;
 

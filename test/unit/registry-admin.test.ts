@@ -3,16 +3,23 @@
  * bearer admin tokens (none configured: 404 as any unknown path), validation before any change,
  * the Error shape, one audit line per change without the secret, 503 while Redis is away.
  */
+import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { TapTest as Tap } from '../helpers/assert.js';
 import { startAdmin, READY } from '../../src/ops/admin.js';
-import { adminTokens, keyAdminRoutes } from '../../src/ops/admin-keys.js';
+import { keyAdminRoutes } from '../../src/ops/admin-keys.js';
+import { AdminAuthGuard } from '../../src/ops/admin-guard.js';
+import { AdminTokens, adminTokens } from '../../src/ops/admin-tokens.js';
 import { KeyRegistry } from '../../src/registry/registry.js';
 import { startRedis } from '../helpers/redis.js';
-import { request, testKey, type Response } from '../helpers/servers.js';
+import { request, type Response } from '../helpers/servers.js';
 
-const TOKEN = testKey();
-const OTHER_TOKEN = testKey();
+/** Admin tokens must be strong (src/ops/admin-tokens.ts): 32 random bytes, 43 characters. */
+const strongToken = (): string => randomBytes(32).toString('base64url');
+const TOKEN = strongToken();
+const OTHER_TOKEN = strongToken();
+/** A lock the scenarios below never reach: the lock has its own tests (ops-admin-auth.test.ts). */
+const noLock = () => new AdminAuthGuard({ maxFailures: 1000, windowSeconds: 60 });
 
 async function listener(t: Tap, routes: ReturnType<typeof keyAdminRoutes>) {
   const admin = await startAdmin({
@@ -39,9 +46,8 @@ t.test('adminTokens: comma-separated, blanks ignored, null reads none', async (t
   t.strictSame(adminTokens({ T: 'a' }, null), []);
 });
 
-t.test('no admin token configured: /keys is a 404, as any unknown admin path', async (t) => {
-  const routes = keyAdminRoutes({ tokens: [], registry: () => undefined, fileIds: () => new Set(), log: undefined, tokenName: (n) => `T#${n}` });
-  t.equal(routes, undefined);
+t.test('no admin token in force: /keys is a 404, as any unknown admin path', async (t) => {
+  const routes = keyAdminRoutes({ tokens: new AdminTokens(), guard: noLock(), registry: () => undefined, fileIds: () => new Set(), log: undefined });
   const url = await listener(t, routes);
   for (const [method, path] of [['GET', '/keys'], ['POST', '/keys'], ['DELETE', '/keys/a']] as const) {
     const r = await request(`${url}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}` } });
@@ -57,11 +63,14 @@ t.test('the key API: tokens, validation, changes, audit, Redis away', async (t) 
   await registry.ready;
   const audit: Array<Record<string, unknown>> = [];
   const routes = keyAdminRoutes({
-    tokens: [OTHER_TOKEN, TOKEN],
+    tokens: new AdminTokens([
+      { name: 'ADMIN#1', token: OTHER_TOKEN },
+      { name: 'ADMIN#2', token: TOKEN },
+    ]),
+    guard: noLock(),
     registry: () => registry,
     fileIds: () => new Set(['file-key']),
     log: { info: (fields) => audit.push(fields) },
-    tokenName: (n) => `ADMIN#${n}`,
   });
   const url = await listener(t, routes);
   const call = (method: string, path: string, body?: string, headers: Record<string, string> = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }) =>
