@@ -210,6 +210,9 @@ export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string
   const tokens = liveAdminTokens(config, env, log);
   // Opened now (the auth policy shares it): the first admin request finds it connected.
   if (tokens.size > 0 && rc !== null) openRegistry(rc, env);
+  if (tokens.size > 0 && !/^(127\.|localhost$|::1$)/.test(admin.host)) {
+    log.warn({ host: admin.host, port: admin.port }, 'the key admin API (/keys) is on an admin listener other machines may reach, in plain HTTP: keep its port to your monitoring network (docs/operations.md, "Exposing the admin port")');
+  }
   return keyAdminRoutes({
     tokens,
     guard: new AdminAuthGuard({ ...(admin.bruteForce ?? ADMIN_BRUTE_FORCE_DEFAULT), log }),

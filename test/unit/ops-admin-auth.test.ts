@@ -5,7 +5,10 @@
  * of the admin listener (src/ops/admin.ts), on a real listener on 127.0.0.1.
  */
 import { randomBytes, randomInt } from 'node:crypto';
+import type { Logger } from 'pino';
 import t from 'tap';
+import { adminKeyRoutes } from '../../src/cli/keys.js';
+import { parsePolicy } from '../../src/config/load.js';
 import { hostChecker, READY, startAdmin } from '../../src/ops/admin.js';
 import { ADMIN_AUTH_FAILURES_METRIC, AdminAuthGuard } from '../../src/ops/admin-guard.js';
 import { keyAdminRoutes } from '../../src/ops/admin-keys.js';
@@ -233,4 +236,20 @@ t.test('the admin listener refuses a Host that names none of its addresses, in t
   t.equal(raw.status, 200, 'HTTP/1.0 without Host');
   const bad = parseRawResponse(await rawExchange(port, 'GET /metrics HTTP/1.0\r\nHost: evil.example\r\n\r\n'));
   t.equal(bad.status, 400, 'HTTP/1.0 with a foreign Host');
+});
+
+t.test('serve warns once when admin tokens put /keys on a listener other machines may reach', async (t) => {
+  const warned = (host: string, tokens: string | undefined) => {
+    const loaded = parsePolicy(JSON.stringify({ upstream: { url: 'builtin' }, server: { admin: { host, port: 0 } } }), { env: {} });
+    if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
+    const lines: string[] = [];
+    const log = { info: () => undefined, warn: (_f: unknown, m: string) => void lines.push(m), error: () => undefined } as unknown as Logger;
+    adminKeyRoutes(loaded.config, tokens === undefined ? {} : { PETSTORE_ADMIN_TOKENS: tokens }, log);
+    return lines.filter((m) => m.startsWith('the key admin API (/keys) is on an admin listener other machines may reach')).length;
+  };
+  t.equal(warned('0.0.0.0', strongToken()), 1);
+  t.equal(warned('10.0.0.5', strongToken()), 1);
+  t.equal(warned('127.0.0.1', strongToken()), 0, 'loopback: no warning');
+  t.equal(warned('localhost', strongToken()), 0);
+  t.equal(warned('0.0.0.0', undefined), 0, 'no token: no key API, no warning');
 });
