@@ -85,7 +85,7 @@ export const ADMIN_SCHEMA = {
       uniqueItems: true,
       items: { type: 'string', pattern: '^(\\*|\\.?[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*)$' },
       description:
-        'Host names the admin listener answers besides its own: it always accepts localhost, this machine\'s host name, loopback addresses and the address it is bound to (any IP address when bound to 0.0.0.0 or ::, as Kubernetes probes and Prometheus send the pod IP), and refuses any other Host with 400 (DNS rebinding). A name with a leading dot (.svc.cluster.local) accepts that domain and its subdomains; "*" accepts any Host. Absent: none.',
+        'Host names the admin listener answers besides its own: it always accepts localhost, this machine\'s host name, loopback addresses and the address it is bound to (any IP address when bound to 0.0.0.0 or ::, as Kubernetes probes and Prometheus send the pod IP), and refuses any other Host with 400 (DNS rebinding). Entries are names or IPv4 addresses; a name with a leading dot (.svc.cluster.local) accepts that domain and its subdomains; "*" accepts any Host. Absent: none.',
     },
   },
 } as const;
@@ -145,7 +145,7 @@ export function hostChecker(bound: AddressInfo, allowed: readonly string[] = [])
       return wildcard || ip === own || ip === '::1';
     }
     const name = (m[2] ?? '').toLowerCase().replace(/\.$/, '');
-    if (isIP(name) === 4) return wildcard || name === own || LOOPBACK_V4.test(name);
+    if (isIP(name) === 4) return wildcard || name === own || LOOPBACK_V4.test(name) || names.has(name);
     return names.has(name) || suffixes.some((s) => name === s.slice(1) || name.endsWith(s));
   };
 }

@@ -104,7 +104,7 @@ t.test('hostChecker: own addresses, loopback, IP literals on a wildcard bind, co
   const loop = hostChecker({ address: '127.0.0.1', family: 'IPv4', port: 9464 });
   const wild = hostChecker({ address: '0.0.0.0', family: 'IPv4', port: 9464 }, ['prom-target.internal', '.svc.cluster.local']);
   const wild6 = hostChecker({ address: '::', family: 'IPv6', port: 9464 });
-  const pod = hostChecker({ address: '10.1.2.3', family: 'IPv4', port: 9464 });
+  const pod = hostChecker({ address: '10.1.2.3', family: 'IPv4', port: 9464 }, ['203.0.113.9']);
   const any = hostChecker({ address: '127.0.0.1', family: 'IPv4', port: 9464 }, ['*']);
   const cases: Array<[string, (h: string | undefined) => boolean, string | undefined, boolean]> = [
     ['loopback bind', loop, '127.0.0.1:9464', true],
@@ -134,6 +134,7 @@ t.test('hostChecker: own addresses, loopback, IP literals on a wildcard bind, co
     ['pod IP bind', pod, '10.1.2.3:9464', true],
     ['pod IP bind', pod, '10.1.2.4:9464', false],
     ['pod IP bind', pod, '127.0.0.1', true],
+    ['pod IP bind', pod, '203.0.113.9:9464', true],
     ['*', any, 'anything.example', true],
   ];
   for (const [bind, ok, host, expected] of cases) t.equal(ok(host), expected, `${bind}: Host ${JSON.stringify(host)}`);
