@@ -34,7 +34,7 @@ import { onReloadSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
-import { adminTokenFiles, adminTokenProblems, reloadAdminTokens } from './admin-tokens.js';
+import { adminProblems, adminTls, adminWatchFiles, reloadAdmin } from './admin.js';
 import { closeRegistries, registriesReady, setRegistryLog } from '../registry/index.js';
 import { connectionCountsOf, PIPELINE_OVERFLOW } from '../fronts/connections.js';
 import type { OverflowEvent } from '../ops/metrics.js';
@@ -264,8 +264,8 @@ function loadForServe(
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
   const tls = tlsProblems(loaded.config);
   if (tls.length > 0) return { ok: false, problems: formatProblems(file, tls) };
-  const adminTokens = adminTokenProblems(loaded.config, env);
-  if (adminTokens.length > 0) return { ok: false, problems: formatProblems(file, adminTokens) };
+  const admin = adminProblems(loaded.config, env);
+  if (admin.length > 0) return { ok: false, problems: formatProblems(file, admin) };
   const auth = loaded.config.policies.auth;
   if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, text: read.text, ephemeral: undefined };
   const ephemeral = newKey();
@@ -454,7 +454,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     },
   });
   const reload = (reason: string) => {
-    reloadAdminTokens(reason);
+    reloadAdmin(reason);
     const text = readForReload(s, reason, last);
     if (text === undefined) return;
     const next = checkReload(s, inForce.config, text);
@@ -465,7 +465,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   };
   onReloadSignal(reload);
   if (s.watch) watchFile(s.file, () => reload('file changed'));
-  if (s.watch) for (const f of adminTokenFiles(config)) watchFile(f, () => reloadAdminTokens('tokens file changed'));
+  if (s.watch) for (const f of adminWatchFiles(config)) watchFile(f, () => reloadAdmin('admin file changed'));
   // Workers hold the certificate: a renewed file reaches them as a reload of the policy in force.
   if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage));
   return -1;
@@ -535,7 +535,7 @@ async function serveProcess(s: ServeSetup): Promise<number> {
   } else {
     onReloadSignal((reason) => reload(reason));
     if (s.watch) watchFile(s.file, () => reload('file changed'));
-    if (s.watch) for (const f of adminTokenFiles(config)) watchFile(f, () => reloadAdminTokens('tokens file changed'));
+    if (s.watch) for (const f of adminWatchFiles(config)) watchFile(f, () => reloadAdmin('admin file changed'));
     // The listener's certificate files are watched too: a renewal needs no policy change.
     if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => reloadListenerTls(running.server, log, 'certificate file changed'));
   }
@@ -591,7 +591,7 @@ function listenHint(code: string): string {
 function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: RunningEngine['server']): (reason: string, text?: string) => void {
   const last = { text: s.text };
   return (reason, handed) => {
-    reloadAdminTokens(reason);
+    reloadAdmin(reason);
     const text = handed ?? readForReload(s, reason, last);
     if (text === undefined) return;
     const before = holder.current.config;
@@ -680,11 +680,13 @@ function printBanner(banner: string, ephemeral: string | undefined, url: string 
 }
 
 /** The admin listener on its own port; undefined (after a clear message) when it cannot listen. */
-async function listenAdmin(at: { host: string; port: number; allowedHosts?: readonly string[] }, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations' | 'routes'>, log: Logger): Promise<AdminHandle | undefined> {
+async function listenAdmin(at: NonNullable<PolicyConfig['server']['admin']>, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations' | 'routes'>, log: Logger): Promise<AdminHandle | undefined> {
   try {
-    const admin = await startAdmin({ host: at.host, port: at.port, allowedHosts: at.allowedHosts, ...callbacks, onError: (err, path) => log.error({ err, path }, 'admin endpoint failed') });
+    const tls = adminTls(at, log);
+    const admin = await startAdmin({ host: at.host, port: at.port, allowedHosts: at.allowedHosts, tls: tls?.options, ...callbacks, onError: (err, path) => log.error({ err, path }, 'admin endpoint failed') });
+    tls?.attach(admin.server);
     const a = admin.address();
-    log.info({ url: `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` }, 'admin listening (/healthz, /readyz, /metrics, /deprecations)');
+    log.info({ url: `${tls === undefined ? 'http' : 'https'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` }, 'admin listening (/healthz, /readyz, /metrics, /deprecations)');
     return admin;
   } catch (err) {
     const e = err as NodeJS.ErrnoException;

@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 import type { AdminRoutes } from '../ops/admin.js';
 import { ADMIN_BRUTE_FORCE_DEFAULT, AdminAuthGuard } from '../ops/admin-guard.js';
 import { keyAdminRoutes } from '../ops/admin-keys.js';
-import { liveAdminTokens } from './admin-tokens.js';
+import { liveAdminTokens } from './admin.js';
 import { KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/registry.js';
 import { openRegistry } from '../registry/index.js';
 import { ID_PATTERN, type KeyInfo } from '../registry/records.js';
@@ -200,7 +200,7 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
 /**
  * The key admin API's routes for a serving process, with their failed-authentication metric. The
  * routes answer 404 while no admin token is in force; tokens of `server.admin.tokensFile` are
- * re-read on each reload (src/cli/admin-tokens.ts).
+ * re-read on each reload (src/cli/admin.ts).
  */
 export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string, string | undefined>>, log: Logger): AdminRoutes | undefined {
   const admin = config.server.admin;
@@ -210,8 +210,8 @@ export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string
   const tokens = liveAdminTokens(config, env, log);
   // Opened now (the auth policy shares it): the first admin request finds it connected.
   if (tokens.size > 0 && rc !== null) openRegistry(rc, env);
-  if (tokens.size > 0 && !/^(127\.|localhost$|::1$)/.test(admin.host)) {
-    log.warn({ host: admin.host, port: admin.port }, 'the key admin API (/keys) is on an admin listener other machines may reach, in plain HTTP: keep its port to your monitoring network (docs/operations.md, "Exposing the admin port")');
+  if (tokens.size > 0 && admin.tls === undefined && !/^(127\.|localhost$|::1$)/.test(admin.host)) {
+    log.warn({ host: admin.host, port: admin.port }, 'the key admin API (/keys) is on an admin listener other machines may reach, in plain HTTP: keep its port to your monitoring network, or set server.admin.tls (docs/operations.md, "Exposing the admin port")');
   }
   return keyAdminRoutes({
     tokens,

@@ -22,6 +22,9 @@ export { HEADERS_SCHEMA, UPSTREAM_SCHEMA };
  * (docs/keys.md) and their failure limit, which are the policy file's business rather than the
  * listener's.
  */
+// The API listener's TLS options, with no default: absent, the admin listener speaks plain HTTP.
+const { default: _plainHttp, ...LISTENER_TLS } = LISTENER_SCHEMA.properties.tls;
+
 export const SERVER_ADMIN_SCHEMA = {
   ...ADMIN_SCHEMA,
   description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, and /keys when admin tokens are set), on a port of its own; null turns it off.',
@@ -40,6 +43,12 @@ export const SERVER_ADMIN_SCHEMA = {
       minLength: 1,
       description:
         'A file of more admin tokens, one per line (blank lines and lines starting with # skipped), e.g. a Kubernetes Secret mounted as a volume; the same strength rule as tokensFromEnv. Read at start and again on each reload (SIGHUP, --watch): a reload with a token too weak, or a file that cannot be read, is refused and the tokens in force stay. Absent: none.',
+    },
+    tls: {
+      ...LISTENER_TLS,
+      type: 'object',
+      description:
+        'TLS on the admin listener (HTTPS, HTTP/1.1), with the fields of server.tls: admin tokens and new key secrets no longer cross the network in clear. Re-read on each reload (SIGHUP, --watch). Probes and scrapes must then use HTTPS (Kubernetes: scheme: HTTPS); with clientCaFile, kubelet httpGet probes, which send no certificate, fail. Absent: plain HTTP.',
     },
     bruteForce: {
       type: 'object',

@@ -18,6 +18,7 @@
  * (400 `invalid_request`), so it cannot read /metrics or /deprecations (which name consumers).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import { isIP, type AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
@@ -50,6 +51,8 @@ export interface AdminOptions {
   readonly routes?: AdminRoutes | undefined;
   /** Host names accepted besides the listener's own addresses (`server.admin.allowedHosts`, see `hostChecker`). */
   readonly allowedHosts?: readonly string[] | undefined;
+  /** TLS: the options of `https.createServer` (src/tls's `ListenerTls.options()`); absent: plain HTTP. */
+  readonly tls?: HttpsOptions | undefined;
 }
 
 /** Routes added to the admin listener, and what they add to /metrics. */
@@ -62,6 +65,8 @@ export interface AdminRoutes {
 
 export interface AdminHandle {
   address(): AddressInfo;
+  /** The listening server (with TLS, a node:https server: its certificate is reloaded with `setSecureContext`). */
+  readonly server: Server;
   /** Stops listening and closes every connection (probes keep connections alive). */
   close(): Promise<void>;
 }
@@ -222,9 +227,13 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
 export async function startAdmin(options: AdminOptions): Promise<AdminHandle> {
   // Set once listening, before the first request can arrive.
   let hostOk: (host: string | undefined) => boolean = () => false;
-  const server: Server = createServer((req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
     void route(options, req, res, hostOk);
-  });
+  };
+  const server: Server = options.tls === undefined ? createServer(handler) : createHttpsServer(options.tls, handler);
+  // A failed handshake (plain HTTP sent to the TLS port, no client certificate) closes the socket
+  // without a byte: node's default answer would be an HTTP response in clear text.
+  if (options.tls !== undefined) server.on('tlsClientError', (_err: Error, socket: { destroy(): void }) => socket.destroy());
   // Small, fixed limits: the admin port answers short GETs from probes and scrapers only.
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
@@ -238,6 +247,7 @@ export async function startAdmin(options: AdminOptions): Promise<AdminHandle> {
     });
   });
   return {
+    server,
     address: () => server.address() as AddressInfo,
     close: () =>
       new Promise<void>((resolve) => {

@@ -7,13 +7,15 @@
  * is refused.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import t from 'tap';
 import { ADMIN_AUTH_FAILURES_METRIC } from '../../src/ops/admin-guard.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
+import { httpsRequest, makeTestPki } from '../helpers/certs.js';
 import { parseExposition, value } from '../helpers/prom.js';
-import { bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir, testKey, type ProcessHandle } from '../helpers/servers.js';
+import { bearer, ensureBuilt, rawExchange, request, runCli, spawnCliUntil, tempDir, testKey, type ProcessHandle } from '../helpers/servers.js';
 
 ensureBuilt();
 
@@ -148,4 +150,54 @@ t.test('one process: tokens file reloaded on SIGHUP; lock, log, metric, Host', a
 // parity: the admin listener is the --workers primary's, whatever the engine.
 t.test('--workers 2: the primary re-reads the tokens file with --watch', async (t) => {
   await scenario(t, 'workers', ['--workers', '2', '--watch'], () => undefined);
+});
+
+// parity: the admin listener's TLS is the CLI's own, the same for every engine.
+t.test('server.admin.tls: HTTPS on the admin port, no clear text, the certificate reloaded on SIGHUP', async (t) => {
+  const pki = makeTestPki(t);
+  const sub = join(dir, 'tls');
+  mkdirSync(sub);
+  const cert = join(sub, 'cert.pem');
+  const key = join(sub, 'key.pem');
+  copyFileSync(pki.server.cert, cert);
+  copyFileSync(pki.server.key, key);
+  const good = policy('tls', join(sub, 'tokens'), { tls: { certFile: cert, keyFile: key } });
+  writeTokens(join(sub, 'tokens'), `${strong()}\n`);
+  const expired = policy('tls-expired', join(sub, 'tokens'), { tls: { certFile: pki.expired.cert, keyFile: pki.expired.key } });
+  const [refused, started] = await Promise.all([
+    runCli(t, ['check', expired], { env: { PETSTORE_API_KEYS: API_KEY } }),
+    spawnCliUntil(t, ['serve', '--policy', good, '--port', '0'], READY, { env: { LOG_LEVEL: 'info', PETSTORE_API_KEYS: API_KEY, PETSTORE_ADMIN_TOKENS: ENV_TOKEN }, timeoutMs: 30_000 }),
+  ]);
+  t.equal(refused.code, 78);
+  t.match(refused.stdout, /\$\.server\.admin\.tls: certFile .* expired/);
+  const { handle } = started;
+  const admin = adminUrl(handle);
+  t.match(admin, /^https:\/\/127\.0\.0\.1:\d+$/, 'the log says https');
+  const ca = pki.read(pki.ca);
+  const fingerprint = (): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const socket = tlsConnect({ host: '127.0.0.1', port: Number(new URL(admin).port), ca, servername: 'localhost' }, () => {
+        resolve(socket.getPeerCertificate().fingerprint256);
+        socket.end();
+      });
+      socket.on('error', reject);
+    });
+  t.equal((await httpsRequest(`${admin}/healthz`, { ca })).status, 200);
+  const keys = await httpsRequest(`${admin}/keys`, { ca, headers: { authorization: `Bearer ${ENV_TOKEN}` } });
+  t.equal(keys.status, 404, 'the token crossed TLS and was accepted (no registry: 404)');
+  // Clear text to the TLS port gets no HTTP answer at all.
+  const plain = await rawExchange(Number(new URL(admin).port), 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  t.notMatch(plain, /^HTTP\//, 'no clear-text HTTP answer');
+  const before = await fingerprint();
+  copyFileSync(pki.server2.cert, cert);
+  copyFileSync(pki.server2.key, key);
+  handle.child.kill('SIGHUP');
+  await until('the new certificate is served', 5000, async () => (await fingerprint()) !== before);
+  t.equal((await httpsRequest(`${admin}/healthz`, { ca })).status, 200, 'still serving after the reload');
+  // A pair that does not match is refused; the certificate in force stays.
+  copyFileSync(pki.server.key, key);
+  const after = await fingerprint();
+  handle.child.kill('SIGHUP');
+  await until('the refusal is logged', 5000, async () => handle.output().stdout.includes('TLS certificate reload refused'));
+  t.equal(await fingerprint(), after, 'the certificate in force stays');
 });

@@ -240,8 +240,8 @@ t.test('the admin listener refuses a Host that names none of its addresses, in t
 });
 
 t.test('serve warns once when admin tokens put /keys on a listener other machines may reach', async (t) => {
-  const warned = (host: string, tokens: string | undefined) => {
-    const loaded = parsePolicy(JSON.stringify({ upstream: { url: 'builtin' }, server: { admin: { host, port: 0 } } }), { env: {} });
+  const warned = (host: string, tokens: string | undefined, tls?: object) => {
+    const loaded = parsePolicy(JSON.stringify({ upstream: { url: 'builtin' }, server: { admin: { host, port: 0, ...(tls === undefined ? {} : { tls }) } } }), { env: {} });
     if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
     const lines: string[] = [];
     const log = { info: () => undefined, warn: (_f: unknown, m: string) => void lines.push(m), error: () => undefined } as unknown as Logger;
@@ -253,4 +253,5 @@ t.test('serve warns once when admin tokens put /keys on a listener other machine
   t.equal(warned('127.0.0.1', strongToken()), 0, 'loopback: no warning');
   t.equal(warned('localhost', strongToken()), 0);
   t.equal(warned('0.0.0.0', undefined), 0, 'no token: no key API, no warning');
+  t.equal(warned('0.0.0.0', strongToken(), { certFile: 'c.pem', keyFile: 'k.pem' }), 0, 'with TLS: no warning');
 });
