@@ -22,6 +22,15 @@ export interface CacheOptions {
   readonly log?: { warn(fields: Record<string, unknown>, message: string): void };
 }
 
+/**
+ * Forwarded request fields never part of a key: the request's own ids (X-Request-Id and W3C Trace
+ * Context: one value per request, so keying them would store nothing worth finding), the client's
+ * address (X-Forwarded-For, Forwarded: one entry per client), Authorization, which the
+ * `sharedCredential` rule covers, and Content-Length (a GET forwards no body). An upstream whose
+ * answer depends on one of them says so in Vary, and that answer is not stored.
+ */
+export const UNKEYED_FIELDS = ['x-request-id', 'traceparent', 'tracestate', 'x-forwarded-for', 'forwarded', 'authorization', 'content-length'] as const;
+
 /** The cache a config asks for, or undefined when it caches nothing. */
 export function openResponseCache(config: CacheConfig, options: CacheOptions): ResponseCache | undefined {
   // A TTL of 0 for both operations (the default) caches nothing: no store is opened.
@@ -34,6 +43,7 @@ export function openResponseCache(config: CacheConfig, options: CacheOptions): R
     ttlMs: { listPets: config.ttlSeconds.listPets * 1000, getPet: config.ttlSeconds.getPet * 1000 },
     staleMs: config.staleIfErrorSeconds * 1000,
     sharedCredential: options.sharedCredential,
+    unkeyed: new Set([...UNKEYED_FIELDS, ...config.ignoreRequestFields.map((n) => n.toLowerCase())]),
     // Held whole up to the upstream's buffering cap; the memory store refuses what exceeds maxBytes.
     maxEntryBytes: options.maxEntryBytes,
     now,

@@ -1,6 +1,7 @@
 /**
  * The Redis store of the response cache: one cache for every gateway instance. An entry is one
- * string key (`<prefix>e:<cache key>`) holding the entry as JSON with the body in base64 (the same
+ * string key (`<prefix>e:<SHA-256 of the cache key>`: the key holds the values of forwarded
+ * request fields, a Cookie or a tenant's id among them, which Redis need not see) holding the entry as JSON with the body in base64 (the same
  * bytes on every instance), expiring with its stale-if-error window (PX). The list generation is
  * one counter (`<prefix>lists`): createPet's invalidation INCRs it and PUBLISHes the new value on
  * `<prefix>invalidate`, so every instance moves to the new generation, and every list entry is
@@ -15,6 +16,7 @@
  * The connection is the shared one of src/stores/connection.ts (one server, Sentinel or Cluster):
  * each command touches one key, so a Cluster needs no hash tag here.
  */
+import { createHash } from 'node:crypto';
 import { storedFields, type CacheEntry, type CacheStore } from '../core/forward/cache.js';
 import type { CacheRedisConfig } from '../policies/cache/index.js';
 import { acquireRedis, describeConnection, type SharedRedis } from '../stores/connection.js';
@@ -41,6 +43,11 @@ function encode(entry: CacheEntry): string {
 function decode(text: string): CacheEntry {
   const s = JSON.parse(text) as Stored;
   return { status: s.s, headers: s.h, body: Buffer.from(s.b, 'base64'), fields: storedFields(s.h), born: s.born, freshUntil: s.fu, staleUntil: s.su };
+}
+
+/** The Redis key of a cache key: a digest, of fixed length, that names no field value. */
+function entryKey(prefix: string, key: string): string {
+  return prefix + 'e:' + createHash('sha256').update(key).digest('base64url');
 }
 
 export interface RedisCacheOptions {
@@ -113,7 +120,7 @@ export class RedisCacheStore implements CacheStore {
   }
 
   get(key: string): Promise<CacheEntry | undefined> {
-    const k = this.prefix + 'e:' + key;
+    const k = entryKey(this.prefix, key);
     return this.command(k, ['GET', k]).then(
       (text) => (text == null ? undefined : decode(String(text))),
       (err: unknown) => this.failed(err),
@@ -123,7 +130,7 @@ export class RedisCacheStore implements CacheStore {
   set(key: string, entry: CacheEntry): void {
     const ms = Math.ceil(entry.staleUntil - this.now());
     if (ms <= 0) return;
-    const k = this.prefix + 'e:' + key;
+    const k = entryKey(this.prefix, key);
     this.command(k, ['SET', k, encode(entry), 'PX', String(ms)]).catch((err: unknown) => this.failed(err));
   }
 

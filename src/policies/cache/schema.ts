@@ -1,4 +1,5 @@
 /** The options of the `cache` policy: its JSON Schema (with defaults), and the types derived from it. */
+import { FIELD_NAME_PATTERN } from '../../core/headers.js';
 import type { SchemaType } from '../../core/options.js';
 import { DEFAULT_REDIS_PREFIX, REDIS_PREFIX_ENV, REDIS_PREFIX_SCHEMA, redisSectionSchema } from '../../stores/connection-schema.js';
 
@@ -19,6 +20,15 @@ export const schema = {
         listPets: { ...TTL, default: 0, description: 'listPets, keyed by its normalised limit and status.' },
         getPet: { ...TTL, default: 0, description: 'getPet, keyed by petId.' },
       },
+    },
+    ignoreRequestFields: {
+      type: 'array',
+      default: [],
+      maxItems: 64,
+      uniqueItems: true,
+      items: { type: 'string', pattern: FIELD_NAME_PATTERN, maxLength: 128, description: 'A request field name (RFC 9110 token), any case.' },
+      description:
+        "Request fields the gateway forwards that the upstream's answers do not depend on (e.g. User-Agent for an upstream that ignores it): left out of the key, so clients that differ only in them share entries. Every other field the upstream is sent is part of the key: X-Forwarded-Host (the client's Host or HTTP/2 :authority), X-Forwarded-Proto, Accept, Accept-Language, User-Agent and each headers.request.allow entry; never the request ids, the client's address or Authorization. An answer whose Vary names an ignored field is not stored.",
     },
     maxBytes: {
       type: 'integer',
