@@ -2,7 +2,8 @@
 // forwards, without saying so in Vary (a legacy backend): one client's variant is never served to
 // another (X-Forwarded-Host from Host or HTTP/2 :authority, Accept-Language, User-Agent, an
 // allow-listed X-Tenant), also through a second instance on one redis-server; Vary is honoured
-// (a variant per keyed field, `*` and the client's address never stored).
+// (a variant per keyed field, `*` and the client's address never stored); no stale copy of an
+// answer that forbids one (must-revalidate, proxy-revalidate, s-maxage); Expires counts.
 import type { AddressInfo } from 'node:net';
 import tap from 'tap';
 import { RedisCacheStore } from '../../src/cache/index.js';
@@ -11,6 +12,7 @@ import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { createRedisClient, type RedisConnection } from '../../src/stores/connection.js';
 import type { TapTest } from '../helpers/assert.js';
 import { h2Request, makeTestPki } from '../helpers/certs.js';
+import { manualWallClock } from '../helpers/clock.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
 import { bearer, forEachEngine, listenEngine, policyText, request, sendJson, sleep, startGateway, startStubUpstream, testKey, type RecordedRequest, type StubUpstream } from '../helpers/servers.js';
 
@@ -95,7 +97,8 @@ const CACHE = { ttlSeconds: { getPet: 30, listPets: 30 }, staleIfErrorSeconds: 3
 
 forEachEngine(tap, async (t, engine) => {
   const up = await legacyUpstream(t);
-  const gw = await startGateway(t, { upstream: { url: `${up.origin}/v1` }, headers: { request: { allow: ['X-Tenant'] } }, policies: { cache: CACHE } }, { engine });
+  const clock = manualWallClock();
+  const gw = await startGateway(t, { upstream: { url: `${up.origin}/v1` }, headers: { request: { allow: ['X-Tenant'] } }, policies: { cache: CACHE } }, { engine, now: clock.now });
   const ask = (path: string, headers: Record<string, string> = {}) => request(`${gw.url}${path}`, { headers: bearer(gw.key, headers) });
 
   t.test('one client never gets the variant another client made (Host, X-Tenant, Accept-Language, User-Agent)', async (t) => {
@@ -140,6 +143,32 @@ forEachEngine(tap, async (t, engine) => {
       t.notMatch(String(second.headers['cache-status']), /hit|stored/, `pet ${id}: not stored`);
       t.equal(up.calls(`/v1/pets/${id}`), 2);
     }
+  });
+
+  t.test('Expires counts when there is no max-age: in the past (or invalid) is not stored', async (t) => {
+    for (const id of [41, 43]) {
+      const first = await ask(`/v1/pets/${id}`);
+      t.equal(first.status, 200);
+      t.notMatch(String(first.headers['cache-status']), /stored/, `pet ${id}: not stored`);
+      t.notMatch(String((await ask(`/v1/pets/${id}`)).headers['cache-status']), /hit/, `pet ${id}: never a hit`);
+    }
+    const five = await ask('/v1/pets/42');
+    t.match(five.headers['cache-status'], /stored; ttl=[45]$/, 'Expires 5 s after Date: fresh for 5 s, not the configured 30');
+  });
+
+  t.test('stale-if-error never serves what must-revalidate, proxy-revalidate or s-maxage forbid', async (t) => {
+    for (const id of [31, 32, 33, 34]) t.match((await ask(`/v1/pets/${id}`)).headers['cache-status'], /stored; ttl=2$/, `pet ${id} stored for 2 s`);
+    clock.advance(3000);
+    up.failing(true);
+    t.teardown(() => up.failing(false));
+    for (const id of [31, 32, 33]) {
+      const r = await ask(`/v1/pets/${id}`);
+      t.not(r.status, 200, `pet ${id}: no stale copy for a failing upstream`);
+      t.notMatch(String(r.headers['cache-status']), /stale/, `pet ${id}: Cache-Status says no stale copy`);
+    }
+    const stale = await ask('/v1/pets/34');
+    t.equal(stale.status, 200, 'max-age alone: the stale copy answers');
+    t.match(stale.headers['cache-status'], /fwd=stale; fwd-status=503; ttl=-\d+; detail=stale-if-error/);
   });
 
 });

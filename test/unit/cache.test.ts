@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MemoryCacheStore, entrySize } from '../../src/cache/memory.js';
 import { openResponseCache } from '../../src/cache/index.js';
-import { cacheKey, directives, hitPlan, storedFields, varyKeyed, type CacheEntry } from '../../src/core/forward/cache.js';
+import { cacheKey, directives, hitPlan, httpDate, storedFields, varyKeyed, type CacheEntry } from '../../src/core/forward/cache.js';
 import type { UpstreamRequest } from '../../src/core/upstream.js';
 
 function entry(body: Buffer, now: number): CacheEntry {
@@ -218,4 +218,19 @@ t.test("Vary: a variant per keyed field; `*`, the address, ids and ignored field
   }
   const forwarding = openResponseCache(CONFIG, { sharedCredential: false, maxEntryBytes: 1 << 20 })!;
   t.notOk(varyKeyed(forwarding, 'Authorization'), "the client's own Authorization forwarded: Vary on it is not stored");
+});
+
+t.test('Cache-Control: what forbids a stale copy (RFC 9111 section 4.2.4); HTTP-dates', async (t) => {
+  t.match(directives('max-age=60'), { noStale: false });
+  t.match(directives('max-age=60, must-revalidate'), { noStale: true, shareable: true });
+  t.match(directives('max-age=60, Proxy-Revalidate'), { noStale: true, shareable: false });
+  t.match(directives('s-maxage=2'), { noStale: true, maxAge: 2 });
+  t.match(directives('s-maxage=x, max-age=9'), { noStale: true, maxAge: 9 }, 'an unreadable s-maxage still forbids stale copies');
+  t.equal(httpDate('Sun, 06 Nov 1994 08:49:37 GMT'), Date.UTC(1994, 10, 6, 8, 49, 37), 'IMF-fixdate');
+  t.equal(httpDate('Sunday, 06-Nov-94 08:49:37 GMT'), Date.UTC(1994, 10, 6, 8, 49, 37), 'RFC 850');
+  t.equal(httpDate('Sun Nov  6 08:49:37 1994'), Date.UTC(1994, 10, 6, 8, 49, 37), 'asctime');
+  for (const bad of ['0', '1', '-1', 'Thu, 01 Jan 1970 00:00:00 UTC', 'Fri, 31 Feb 2026 00:00:00 GMT', 'Thu, 01 Jan 1970 25:00:00 GMT', '2026-01-01T00:00:00Z', ''] as const) {
+    t.ok(Number.isNaN(httpDate(bad)), `${JSON.stringify(bad)} is no HTTP-date`);
+  }
+  t.ok(Number.isNaN(httpDate(['Sun, 06 Nov 1994 08:49:37 GMT', 'Sun, 06 Nov 1994 08:49:37 GMT'])), 'two values: none');
 });

@@ -126,6 +126,8 @@ interface Directives {
   unshared: boolean;
   /** public, s-maxage, must-revalidate: shareable although the request carried Authorization (section 3.5). */
   shareable: boolean;
+  /** must-revalidate, proxy-revalidate, s-maxage: never served stale, not even for a failing upstream (section 4.2.4). */
+  noStale: boolean;
   /** s-maxage, else max-age, in seconds. */
   maxAge: number | undefined;
 }
@@ -136,7 +138,7 @@ function fieldText(v: HeaderValue | number): string {
 
 /** The directives that decide storing (RFC 9111 section 5.2.2); an unparseable max-age is none. */
 export function directives(value: HeaderValue): Directives {
-  const d: Directives = { noStore: false, unshared: false, shareable: false, maxAge: undefined };
+  const d: Directives = { noStore: false, unshared: false, shareable: false, noStale: false, maxAge: undefined };
   let sMaxAge: number | undefined;
   for (const part of fieldText(value).split(',')) {
     const eq = part.indexOf('=');
@@ -144,16 +146,58 @@ export function directives(value: HeaderValue): Directives {
     const arg = eq < 0 ? '' : part.slice(eq + 1).trim().replace(/^"|"$/g, '');
     if (name === 'no-store') d.noStore = true;
     else if (name === 'private' || name === 'no-cache') d.unshared = true;
-    else if (name === 'public' || name === 'must-revalidate') d.shareable = true;
-    else if ((name === 'max-age' || name === 's-maxage') && /^\d{1,10}$/.test(arg)) {
-      if (name === 's-maxage') {
+    else if (name === 'public') d.shareable = true;
+    else if (name === 'must-revalidate') d.shareable = d.noStale = true;
+    else if (name === 'proxy-revalidate') d.noStale = true;
+    else if (name === 's-maxage') {
+      // Present at all, s-maxage forbids a stale answer (section 5.2.2.10), even with a value it cannot read.
+      d.noStale = true;
+      if (/^\d{1,10}$/.test(arg)) {
         sMaxAge = Number(arg);
         d.shareable = true;
-      } else d.maxAge = Number(arg);
-    }
+      }
+    } else if (name === 'max-age' && /^\d{1,10}$/.test(arg)) d.maxAge = Number(arg);
   }
   if (sMaxAge !== undefined) d.maxAge = sMaxAge;
   return d;
+}
+
+const WEEKDAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
+const MONTH = '(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)';
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+/** IMF-fixdate, the obsolete RFC 850 form and asctime's (RFC 9110 section 5.6.7). */
+const IMF_FIXDATE = new RegExp(`^${WEEKDAY}, (\\d{2}) ${MONTH} (\\d{4}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const RFC850_DATE = new RegExp(`^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\\d{2})-${MONTH}-(\\d{2}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const ASCTIME_DATE = new RegExp(`^${WEEKDAY} ${MONTH} ([ \\d]\\d) (\\d{2}):(\\d{2}):(\\d{2}) (\\d{4})$`);
+
+/**
+ * An HTTP-date (RFC 9110 section 5.6.7) in milliseconds since the epoch; NaN for anything else,
+ * a list included. Strict: `Date.parse` reads "0" or "1" as a year, and RFC 9111 section 5.3
+ * says such an invalid Expires is a time in the past.
+ */
+export function httpDate(value: HeaderValue | number): number {
+  if (typeof value !== 'string') return NaN;
+  let m = IMF_FIXDATE.exec(value);
+  if (m !== null) return utc(Number(m[3]), m[2] as string, Number(m[1]), m[4] as string, m[5] as string, m[6] as string);
+  m = RFC850_DATE.exec(value);
+  if (m !== null) {
+    // A two-digit year more than 50 years ahead is in the past century (RFC 9110 section 5.6.7).
+    const yy = Number(m[3]);
+    const thisYear = new Date().getUTCFullYear();
+    let year = Math.floor(thisYear / 100) * 100 + yy;
+    if (year > thisYear + 50) year -= 100;
+    return utc(year, m[2] as string, Number(m[1]), m[4] as string, m[5] as string, m[6] as string);
+  }
+  m = ASCTIME_DATE.exec(value);
+  if (m !== null) return utc(Number(m[6]), m[1] as string, Number((m[2] as string).trim()), m[3] as string, m[4] as string, m[5] as string);
+  return NaN;
+}
+
+function utc(year: number, month: string, day: number, h: string, min: string, sec: string): number {
+  const t = Date.UTC(year, MONTHS.indexOf(month), day, Number(h), Number(min), Number(sec));
+  // Date.UTC rolls 31 Feb over into March: a date that does not exist is no date.
+  const d = new Date(t);
+  return d.getUTCDate() === day && Number(h) < 24 && Number(min) < 60 && Number(sec) < 61 ? t : NaN;
 }
 
 /**
@@ -174,17 +218,35 @@ export function varyKeyed(cache: ResponseCache, vary: HeaderValue): boolean {
   return true;
 }
 
-/** Milliseconds the answer stays fresh here, 0 when it must not be stored. */
-function freshness(cache: ResponseCache, request: UpstreamRequest, op: 'listPets' | 'getPet', headers: Readonly<Record<string, HeaderValue>>): number {
+/** How long an answer stays fresh here (ms, 0: it is not stored), and whether a stale copy of it may ever answer. */
+interface Freshness {
+  readonly ms: number;
+  readonly noStale: boolean;
+}
+
+const NOT_STORED: Freshness = { ms: 0, noStale: true };
+
+/**
+ * The freshness lifetime of an upstream 200 here (RFC 9111 section 4.2.1): the configured TTL,
+ * shortened by the upstream's s-maxage or max-age, else by its Expires less its Date (the time it
+ * was received when Date is absent or invalid; an invalid Expires is in the past), less its Age.
+ */
+function freshness(cache: ResponseCache, request: UpstreamRequest, op: 'listPets' | 'getPet', headers: Readonly<Record<string, HeaderValue>>, now: number): Freshness {
   const d = directives(headers['cache-control']);
-  if (d.noStore || d.unshared || !varyKeyed(cache, headers.vary)) return 0;
+  if (d.noStore || d.unshared || !varyKeyed(cache, headers.vary)) return NOT_STORED;
   // A coded answer (gzip...) reaches a client only if its Accept-Encoding, which the key does not
   // hold, accepts the coding (response-contract): what one client may get is not every client's.
-  if (headers['content-encoding'] !== undefined && fieldText(headers['content-encoding']).trim().toLowerCase() !== 'identity') return 0;
-  if (!cache.sharedCredential && request.headers.authorization !== undefined && !d.shareable) return 0;
-  const age = ageOf(headers);
-  const limit = d.maxAge === undefined ? cache.ttlMs[op] : Math.min(cache.ttlMs[op], d.maxAge * 1000);
-  return Math.max(0, limit - age * 1000);
+  if (headers['content-encoding'] !== undefined && fieldText(headers['content-encoding']).trim().toLowerCase() !== 'identity') return NOT_STORED;
+  if (!cache.sharedCredential && request.headers.authorization !== undefined && !d.shareable) return NOT_STORED;
+  let limit = cache.ttlMs[op];
+  if (d.maxAge !== undefined) limit = Math.min(limit, d.maxAge * 1000);
+  else if (headers.expires !== undefined) {
+    const expires = httpDate(headers.expires);
+    const date = httpDate(headers.date);
+    limit = Number.isNaN(expires) ? 0 : Math.min(limit, expires - (Number.isNaN(date) ? now : date));
+  }
+  const ms = Math.max(0, limit - ageOf(headers) * 1000);
+  return ms > 0 ? { ms, noStale: d.noStale } : NOT_STORED;
 }
 
 /** The upstream's Age in seconds (RFC 9111 section 5.1); 0 when absent or invalid. */
@@ -527,6 +589,8 @@ export class Flight implements ForwardHandler, AnswerKeeper {
   private headers: Readonly<Record<string, HeaderValue>> = {};
   private mode: 'pending' | 'store' | 'pass' | 'drain' = 'pending';
   private fresh = 0;
+  /** The answer forbids stale copies of itself (must-revalidate, proxy-revalidate, s-maxage). */
+  private noStale = false;
   private passTo: Subscriber | undefined = undefined;
 
   constructor(
@@ -588,7 +652,9 @@ export class Flight implements ForwardHandler, AnswerKeeper {
 
   onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
     if (status === 200) {
-      this.fresh = freshness(this.cache, this.request, this.op, headers);
+      const f = freshness(this.cache, this.request, this.op, headers, this.cache.now());
+      this.fresh = f.ms;
+      this.noStale = f.noStale;
       if (this.fresh > 0) {
         this.mode = 'store';
         this.headers = headers;
@@ -707,7 +773,9 @@ export class Flight implements ForwardHandler, AnswerKeeper {
     const fields = storedFields(stored);
     const plan = own === undefined ? undefined : hitPlan(fields, own);
     // With a plan, its list holds the stored fields first: the entry keeps one list, not two.
-    const entry: CacheEntry = { status, headers: stored, body, text, fields: plan === undefined ? fields : undefined, plan, born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
+    // An answer that forbids stale copies (RFC 9111 section 4.2.4) has no stale-if-error window: the store drops it once it is stale.
+    const freshUntil = this.storedAt + this.fresh;
+    const entry: CacheEntry = { status, headers: stored, body, text, fields: plan === undefined ? fields : undefined, plan, born: this.born, freshUntil, staleUntil: this.noStale ? freshUntil : freshUntil + this.cache.staleMs };
     this.cache.store.set(this.key, entry);
     this.kept = entry;
     return entry;

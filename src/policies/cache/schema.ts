@@ -15,7 +15,7 @@ export const schema = {
       type: 'object',
       additionalProperties: false,
       default: {},
-      description: "Seconds an upstream 200 stays fresh, per operation (the upstream's max-age or s-maxage shortens it); 0: that operation is never cached.",
+      description: "Seconds an upstream 200 stays fresh, per operation (the upstream's s-maxage or max-age, else its Expires, shortens it); 0: that operation is never cached.",
       properties: {
         listPets: { ...TTL, default: 0, description: 'listPets, keyed by its normalised limit and status.' },
         getPet: { ...TTL, default: 0, description: 'getPet, keyed by petId.' },
@@ -42,7 +42,7 @@ export const schema = {
       minimum: 0,
       maximum: 86400,
       default: 0,
-      description: 'For this many seconds after an entry went stale, a failed upstream call (refused, reset, timed out), a 5xx answer or a call the open circuit breaker refuses is answered from the stale copy (Cache-Status says so) instead of 502/503/504; 0: never.',
+      description: 'For this many seconds after an entry went stale, a failed upstream call (refused, reset, timed out), a 5xx answer or a call the open circuit breaker refuses is answered from the stale copy (Cache-Status says so) instead of 502/503/504; never for an answer that forbids stale copies (must-revalidate, proxy-revalidate, s-maxage); 0: never.',
     },
     store: {
       default: 'memory',
