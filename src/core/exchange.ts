@@ -747,6 +747,9 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
     // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
     const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
+    // The response cache's account of the call (RFC 9211: `fwd=uri-miss; fwd-status=404`) is the
+    // gateway's own field, so an answer a policy rewrote (a 404 into pet_not_found) keeps it.
+    if (out.headers !== upstreamHeaders && this.pipeline.gateways.cache !== undefined && upstreamHeaders['cache-status'] !== undefined) headers['cache-status'] = upstreamHeaders['cache-status'];
     this.send(out.status, headers, out.body);
   }
 

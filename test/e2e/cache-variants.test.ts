@@ -3,14 +3,15 @@
 // another (X-Forwarded-Host from Host or HTTP/2 :authority, Accept-Language, User-Agent, an
 // allow-listed X-Tenant), also through a second instance on one redis-server; Vary is honoured
 // (a variant per keyed field, `*` and the client's address never stored); no stale copy of an
-// answer that forbids one (must-revalidate, proxy-revalidate, s-maxage); Expires counts.
+// answer that forbids one (must-revalidate, proxy-revalidate, s-maxage); Expires counts; an
+// uncached 404 says what the cache did.
 import type { AddressInfo } from 'node:net';
 import tap from 'tap';
 import { RedisCacheStore } from '../../src/cache/index.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { createRedisClient, type RedisConnection } from '../../src/stores/connection.js';
-import type { TapTest } from '../helpers/assert.js';
+import { assertError, type TapTest } from '../helpers/assert.js';
 import { h2Request, makeTestPki } from '../helpers/certs.js';
 import { manualWallClock } from '../helpers/clock.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
@@ -171,6 +172,14 @@ forEachEngine(tap, async (t, engine) => {
     t.match(stale.headers['cache-status'], /fwd=stale; fwd-status=503; ttl=-\d+; detail=stale-if-error/);
   });
 
+  t.test("an upstream 404 says what the cache did, as docs/cache.md's table shows", async (t) => {
+    const r = await ask('/v1/pets/99');
+    assertError(t, r, 404, 'pet_not_found', { message: 'any' });
+    t.equal(r.headers['cache-status'], 'petstore-gateway; fwd=uri-miss; fwd-status=404');
+    t.equal((await ask('/v1/pets/99')).headers['cache-status'], 'petstore-gateway; fwd=uri-miss; fwd-status=404', 'not stored: asked again');
+    assertError(t, await request(`${gw.url}/v1/pets/99`), 401, 'missing_api_key');
+    t.equal((await request(`${gw.url}/v1/pets/99`)).headers['cache-status'], undefined, "the gateway's own refusal says nothing of the cache");
+  });
 });
 
 // HTTP/2: the client's :authority reaches the upstream as X-Forwarded-Host, so it is part of the key.
