@@ -4,7 +4,7 @@
 // allow-listed X-Tenant), also through a second instance on one redis-server; Vary is honoured
 // (a variant per keyed field, `*` and the client's address never stored); no stale copy of an
 // answer that forbids one (must-revalidate, proxy-revalidate, s-maxage); Expires counts; an
-// uncached 404 says what the cache did.
+// uncached 404 says what the cache did; a hostile invalidation message freezes nothing.
 import type { AddressInfo } from 'node:net';
 import tap from 'tap';
 import { RedisCacheStore } from '../../src/cache/index.js';
@@ -15,7 +15,7 @@ import { assertError, type TapTest } from '../helpers/assert.js';
 import { h2Request, makeTestPki } from '../helpers/certs.js';
 import { manualWallClock } from '../helpers/clock.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
-import { bearer, forEachEngine, listenEngine, policyText, request, sendJson, sleep, startGateway, startStubUpstream, testKey, type RecordedRequest, type StubUpstream } from '../helpers/servers.js';
+import { bearer, forEachEngine, listenEngine, policyText, request, sendJson, sleep, startGateway, startStubUpstream, testKey, waitFor, type RecordedRequest, type StubUpstream } from '../helpers/servers.js';
 
 const HTTP_DATE_PAST = 'Thu, 01 Jan 1970 00:00:00 GMT';
 
@@ -239,4 +239,44 @@ tap.test('two instances on one redis-server: a variant reaches only the clients 
   t.equal(nameOf(none.body), 'Rex', 'nor to a client without a tenant');
   const keys = (await (await redisClient(t, redis.url)).command(undefined, ['KEYS', '*'])) as string[];
   t.notOk(keys.some((k) => /acme|globex/.test(k)), 'Redis keys name no field value');
+});
+
+// parity: the invalidation channel is the Redis store's, above every engine's transport
+tap.test('a hostile value on the invalidation channel or in the counter freezes no invalidation', { skip: REDIS_SKIP }, async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const up = await legacyUpstream(t);
+  const prefix = `l${Date.now()}:`;
+  const cache = { ...CACHE, store: { redis: { url: redis.url, prefix } } };
+  const a = await instance(t, `${up.origin}/v1`, cache);
+  const b = await instance(t, `${up.origin}/v1`, cache);
+  const admin = await redisClient(t, redis.url);
+  const list = (i: Instance) => request(`${i.url}/v1/pets?limit=3`, { headers: bearer(i.key) });
+  const create = async () => {
+    const r = await request(`${a.url}/v1/pets`, { method: 'POST', headers: bearer(a.key, { 'content-type': 'application/json' }), body: '{"name":"n","categoryId":1}' });
+    t.equal(r.status, 201);
+  };
+  /** Fills the list on B, creates a pet on A, and expects B to ask the upstream again. */
+  const invalidates = async (what: string) => {
+    await list(b);
+    await until(`${what}: B's list stored`, async () => /; hit;/.test(String((await list(b)).headers['cache-status'])));
+    const before = b.store.generation;
+    await create();
+    await waitFor(`${what}: B hears of the createPet`, () => b.store.generation !== before);
+    t.match((await list(b)).headers['cache-status'], /fwd=uri-miss/, `${what}: a createPet drops B's lists`);
+    t.ok(Number.isSafeInteger(b.store.generation + 1) && b.store.generation + 1 !== b.store.generation, `${what}: the generation can still move (${b.store.generation})`);
+  };
+  await invalidates('before any attack');
+  await admin.command(undefined, ['PUBLISH', `${prefix}invalidate`, '9007199254740991']);
+  await admin.command(undefined, ['PUBLISH', `${prefix}invalidate`, 'junk']);
+  for (let i = 1; i <= 3; i++) await invalidates(`createPet #${i} after PUBLISH 2^53-1`);
+  await admin.command(undefined, ['SET', `${prefix}lists`, '9007199254740991']);
+  await invalidates('after SET of the counter to 2^53-1');
+  await invalidates('and once more');
+  t.ok(Number(await admin.command(undefined, ['GET', `${prefix}lists`])) < 2 ** 40, 'the counter was set back');
+  await admin.command(undefined, ['SET', `${prefix}lists`, 'not-a-number']);
+  await invalidates('after SET of the counter to text');
+  await redis.restart();
+  await waitFor('both instances read the empty counter', () => a.store.generation === 0 && b.store.generation === 0);
+  await invalidates('after Redis came back empty');
 });
