@@ -3,6 +3,7 @@
  * changes it is refused, as for the upstream section: the cache outlives reloads). The layer is
  * src/core/forward/cache.ts; the stores are here.
  */
+import { createHash } from 'node:crypto';
 import { KeyMemo, type CacheEvent, type CacheStore, type ResponseCache } from '../core/forward/cache.js';
 import type { CacheConfig } from '../policies/cache/index.js';
 import { MemoryCacheStore } from './memory.js';
@@ -38,12 +39,15 @@ export function openResponseCache(config: CacheConfig, options: CacheOptions): R
   const now = options.now ?? Date.now;
   const store: CacheStore = config.store === 'memory' ? new MemoryCacheStore(config.maxBytes, now) : new RedisCacheStore(config.store.redis, { now, log: options.log });
   const counts: Record<CacheEvent, number> = { hit: 0, miss: 0, stale: 0, coalesced: 0, bypass: 0 };
+  // Lower-case, sorted, once each: the same list in any spelling is the same tag.
+  const ignored = [...new Set(config.ignoreRequestFields.map((n) => n.toLowerCase()))].sort();
   return {
     store,
     ttlMs: { listPets: config.ttlSeconds.listPets * 1000, getPet: config.ttlSeconds.getPet * 1000 },
     staleMs: config.staleIfErrorSeconds * 1000,
     sharedCredential: options.sharedCredential,
-    unkeyed: new Set([...UNKEYED_FIELDS, ...config.ignoreRequestFields.map((n) => n.toLowerCase())]),
+    unkeyed: new Set([...UNKEYED_FIELDS, ...ignored]),
+    keyTag: ignored.length === 0 ? '' : `i:${createHash('sha256').update(ignored.join(' ')).digest('base64url').slice(0, 8)} `,
     // Held whole up to the upstream's buffering cap; the memory store refuses what exceeds maxBytes.
     maxEntryBytes: options.maxEntryBytes,
     now,

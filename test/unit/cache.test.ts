@@ -206,6 +206,9 @@ t.test('keys: every forwarded field an answer may depend on is part of the key; 
   const ignoring = openResponseCache({ ...CONFIG, ignoreRequestFields: ['User-Agent', 'x-forwarded-host'] }, { sharedCredential: true, maxEntryBytes: 1 << 20 })!;
   t.equal(cacheKey(ignoring, get('getPet', { ...BASE, 'user-agent': 'x', 'x-forwarded-host': 'y' })), cacheKey(ignoring, get('getPet', BASE)), 'ignoreRequestFields: left out of the key');
   t.not(cacheKey(ignoring, get('getPet', { ...BASE, 'accept-language': 'de' })), cacheKey(ignoring, get('getPet', BASE)), 'the other fields still count');
+  t.not(cacheKey(ignoring, get('getPet', {})), cacheKey(cache, get('getPet', {})), 'a cache that ignores fields makes other keys than one that does not (two instances on one Redis store)');
+  const sameList = openResponseCache({ ...CONFIG, ignoreRequestFields: ['X-Forwarded-Host', 'user-agent'] }, { sharedCredential: true, maxEntryBytes: 1 << 20 })!;
+  t.equal(cacheKey(sameList, get('getPet', BASE)), cacheKey(ignoring, get('getPet', BASE)), 'the same list in another order and case: the same keys');
 });
 
 t.test("Vary: a variant per keyed field; `*`, the address, ids and ignored fields are not stored", async (t) => {

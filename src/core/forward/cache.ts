@@ -107,6 +107,12 @@ export interface ResponseCache {
    * (`ignoreRequestFields`). Every other field the upstream is sent is part of the key.
    */
   readonly unkeyed: ReadonlySet<string>;
+  /**
+   * What sets these keys apart from those of a cache that leaves other fields out (an instance
+   * with another `ignoreRequestFields` on the same Redis store), ending in a space; none when
+   * nothing is ignored.
+   */
+  readonly keyTag?: string;
   /** Most body bytes held to store one answer; a bigger one is not stored. */
   readonly maxEntryBytes: number;
   readonly now: () => number;
@@ -405,8 +411,8 @@ export class KeyMemo {
   }
 }
 
-function makeKey(answerRules: string | undefined, op: 0 | 1, generation: number, param: string, variant: string): string {
-  const rules = answerRules === undefined ? '' : `${answerRules} `;
+function makeKey(cache: ResponseCache, answerRules: string | undefined, op: 0 | 1, generation: number, param: string, variant: string): string {
+  const rules = (answerRules === undefined ? '' : `${answerRules} `) + (cache.keyTag ?? '');
   // A parameter holds no line feed (a petId, a query rebuilt by list-pets): `param + variant` is unambiguous.
   return op === 0 ? `${rules}getPet ${param}${variant}` : `${rules}listPets ${generation} ${param}${variant}`;
 }
@@ -415,7 +421,7 @@ function keyOf(cache: ResponseCache, request: UpstreamRequest, op: 0 | 1, param:
   const generation = cache.store.generation;
   const memo = cache.keys;
   const headers = request.keyFields ?? request.headers;
-  if (memo === undefined) return makeKey(request.answerRules, op, generation, param, variantOf(cache, headers));
+  if (memo === undefined) return makeKey(cache, request.answerRules, op, generation, param, variantOf(cache, headers));
   const unkeyed = cache.unkeyed;
   let at = memo.start(request.answerRules, generation);
   for (const name in headers) {
@@ -427,7 +433,7 @@ function keyOf(cache: ResponseCache, request: UpstreamRequest, op: 0 | 1, param:
   const keys = at.keys[op];
   let key = keys.get(param);
   if (key !== undefined) return key;
-  key = makeKey(request.answerRules, op, generation, param, at.text);
+  key = makeKey(cache, request.answerRules, op, generation, param, at.text);
   if (memo.grow(MEMO_ITEM + 2 * key.length)) keys.set(param, key);
   return key;
 }
