@@ -319,6 +319,7 @@ class Outgoing implements UpstreamRequest {
   readonly native: unknown;
   readonly answerRules: string | undefined;
   private built: Record<string, string | string[]> | undefined = undefined;
+  private forwarded: Record<string, string | string[]> | undefined = undefined;
 
   constructor(
     private readonly active: ActiveRequest,
@@ -339,6 +340,10 @@ class Outgoing implements UpstreamRequest {
 
   get headers(): Record<string, string | string[]> {
     return (this.built ??= this.active.upstreamHeaders(this.body));
+  }
+
+  get keyFields(): Readonly<Record<string, string | string[]>> {
+    return this.built ?? (this.forwarded ??= this.active.forwardedFields());
   }
 }
 
@@ -585,11 +590,16 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     }
   }
 
+  /** The fields the upstream is sent but the trace context, which `upstreamHeaders` makes first (a cache hit never needs one). */
+  forwardedFields(): Record<string, string | string[]> {
+    const h = this.head.headers;
+    return upstreamRequestHeaders(this.rules, h, this.ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
+  }
+
   /** The request headers the upstream receives, for a request with `body` (`Outgoing`). */
   upstreamHeaders(body: Buffer | undefined): Record<string, string | string[]> {
     this.traced();
-    const h = this.head.headers;
-    const headers = upstreamRequestHeaders(this.rules, h, this.ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
+    const headers = this.forwardedFields();
     if (body !== undefined) headers['content-length'] = String(body.length);
     else delete headers['content-length'];
     return headers;
@@ -737,6 +747,9 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
     // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
     const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
+    // The response cache's account of the call (RFC 9211: `fwd=uri-miss; fwd-status=404`) is the
+    // gateway's own field, so an answer a policy rewrote (a 404 into pet_not_found) keeps it.
+    if (out.headers !== upstreamHeaders && this.pipeline.gateways.cache !== undefined && upstreamHeaders['cache-status'] !== undefined) headers['cache-status'] = upstreamHeaders['cache-status'];
     this.send(out.status, headers, out.body);
   }
 

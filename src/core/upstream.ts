@@ -52,6 +52,12 @@ export interface UpstreamRequest {
   readonly path: string;
   /** Request headers, lower-case names, without host: the transport writes the upstream's. */
   readonly headers: Record<string, string | string[]>;
+  /**
+   * The same fields but those the gateway makes per call (W3C trace context), for the response
+   * cache's key: read on every hit, where no call is made, so no trace context is made for it.
+   * Absent: `headers`.
+   */
+  readonly keyFields?: Readonly<Record<string, string | string[]>>;
   readonly body: Buffer | undefined;
   /** The front's own request object, for a transport that works through it (reply-from). */
   readonly native: unknown;

@@ -88,7 +88,7 @@ const DEFAULTS = {
       exposeHeaders: ['X-Request-Id', 'RateLimit', 'RateLimit-Policy', 'Deprecation', 'Sunset', 'Link', 'Retry-After', 'Cache-Status', 'Age'],
       allowHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'traceparent', 'tracestate'],
     },
-    cache: { ttlSeconds: { listPets: 0, getPet: 0 }, maxBytes: 67108864, staleIfErrorSeconds: 0, store: 'memory' },
+    cache: { ttlSeconds: { listPets: 0, getPet: 0 }, maxBytes: 67108864, staleIfErrorSeconds: 0, store: 'memory', ignoreRequestFields: [] },
   },
 };
 

@@ -106,7 +106,8 @@ t.test('two deployments on one redis-server: their prefixes keep counters apart'
   cacheBlue.set('getPet:1', entry('{"id":1}'));
   await waitFor('blue stored it', async () => (await cacheBlue.get('getPet:1')) !== undefined, 2000);
   t.equal(await cacheGreen.get('getPet:1'), undefined, 'green does not see blue\'s entry');
-  t.match(cli(['-p', String(redis.port), 'KEYS', 'blue:cache:*']), /blue:cache:e:getPet:1/);
+  // An entry's Redis key is a digest of the cache key (which holds forwarded field values).
+  t.match(cli(['-p', String(redis.port), 'KEYS', 'blue:cache:*']), /^blue:cache:e:[\w-]{43}$/m);
 });
 
 t.test('Redis Cluster: the rate limit, the deprecation report and the cache shared by two instances', { skip: REDIS_SKIP }, async (t) => {

@@ -15,7 +15,11 @@
  * - Key: the rules that made the stored answer (`UpstreamRequest.answerRules`: a reload that
  *   changes a policy or the header rules starts afresh), the operation and its normalised
  *   parameters: getPet's petId, listPets' upstream query, which `list-pets` rebuilt from the
- *   validated values with `limit` explicit. Never the raw query.
+ *   validated values with `limit` explicit, never the raw query; and every request field the
+ *   upstream is sent that its answer may depend on (`variantOf`: X-Forwarded-Host and -Proto,
+ *   Accept, Accept-Language, User-Agent, each `headers.request.allow` entry), so one client's
+ *   variant is never another's. An answer whose Vary names a field the key leaves out (`*`, the
+ *   client's address, a request id) is not stored.
  * - Single flight: identical misses wait for one upstream call (a `Flight`). When its answer may
  *   not be shared (not a storable 200), the waiters send their own calls: a `private` answer is
  *   never handed to another client. A transport failure carries no data and is shared.
@@ -92,11 +96,23 @@ export interface ResponseCache {
   /** How long past freshness a stale copy may answer for a failing upstream, ms. */
   readonly staleMs: number;
   /**
-   * True when the upstream sees the gateway's own credential (or none), so its answers cannot
-   * depend on who asked; false when the client's Authorization is forwarded, and then an answer is
+   * True when the upstream sees the gateway's own credential (or none) as Authorization, the same
+   * for every client; false when the client's Authorization is forwarded, and then an answer is
    * stored only when the upstream marks it shareable (RFC 9111 section 3.5).
    */
   readonly sharedCredential: boolean;
+  /**
+   * Forwarded request fields left out of the key (lower-case): the request ids, the client's
+   * address, Authorization (above), and the fields the operator declared the upstream ignores
+   * (`ignoreRequestFields`). Every other field the upstream is sent is part of the key.
+   */
+  readonly unkeyed: ReadonlySet<string>;
+  /**
+   * What sets these keys apart from those of a cache that leaves other fields out (an instance
+   * with another `ignoreRequestFields` on the same Redis store), ending in a space; none when
+   * nothing is ignored.
+   */
+  readonly keyTag?: string;
   /** Most body bytes held to store one answer; a bigger one is not stored. */
   readonly maxEntryBytes: number;
   readonly now: () => number;
@@ -116,6 +132,8 @@ interface Directives {
   unshared: boolean;
   /** public, s-maxage, must-revalidate: shareable although the request carried Authorization (section 3.5). */
   shareable: boolean;
+  /** must-revalidate, proxy-revalidate, s-maxage: never served stale, not even for a failing upstream (section 4.2.4). */
+  noStale: boolean;
   /** s-maxage, else max-age, in seconds. */
   maxAge: number | undefined;
 }
@@ -126,7 +144,7 @@ function fieldText(v: HeaderValue | number): string {
 
 /** The directives that decide storing (RFC 9111 section 5.2.2); an unparseable max-age is none. */
 export function directives(value: HeaderValue): Directives {
-  const d: Directives = { noStore: false, unshared: false, shareable: false, maxAge: undefined };
+  const d: Directives = { noStore: false, unshared: false, shareable: false, noStale: false, maxAge: undefined };
   let sMaxAge: number | undefined;
   for (const part of fieldText(value).split(',')) {
     const eq = part.indexOf('=');
@@ -134,37 +152,107 @@ export function directives(value: HeaderValue): Directives {
     const arg = eq < 0 ? '' : part.slice(eq + 1).trim().replace(/^"|"$/g, '');
     if (name === 'no-store') d.noStore = true;
     else if (name === 'private' || name === 'no-cache') d.unshared = true;
-    else if (name === 'public' || name === 'must-revalidate') d.shareable = true;
-    else if ((name === 'max-age' || name === 's-maxage') && /^\d{1,10}$/.test(arg)) {
-      if (name === 's-maxage') {
+    else if (name === 'public') d.shareable = true;
+    else if (name === 'must-revalidate') d.shareable = d.noStale = true;
+    else if (name === 'proxy-revalidate') d.noStale = true;
+    else if (name === 's-maxage') {
+      // Present at all, s-maxage forbids a stale answer (section 5.2.2.10), even with a value it cannot read.
+      d.noStale = true;
+      if (/^\d{1,10}$/.test(arg)) {
         sMaxAge = Number(arg);
         d.shareable = true;
-      } else d.maxAge = Number(arg);
-    }
+      }
+    } else if (name === 'max-age' && /^\d{1,10}$/.test(arg)) d.maxAge = Number(arg);
   }
   if (sMaxAge !== undefined) d.maxAge = sMaxAge;
   return d;
 }
 
-/** Vary names request fields the key does not hold: such an answer is not stored (`accept-encoding` is never forwarded). */
-function variesOnRequest(vary: HeaderValue): boolean {
-  if (vary === undefined) return false;
-  return fieldText(vary)
-    .split(',')
-    .some((n) => n.trim() !== '' && n.trim().toLowerCase() !== 'accept-encoding');
+const WEEKDAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
+const MONTH = '(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)';
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+/** IMF-fixdate, the obsolete RFC 850 form and asctime's (RFC 9110 section 5.6.7). */
+const IMF_FIXDATE = new RegExp(`^${WEEKDAY}, (\\d{2}) ${MONTH} (\\d{4}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const RFC850_DATE = new RegExp(`^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\\d{2})-${MONTH}-(\\d{2}) (\\d{2}):(\\d{2}):(\\d{2}) GMT$`);
+const ASCTIME_DATE = new RegExp(`^${WEEKDAY} ${MONTH} ([ \\d]\\d) (\\d{2}):(\\d{2}):(\\d{2}) (\\d{4})$`);
+
+/**
+ * An HTTP-date (RFC 9110 section 5.6.7) in milliseconds since the epoch; NaN for anything else,
+ * a list included. Strict: `Date.parse` reads "0" or "1" as a year, and RFC 9111 section 5.3
+ * says such an invalid Expires is a time in the past.
+ */
+export function httpDate(value: HeaderValue | number): number {
+  if (typeof value !== 'string') return NaN;
+  let m = IMF_FIXDATE.exec(value);
+  if (m !== null) return utc(Number(m[3]), m[2] as string, Number(m[1]), m[4] as string, m[5] as string, m[6] as string);
+  m = RFC850_DATE.exec(value);
+  if (m !== null) {
+    // A two-digit year more than 50 years ahead is in the past century (RFC 9110 section 5.6.7).
+    const yy = Number(m[3]);
+    const thisYear = new Date().getUTCFullYear();
+    let year = Math.floor(thisYear / 100) * 100 + yy;
+    if (year > thisYear + 50) year -= 100;
+    return utc(year, m[2] as string, Number(m[1]), m[4] as string, m[5] as string, m[6] as string);
+  }
+  m = ASCTIME_DATE.exec(value);
+  if (m !== null) return utc(Number(m[6]), m[1] as string, Number((m[2] as string).trim()), m[3] as string, m[4] as string, m[5] as string);
+  return NaN;
 }
 
-/** Milliseconds the answer stays fresh here, 0 when it must not be stored. */
-function freshness(cache: ResponseCache, request: UpstreamRequest, op: 'listPets' | 'getPet', headers: Readonly<Record<string, HeaderValue>>): number {
+function utc(year: number, month: string, day: number, h: string, min: string, sec: string): number {
+  const t = Date.UTC(year, MONTHS.indexOf(month), day, Number(h), Number(min), Number(sec));
+  // Date.UTC rolls 31 Feb over into March: a date that does not exist is no date.
+  const d = new Date(t);
+  return d.getUTCDate() === day && Number(h) < 24 && Number(min) < 60 && Number(sec) < 61 ? t : NaN;
+}
+
+/**
+ * Whether the key tells apart every request the answer's Vary says it depends on (RFC 9111 section
+ * 4.1). It holds every forwarded field but the unkeyed ones, present or absent, so a Vary naming
+ * a keyed field (Accept-Language...) is a variant per key, and one naming a field never forwarded
+ * (Accept-Encoding, Origin) names what the upstream never saw. `*` and an unkeyed field (the
+ * client's address, a request id, a field declared ignored, the client's own Authorization) are
+ * not: such an answer is not stored.
+ */
+export function varyKeyed(cache: ResponseCache, vary: HeaderValue): boolean {
+  if (vary === undefined) return true;
+  for (const part of fieldText(vary).split(',')) {
+    const name = part.trim().toLowerCase();
+    if (name === '*') return false;
+    if (cache.unkeyed.has(name) && !(name === 'authorization' && cache.sharedCredential)) return false;
+  }
+  return true;
+}
+
+/** How long an answer stays fresh here (ms, 0: it is not stored), and whether a stale copy of it may ever answer. */
+interface Freshness {
+  readonly ms: number;
+  readonly noStale: boolean;
+}
+
+const NOT_STORED: Freshness = { ms: 0, noStale: true };
+
+/**
+ * The freshness lifetime of an upstream 200 here (RFC 9111 section 4.2.1): the configured TTL,
+ * shortened by the upstream's s-maxage or max-age, else by its Expires less its Date (the time it
+ * was received when Date is absent or invalid; an invalid Expires is in the past), less its Age.
+ */
+function freshness(cache: ResponseCache, request: UpstreamRequest, op: 'listPets' | 'getPet', headers: Readonly<Record<string, HeaderValue>>, now: number): Freshness {
   const d = directives(headers['cache-control']);
-  if (d.noStore || d.unshared || variesOnRequest(headers.vary)) return 0;
+  if (d.noStore || d.unshared || !varyKeyed(cache, headers.vary)) return NOT_STORED;
   // A coded answer (gzip...) reaches a client only if its Accept-Encoding, which the key does not
   // hold, accepts the coding (response-contract): what one client may get is not every client's.
-  if (headers['content-encoding'] !== undefined && fieldText(headers['content-encoding']).trim().toLowerCase() !== 'identity') return 0;
-  if (!cache.sharedCredential && request.headers.authorization !== undefined && !d.shareable) return 0;
-  const age = ageOf(headers);
-  const limit = d.maxAge === undefined ? cache.ttlMs[op] : Math.min(cache.ttlMs[op], d.maxAge * 1000);
-  return Math.max(0, limit - age * 1000);
+  if (headers['content-encoding'] !== undefined && fieldText(headers['content-encoding']).trim().toLowerCase() !== 'identity') return NOT_STORED;
+  if (!cache.sharedCredential && request.headers.authorization !== undefined && !d.shareable) return NOT_STORED;
+  let limit = cache.ttlMs[op];
+  if (d.maxAge !== undefined) limit = Math.min(limit, d.maxAge * 1000);
+  else if (headers.expires !== undefined) {
+    const expires = httpDate(headers.expires);
+    const date = httpDate(headers.date);
+    limit = Number.isNaN(expires) ? 0 : Math.min(limit, expires - (Number.isNaN(date) ? now : date));
+  }
+  const ms = Math.max(0, limit - ageOf(headers) * 1000);
+  return ms > 0 ? { ms, noStale: d.noStale } : NOT_STORED;
 }
 
 /** The upstream's Age in seconds (RFC 9111 section 5.1); 0 when absent or invalid. */
@@ -177,51 +265,176 @@ function ageOf(headers: Readonly<Record<string, HeaderValue>>): number {
 export function cacheKey(cache: ResponseCache, request: UpstreamRequest): string | undefined {
   if (request.method !== 'GET') return undefined;
   const op = request.operation;
-  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? keyOf(cache, request.answerRules, 0, request.param) : undefined;
-  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? keyOf(cache, request.answerRules, 1, request.query) : undefined;
+  if (op === 'getPet') return cache.ttlMs.getPet > 0 && request.param !== undefined ? keyOf(cache, request, 0, request.param) : undefined;
+  if (op === 'listPets') return cache.ttlMs.listPets > 0 ? keyOf(cache, request, 1, request.query) : undefined;
   return undefined;
 }
 
 /**
- * Most keys `KeyMemo` holds per operation: past it, it starts afresh. A bound on its memory (two
- * maps of short strings), not on the cache: a key not held is made as before.
+ * A field's value as the key holds it: `\\`, CR and LF escaped (node's parser and nghttp2 let
+ * none of the last two through, so this only makes sure), the lines of a repeated field joined
+ * with CR, and, where the difference means nothing to the upstream, one spelling: a host is
+ * case-insensitive (RFC 3986 section 3.2.2), and in Accept and Accept-Language the case of media
+ * ranges and language tags and the whitespace around `,` and `;` mean nothing (RFC 9110 sections
+ * 5.6.1, 12.5.1 and 12.5.4) unless a quoted string is there.
  */
-const KEY_MEMO_MAX = 1024;
+export function keyValue(name: string, value: string | string[] | number | undefined): string {
+  if (value === undefined) return '';
+  if (typeof value !== 'string') return Array.isArray(value) ? value.map((v) => escaped(v)).join('\r') : String(value);
+  if (name === 'x-forwarded-host') return escaped(value.toLowerCase());
+  if ((name === 'accept' || name === 'accept-language') && SPELLING.test(value) && !value.includes('"')) return escaped(value.toLowerCase().replace(OWS, ''));
+  return escaped(value);
+}
+
+const CONTROL = /[\\\r\n]/;
+const CONTROLS = /[\\\r\n]/g;
+
+function escaped(value: string): string {
+  return CONTROL.test(value) ? value.replace(CONTROLS, (c) => (c === '\\' ? '\\\\' : c === '\n' ? '\\n' : '\\r')) : value;
+}
+
+const SPELLING = /[A-Z \t]/;
+const OWS = /[ \t]+/g;
 
 /**
- * The keys made lately, by operation and parameter, for one set of rules and list generation. A
- * key made per request is a new string the store hashes whole (and flattens first: a joined string
- * is kept as its parts until read); found here, only the parameter is hashed, and the key is the
- * string made before, its hash kept with it.
+ * The forwarded fields' part of a key: `\n<name>=<value>` (`keyValue`) for every field the upstream
+ * is sent but the unkeyed ones, in the order of their names, so the order a client sent them in
+ * makes no other key. A field's absence is part of it too: two requests of one key carry the same
+ * names. Names are tokens and values hold no line feed (node's parser and nghttp2 refuse one), so
+ * the text is unambiguous.
+ */
+export function variantText(fields: readonly (readonly [string, string])[]): string {
+  let out = '';
+  for (const [name, value] of fields) out += '\n' + name + '=' + value;
+  return out;
+}
+
+/** The keyed fields of `headers`, by name, their values as the key holds them. */
+export function variantOf(cache: ResponseCache, headers: Readonly<Record<string, string | string[] | number>>): string {
+  const fields: [string, string][] = [];
+  for (const name in headers) if (!cache.unkeyed.has(name)) fields.push([name, keyValue(name, headers[name])]);
+  fields.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  return variantText(fields);
+}
+
+/**
+ * Most `KeyMemo` holds, in bytes it counts (its strings as UTF-16, and `MEMO_ITEM` for each map
+ * entry and object): past it, it starts afresh. A bound on its memory (a client may send a
+ * User-Agent of 8 KiB, a new one per request), not on the cache: a key not held is made as before.
+ */
+const KEY_MEMO_MAX_BYTES = 1 << 20;
+const MEMO_ITEM = 160;
+
+/**
+ * One combination of keyed field values seen lately, reached from the memo's root one field at a
+ * time in the order the request holds them: its key text, made once (sorted, so any order reaches
+ * the same text), and the keys made with it, by operation and parameter.
+ */
+class Variant {
+  /** name -> value as sent -> the variant with that field too. */
+  readonly next = new Map<string, Map<string, Variant>>();
+  readonly keys = [new Map<string, string>(), new Map<string, string>()] as const;
+  /** The step taken last from here: requests in a row mostly carry the same fields, so two compares find it. */
+  lastName = '';
+  lastValue = '';
+  lastTo: Variant | undefined = undefined;
+  constructor(
+    /** Its fields as the key holds them, by name. */
+    readonly fields: readonly (readonly [string, string])[],
+    readonly text: string,
+  ) {}
+}
+
+/**
+ * The keys made lately, for one set of rules and list generation. A key made per request is a new
+ * string the store hashes whole (and flattens first: a joined string is kept as its parts until
+ * read), after the variant text was joined from the fields; found here, each keyed field costs
+ * two compares (the step taken last from there) or two lookups in a map, the parameter one, and
+ * the key is the string made before, its hash kept with it.
  */
 export class KeyMemo {
   private rules: string | undefined = undefined;
   private generation = -1;
-  private readonly byParam = [new Map<string, string>(), new Map<string, string>()] as const;
+  private root = new Variant([], '');
+  private size = 0;
 
-  /** The map of operation `op` (0 getPet, 1 listPets) for these rules and this generation. */
-  of(rules: string | undefined, generation: number, op: 0 | 1): Map<string, string> {
+  /** Where a request's walk begins, for these rules and this generation. */
+  start(rules: string | undefined, generation: number): Variant {
     if (rules !== this.rules || generation !== this.generation) {
       this.rules = rules;
       this.generation = generation;
-      this.byParam[0].clear();
-      this.byParam[1].clear();
+      this.clear();
     }
-    return this.byParam[op];
+    return this.root;
+  }
+
+  /**
+   * The variant of `from`'s fields and `name` with `value`, made when new. `slot`: where it is
+   * found, `name` for a value sent once, `name` and a NUL (no name has one) for a repeated field,
+   * found by `lookup`, the text of its lines.
+   */
+  step(from: Variant, slot: string, lookup: string, name: string, value: string | string[] | number): Variant {
+    if (from.lastName === slot && from.lastValue === lookup && from.lastTo !== undefined) return from.lastTo;
+    let byValue = from.next.get(slot);
+    let to = byValue?.get(lookup);
+    if (to === undefined) {
+      const fields = [...from.fields, [name, keyValue(name, value)] as const].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+      to = new Variant(fields, variantText(fields));
+      if (!this.grow(MEMO_ITEM + 4 * to.text.length + 2 * lookup.length)) return to;
+      if (byValue === undefined) from.next.set(slot, (byValue = new Map()));
+      byValue.set(lookup, to);
+    }
+    from.lastName = slot;
+    from.lastValue = lookup;
+    from.lastTo = to;
+    return to;
+  }
+
+  /** Counts `bytes` more held; false (nothing is added) when the memo had to start afresh. */
+  grow(bytes: number): boolean {
+    if (this.size + bytes <= KEY_MEMO_MAX_BYTES) {
+      this.size += bytes;
+      return true;
+    }
+    this.clear();
+    return false;
+  }
+
+  /** Bytes held now, as counted (for tests of the bound). */
+  get bytes(): number {
+    return this.size;
+  }
+
+  private clear(): void {
+    this.root = new Variant([], '');
+    this.size = 0;
   }
 }
 
-function keyOf(cache: ResponseCache, answerRules: string | undefined, op: 0 | 1, param: string): string {
+function makeKey(cache: ResponseCache, answerRules: string | undefined, op: 0 | 1, generation: number, param: string, variant: string): string {
+  const rules = (answerRules === undefined ? '' : `${answerRules} `) + (cache.keyTag ?? '');
+  // A parameter holds no line feed (a petId, a query rebuilt by list-pets): `param + variant` is unambiguous.
+  return op === 0 ? `${rules}getPet ${param}${variant}` : `${rules}listPets ${generation} ${param}${variant}`;
+}
+
+function keyOf(cache: ResponseCache, request: UpstreamRequest, op: 0 | 1, param: string): string {
   const generation = cache.store.generation;
-  const memo = cache.keys?.of(answerRules, generation, op);
-  let key = memo?.get(param);
-  if (key !== undefined) return key;
-  const rules = answerRules === undefined ? '' : `${answerRules} `;
-  key = op === 0 ? `${rules}getPet ${param}` : `${rules}listPets ${generation} ${param}`;
-  if (memo !== undefined) {
-    if (memo.size >= KEY_MEMO_MAX) memo.clear();
-    memo.set(param, key);
+  const memo = cache.keys;
+  const headers = request.keyFields ?? request.headers;
+  if (memo === undefined) return makeKey(cache, request.answerRules, op, generation, param, variantOf(cache, headers));
+  const unkeyed = cache.unkeyed;
+  let at = memo.start(request.answerRules, generation);
+  for (const name in headers) {
+    if (unkeyed.has(name)) continue;
+    const value = headers[name] as string | string[];
+    // A repeated field (a list) is a new array per request: found by its text instead.
+    at = typeof value === 'string' ? memo.step(at, name, value, name, value) : memo.step(at, name + '\0', keyValue(name, value), name, value);
   }
+  const keys = at.keys[op];
+  let key = keys.get(param);
+  if (key !== undefined) return key;
+  key = makeKey(cache, request.answerRules, op, generation, param, at.text);
+  if (memo.grow(MEMO_ITEM + 2 * key.length)) keys.set(param, key);
   return key;
 }
 
@@ -382,6 +595,8 @@ export class Flight implements ForwardHandler, AnswerKeeper {
   private headers: Readonly<Record<string, HeaderValue>> = {};
   private mode: 'pending' | 'store' | 'pass' | 'drain' = 'pending';
   private fresh = 0;
+  /** The answer forbids stale copies of itself (must-revalidate, proxy-revalidate, s-maxage). */
+  private noStale = false;
   private passTo: Subscriber | undefined = undefined;
 
   constructor(
@@ -443,7 +658,9 @@ export class Flight implements ForwardHandler, AnswerKeeper {
 
   onHead(status: number, headers: Readonly<Record<string, HeaderValue>>, errorCode?: string): number {
     if (status === 200) {
-      this.fresh = freshness(this.cache, this.request, this.op, headers);
+      const f = freshness(this.cache, this.request, this.op, headers, this.cache.now());
+      this.fresh = f.ms;
+      this.noStale = f.noStale;
       if (this.fresh > 0) {
         this.mode = 'store';
         this.headers = headers;
@@ -562,7 +779,9 @@ export class Flight implements ForwardHandler, AnswerKeeper {
     const fields = storedFields(stored);
     const plan = own === undefined ? undefined : hitPlan(fields, own);
     // With a plan, its list holds the stored fields first: the entry keeps one list, not two.
-    const entry: CacheEntry = { status, headers: stored, body, text, fields: plan === undefined ? fields : undefined, plan, born: this.born, freshUntil: this.storedAt + this.fresh, staleUntil: this.storedAt + this.fresh + this.cache.staleMs };
+    // An answer that forbids stale copies (RFC 9111 section 4.2.4) has no stale-if-error window: the store drops it once it is stale.
+    const freshUntil = this.storedAt + this.fresh;
+    const entry: CacheEntry = { status, headers: stored, body, text, fields: plan === undefined ? fields : undefined, plan, born: this.born, freshUntil, staleUntil: this.noStale ? freshUntil : freshUntil + this.cache.staleMs };
     this.cache.store.set(this.key, entry);
     this.kept = entry;
     return entry;

@@ -1,4 +1,5 @@
 /** The options of the `cache` policy: its JSON Schema (with defaults), and the types derived from it. */
+import { FIELD_NAME_PATTERN } from '../../core/headers.js';
 import type { SchemaType } from '../../core/options.js';
 import { DEFAULT_REDIS_PREFIX, REDIS_PREFIX_ENV, REDIS_PREFIX_SCHEMA, redisSectionSchema } from '../../stores/connection-schema.js';
 
@@ -14,11 +15,20 @@ export const schema = {
       type: 'object',
       additionalProperties: false,
       default: {},
-      description: "Seconds an upstream 200 stays fresh, per operation (the upstream's max-age or s-maxage shortens it); 0: that operation is never cached.",
+      description: "Seconds an upstream 200 stays fresh, per operation (the upstream's s-maxage or max-age, else its Expires, shortens it); 0: that operation is never cached.",
       properties: {
         listPets: { ...TTL, default: 0, description: 'listPets, keyed by its normalised limit and status.' },
         getPet: { ...TTL, default: 0, description: 'getPet, keyed by petId.' },
       },
+    },
+    ignoreRequestFields: {
+      type: 'array',
+      default: [],
+      maxItems: 64,
+      uniqueItems: true,
+      items: { type: 'string', pattern: FIELD_NAME_PATTERN, maxLength: 128, description: 'A request field name (RFC 9110 token), any case.' },
+      description:
+        "Request fields the gateway forwards that the upstream's answers do not depend on (e.g. User-Agent for an upstream that ignores it): left out of the key, so clients that differ only in them share entries. Every other field the upstream is sent is part of the key: X-Forwarded-Host (the client's Host or HTTP/2 :authority), X-Forwarded-Proto, Accept, Accept-Language, User-Agent and each headers.request.allow entry; never the request ids, the client's address or Authorization. An answer whose Vary names an ignored field is not stored.",
     },
     maxBytes: {
       type: 'integer',
@@ -32,7 +42,7 @@ export const schema = {
       minimum: 0,
       maximum: 86400,
       default: 0,
-      description: 'For this many seconds after an entry went stale, a failed upstream call (refused, reset, timed out), a 5xx answer or a call the open circuit breaker refuses is answered from the stale copy (Cache-Status says so) instead of 502/503/504; 0: never.',
+      description: 'For this many seconds after an entry went stale, a failed upstream call (refused, reset, timed out), a 5xx answer or a call the open circuit breaker refuses is answered from the stale copy (Cache-Status says so) instead of 502/503/504; never for an answer that forbids stale copies (must-revalidate, proxy-revalidate, s-maxage); 0: never.',
     },
     store: {
       default: 'memory',
