@@ -30,7 +30,7 @@ import type { PolicyConfig } from '../config/types.js';
 import { compileGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
-import { onReloadSignal } from './signals.js';
+import { onReloadSignal, onStopSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
@@ -350,6 +350,12 @@ async function serve(args: string[]): Promise<number> {
   // slow reader of stdout does not hold the event loop, flushed at exit.
   const log = processLogger(loggerOptions(loaded.config.log.level));
   setStoreLog(log);
+  // Until the gateway serves, a stop ends the process at once, with its line (then installStop, or
+  // the supervisor of --workers, takes the signal over).
+  onStopSignal((signal) => {
+    log.info({ signal, exitCode: EXIT.ok }, 'stopped before serving');
+    exitWhenWritten(log, EXIT.ok);
+  });
   const setup: ServeSetup = {
     file,
     text: loaded.text,
@@ -427,11 +433,6 @@ async function servePrimary(s: ServeSetup): Promise<number> {
       await closeRegistries();
       return EXIT.runtime;
     }
-    const drain = () => {
-      draining = true;
-    };
-    process.once('SIGTERM', drain);
-    process.once('SIGINT', drain);
   }
   let inForce = { text: s.text, config };
   const last = { text: s.text };
@@ -449,6 +450,11 @@ async function servePrimary(s: ServeSetup): Promise<number> {
       if (forkedWith[WORKER_POLICY_ENV] === inForce.text) return;
       worker.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'reloaded while the worker started' } satisfies PolicyMessage, undefined, () => {});
     },
+  });
+  // From now on a stop drains every worker (each stops gracefully), and /readyz says so at once.
+  onStopSignal((signal) => {
+    draining = true;
+    group.stop(signal);
   });
   const reload = (reason: string) => {
     const text = readForReload(s, reason, last);
@@ -533,7 +539,6 @@ async function serveProcess(s: ServeSetup): Promise<number> {
     // The listener's certificate files are watched too: a renewal needs no policy change.
     if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => reloadListenerTls(running.server, log, 'certificate file changed'));
   }
-  installStop(config.server, running, ops, state, log);
   const { host, port } = config.server;
   // Registry keys authenticate from the first request: the local copy is read before listening
   // (bounded; with Redis away the gateway starts anyway and file keys work).
@@ -547,6 +552,8 @@ async function serveProcess(s: ServeSetup): Promise<number> {
     await release();
     return EXIT.runtime;
   }
+  // The graceful stop from now on; before, a stop ended the start at once (serve's onStopSignal).
+  installStop(config.server, running, ops, state, log);
   state.phase = 'serving';
   const addr = running.server.address() as AddressInfo;
   const url = `${config.server.tls === null ? 'http' : 'https'}://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
@@ -659,8 +666,7 @@ function installStop(server: PolicyConfig['server'], running: RunningEngine, ops
     log.info({ signal, drainDelayMs }, 'draining: /readyz answers 503 while the listener still accepts');
     setTimeout(() => close(signal, since), drainDelayMs);
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  onStopSignal(stop);
 }
 
 /** The human text of a start, on stderr: stdout stays NDJSON. */
