@@ -246,8 +246,10 @@ function loggerOptions(level = 'info'): LoggerOptions {
 
 /**
  * The one validation path of `serve`, `check` and a reload: the file with the
- * command line's overrides, then what a running gateway needs (an API key). With --ephemeral-key and
- * no key configured, a key is made for the run and put in the environment (`env` is changed).
+ * command line's overrides, then what a running gateway needs (an API key). Only with --ephemeral-key
+ * and no key configured is a key made for the run and put in the environment (`env` is changed):
+ * a policy with a key registry and no other key starts with no key at all (its keys come from the
+ * registry), never with one nobody asked for.
  */
 function loadForServe(
   file: string,
@@ -264,7 +266,7 @@ function loadForServe(
   const tls = tlsProblems(loaded.config);
   if (tls.length > 0) return { ok: false, problems: formatProblems(file, tls) };
   const auth = loaded.config.policies.auth;
-  if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, text: read.text, ephemeral: undefined };
+  if (!ephemeralKey || buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, text: read.text, ephemeral: undefined };
   const ephemeral = newKey();
   env[auth.keysFromEnv] = ephemeral;
   loaded = load('required');

@@ -48,6 +48,12 @@ writeFileSync(
     '',
   ].join('\n'),
 );
+// A key registry on a port where nothing listens: `check` never contacts it, and `serve` starts
+// without it (its keys come once Redis answers).
+const REGISTRY_POLICY = join(dir, 'registry.yaml');
+const registryPolicyWritten = closedPort().then((port) =>
+  writeFileSync(REGISTRY_POLICY, `version: 1\npolicies:\n  auth:\n    registry:\n      redis: { url: "redis://127.0.0.1:${port}" }\n`),
+);
 /** Runs the functions given to it at most `n` at a time, in the order given; each call's result. */
 function pool(n: number): <T>(run: () => Promise<T>) => Promise<T> {
   let active = 0;
@@ -92,6 +98,8 @@ const runs = {
   serveBadUpstream: queued(() => runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'not-a-url'], { timeoutMs: 30_000 })),
   serveUpstreamUser: queued(() => runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'http://partner@127.0.0.1:1/v1'], { timeoutMs: 30_000 })),
   serveBadUpstreamPassword: queued(() => runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'http://partner:hunter2@127.0.0.1:1/v1?x'], { timeoutMs: 30_000 })),
+  checkRegistry: registryPolicyWritten.then(() => queued(() => runCli(t, ['check', REGISTRY_POLICY], { timeoutMs: 30_000 }))),
+  checkRegistryEphemeral: registryPolicyWritten.then(() => queued(() => runCli(t, ['check', REGISTRY_POLICY, '--ephemeral-key'], { timeoutMs: 30_000 }))),
 };
 // At LOG_LEVEL info, so that the test can check the key reaches no log line. `serve` is the one
 // command that depends on the engine: it runs once per engine.
@@ -254,6 +262,29 @@ ENGINES.forEach((engine, i) => {
     if (exit !== 'timeout') t.equal(exit.code, 0, 'and exits 0');
     t.match(handle.output().stdout.trimEnd().split('\n').at(-1), /"msg":"stopped"/, 'the last line says it stopped');
   });
+});
+
+// parity: `check` starts no engine; `serve` with a registry refuses or starts before any engine matters.
+t.test('a key registry never makes a key nobody asked for: check lists none, serve prints none (only --ephemeral-key does)', async (t) => {
+  const r = await runs.checkRegistry;
+  t.equal(r.code, 0, 'a registry alone is enough to start');
+  t.notMatch(r.stdout, /ephemeral/, 'no ephemeral key listed');
+  t.notMatch(r.stdout, /PETSTORE_API_KEYS#1/, 'nor a key of the environment');
+  const asked = await runs.checkRegistryEphemeral;
+  t.equal(asked.code, 0);
+  t.match(asked.stdout, /key \(ephemeral\): made at each start, all operations/, 'asked for: listed');
+
+  const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', REGISTRY_POLICY, '--host', '127.0.0.1', '--port', '0'], /petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) /, {
+    timeoutMs: 30_000,
+    env: { LOG_LEVEL: 'info' },
+    stream: 'stderr',
+  });
+  assertError(t, await request(`${match[1]}/v1/pets`, { headers: bearer('psg_' + 'A'.repeat(43)) }), 401, 'invalid_api_key');
+  // After a round trip: the banner's next lines (a key, when one is made) are out by now.
+  t.notMatch(handle.output().stderr, /API key for this run|try: curl/, 'serve prints no key');
+  t.notMatch(handle.output().stdout, /psg_/, 'and logs none');
+  handle.child.kill('SIGTERM');
+  await within(handle.exited, 10_000, 'timeout' as const);
 });
 
 // parity: `serve` refuses the policy (no API key) before it loads any engine.
