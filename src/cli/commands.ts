@@ -19,12 +19,12 @@ import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, processLogger } from '../ops/access-log.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
-import { warnAtStart, warnWeakenings } from '../config/security-notices.js';
+import { builtinExposureProblem, warnAtStart, warnWeakenings } from '../config/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { maskUrl } from '../stores/connection-schema.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
-import { formatOf, formatProblems, parsePolicy, readPolicyText, type LoadOptions, type Overrides } from '../config/load.js';
+import { formatOf, formatProblems, parsePolicy, readPolicyText, upstreamUrlWritten, type LoadOptions, type Overrides } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
 import { compileGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js';
@@ -255,14 +255,18 @@ function loadForServe(
   file: string,
   env: Record<string, string | undefined>,
   overrides: Overrides,
-  ephemeralKey: boolean,
-  handed?: string,
+  how: { readonly ephemeralKey: boolean; readonly fileGiven: boolean; readonly handed?: string | undefined },
 ): { ok: true; config: PolicyConfig; text: string; ephemeral: string | undefined } | { ok: false; problems: string } {
+  const { ephemeralKey, handed } = how;
   const read = handed === undefined ? readPolicyText(file) : { ok: true as const, text: handed };
   if (!read.ok) return { ok: false, problems: formatProblems(file, read.problems) };
   const load = (keys: LoadOptions['keys']) => parsePolicy(read.text, { env }, overrides, { keys, format: formatOf(file) });
   let loaded = load(ephemeralKey ? 'ephemeral-allowed' : 'required');
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
+  // The demo backend on a reachable address only when chosen: by the flag, or by the file given.
+  const chosen = overrides.upstreamUrl === 'builtin' || (how.fileGiven && upstreamUrlWritten(read.text, formatOf(file)) === 'builtin');
+  const exposed = builtinExposureProblem(loaded.config, chosen);
+  if (exposed !== undefined) return { ok: false, problems: formatProblems(file, [exposed]) };
   const tls = tlsProblems(loaded.config);
   if (tls.length > 0) return { ok: false, problems: formatProblems(file, tls) };
   const auth = loaded.config.policies.auth;
@@ -343,7 +347,7 @@ async function serve(args: string[]): Promise<number> {
   const reusePort = cluster.isWorker ? env[WORKER_PORT_ENV] : undefined;
   delete env[WORKER_POLICY_ENV];
   delete env[WORKER_PORT_ENV];
-  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true, handed);
+  const loaded = loadForServe(file, env, overrides, { ephemeralKey: values['ephemeral-key'] === true, fileGiven: values.policy !== undefined, handed });
   if (!loaded.ok) {
     process.stderr.write(loaded.problems + '\n');
     return EXIT.config;
@@ -773,7 +777,7 @@ function check(args: string[]): number {
   const file = positionals[0] ?? defaultPolicyFile();
   const overrides = overridesOf('check', values);
   const env: Record<string, string | undefined> = { ...process.env };
-  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true);
+  const loaded = loadForServe(file, env, overrides, { ephemeralKey: values['ephemeral-key'] === true, fileGiven: positionals[0] !== undefined });
   if (!loaded.ok) {
     process.stdout.write(loaded.problems + '\n');
     return EXIT.config;

@@ -4,10 +4,10 @@
  */
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
-import { bearer, ENGINES, ensureBuilt, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
+import { bearer, ENGINES, ensureBuilt, PROJECT_ROOT, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
 import { within } from '../helpers/wait.js';
 
 ensureBuilt();
@@ -54,6 +54,19 @@ const REGISTRY_POLICY = join(dir, 'registry.yaml');
 const registryPolicyWritten = closedPort().then((port) =>
   writeFileSync(REGISTRY_POLICY, `version: 1\npolicies:\n  auth:\n    registry:\n      redis: { url: "redis://127.0.0.1:${port}" }\n`),
 );
+/** Names the demo backend itself: a choice. */
+const CHOSEN_BUILTIN = join(dir, 'chosen-builtin.yaml');
+writeFileSync(CHOSEN_BUILTIN, 'version: 1\nupstream: { url: builtin }\n');
+/** Leaves upstream.url out: the demo backend by default, no choice. */
+const NO_UPSTREAM = join(dir, 'no-upstream.yaml');
+writeFileSync(NO_UPSTREAM, 'version: 1\nupstream: { timeouts: { headersMs: 5000 } }\n');
+/** The image's default command (deploy/Dockerfile CMD), with free ports. */
+const IMAGE_CMD = (() => {
+  const text = readFileSync(join(PROJECT_ROOT, 'deploy', 'Dockerfile'), 'utf8');
+  const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(text)?.[1] ?? '[]') as string[];
+  return cmd.map((a, i) => (cmd[i - 1] === '--port' || cmd[i - 1] === '--admin-port' ? '0' : a));
+})();
+
 /** Runs the functions given to it at most `n` at a time, in the order given; each call's result. */
 function pool(n: number): <T>(run: () => Promise<T>) => Promise<T> {
   let active = 0;
@@ -100,6 +113,12 @@ const runs = {
   serveBadUpstreamPassword: queued(() => runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'http://partner:hunter2@127.0.0.1:1/v1?x'], { timeoutMs: 30_000 })),
   checkRegistry: registryPolicyWritten.then(() => queued(() => runCli(t, ['check', REGISTRY_POLICY], { timeoutMs: 30_000 }))),
   checkRegistryEphemeral: registryPolicyWritten.then(() => queued(() => runCli(t, ['check', REGISTRY_POLICY, '--ephemeral-key'], { timeoutMs: 30_000 }))),
+  imageCmd: queued(() => runCli(t, IMAGE_CMD, { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedDefault: queued(() => runCli(t, ['check', '--host', '::'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedFlag: queued(() => runCli(t, ['check', '--host', '0.0.0.0', '--upstream', 'builtin'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedChosen: queued(() => runCli(t, ['check', CHOSEN_BUILTIN, '--host', '0.0.0.0'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedUnset: queued(() => runCli(t, ['check', NO_UPSTREAM, '--host', '0.0.0.0'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkLoopbackUnset: queued(() => runCli(t, ['check', NO_UPSTREAM, '--host', 'localhost'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
 };
 // At LOG_LEVEL info, so that the test can check the key reaches no log line. `serve` is the one
 // command that depends on the engine: it runs once per engine.
@@ -285,6 +304,21 @@ t.test('a key registry never makes a key nobody asked for: check lists none, ser
   t.notMatch(handle.output().stdout, /psg_/, 'and logs none');
   handle.child.kill('SIGTERM');
   await within(handle.exited, 10_000, 'timeout' as const);
+});
+
+// parity: `check` and `serve` refuse the policy before any engine is loaded.
+t.test('the built-in demo backend on a non-loopback host only when chosen: the flag or the file given, else 78', async (t) => {
+  const image = await runs.imageCmd;
+  t.equal(image.code, 78, `the image's default command (${IMAGE_CMD.join(' ')}) refuses`);
+  t.match(image.stderr, /\$\.upstream\.url: is the built-in demo backend \(pets in memory\) by default, and server\.host 0\.0\.0\.0 is not loopback: set upstream\.url .* --upstream builtin or upstream: \{ url: builtin \} in the file given with --policy/);
+  t.equal(image.stdout, '', 'it never listened');
+  const dflt = await runs.checkExposedDefault;
+  t.equal(dflt.code, 78, 'check without FILE (the packaged policy is no choice), host ::');
+  t.match(dflt.stdout, /\$\.upstream\.url: .*server\.host :: is not loopback/);
+  t.equal((await runs.checkExposedUnset).code, 78, 'a file that leaves upstream.url out');
+  t.equal((await runs.checkExposedFlag).code, 0, '--upstream builtin is a choice');
+  t.equal((await runs.checkExposedChosen).code, 0, 'a file given that writes upstream: { url: builtin } is a choice');
+  t.equal((await runs.checkLoopbackUnset).code, 0, 'on loopback the default stays the quickstart');
 });
 
 // parity: `serve` refuses the policy (no API key) before it loads any engine.
