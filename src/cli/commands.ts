@@ -6,9 +6,9 @@
  * (the banner, the ephemeral key, usage errors, policy problems) goes to stderr.
  */
 import cluster from 'node:cluster';
-import { existsSync, readFileSync, watch } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, watch } from 'node:fs';
 import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -472,9 +472,9 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     group.send({ type: POLICY_MESSAGE, text, reason } satisfies PolicyMessage);
   };
   onReloadSignal(reload);
-  if (s.watch) watchFile(s.file, () => reload('file changed'));
+  if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
   // Workers hold the certificate: a renewed file reaches them as a reload of the policy in force.
-  if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage));
+  if (s.watch) watchFiles(listenerTlsFiles(config), () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage), log);
   return -1;
 }
 
@@ -541,9 +541,10 @@ async function serveProcess(s: ServeSetup): Promise<number> {
     onReloadSignal(() => log.warn({ primaryPid: process.ppid }, 'SIGHUP sent to a worker is ignored: send it to the primary, which reloads every worker'));
   } else {
     onReloadSignal((reason) => reload(reason));
-    if (s.watch) watchFile(s.file, () => reload('file changed'));
-    // The listener's certificate files are watched too: a renewal needs no policy change.
-    if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => reloadListenerTls(running.server, log, 'certificate file changed'));
+    if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+    // The listener's certificate files are watched too (one reload when the key and the
+    // certificate change together): a renewal needs no policy change.
+    if (s.watch) watchFiles(listenerTlsFiles(config), () => reloadListenerTls(running.server, log, 'certificate file changed'), log);
   }
   const { host, port } = config.server;
   // Registry keys authenticate from the first request: the local copy is read before listening
@@ -756,19 +757,45 @@ function portIsFree(host: string, port: number): Promise<boolean> {
   });
 }
 
-/** Calls `onChange` (debounced) when the file changes, also when an editor replaces it. */
-function watchFile(file: string, onChange: () => void): void {
+/** What a watched file is now: its content through every symlink, or why it cannot be read. */
+function snapshotOf(file: string): string {
+  try {
+    return `${realpathSync(file)}\0${readFileSync(file, 'latin1')}`;
+  } catch (err) {
+    return `unreadable\0${(err as NodeJS.ErrnoException).code ?? ''}`;
+  }
+}
+
+/**
+ * Calls `onChange` (debounced, once per change) when what one of `files` holds changes: an in-place
+ * write, an editor's rename into place, or a Kubernetes ConfigMap or Secret update. The kubelet
+ * swaps a symlink (`..data`, through `..data_tmp`) that the file's own symlink goes through, so the
+ * events name `..data`, never the file: every event in the file's directory is looked at, and the
+ * file's resolved path and content decide whether it changed.
+ */
+function watchFiles(files: readonly string[], onChange: () => void, log: Logger): void {
+  if (files.length === 0) return;
+  let last = files.map(snapshotOf).join('\0\0');
   let timer: NodeJS.Timeout | undefined;
   const fire = () => {
     clearTimeout(timer);
-    timer = setTimeout(onChange, 100);
+    timer = setTimeout(() => {
+      const now = files.map(snapshotOf).join('\0\0');
+      if (now === last) return;
+      last = now;
+      onChange();
+    }, 100);
   };
-  const dir = dirname(file);
-  const name = basename(file);
-  // Watching the directory sees a rename-into-place as well as an in-place write.
-  watch(dir, (_event, changed) => {
-    if (changed === null || changed === name) fire();
-  }).unref();
+  for (const dir of new Set(files.map((f) => dirname(f)))) {
+    try {
+      // The directory: it sees a rename into place and a symlink swap as well as an in-place write.
+      const watcher = watch(dir, fire);
+      watcher.on('error', (err) => log.error({ err, dir }, '--watch: the directory can no longer be watched; reload with SIGHUP'));
+      watcher.unref();
+    } catch (err) {
+      log.error({ err, dir }, '--watch: cannot watch the directory; reload with SIGHUP');
+    }
+  }
 }
 
 /** `check`: the validation `serve` runs, with the same flags and environment, nothing started. */
