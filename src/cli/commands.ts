@@ -30,6 +30,7 @@ import type { PolicyConfig } from '../config/types.js';
 import { compileGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
+import { HEALTH_HELP, healthCommand, HealthUsageError } from './health.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
@@ -113,6 +114,8 @@ Usage:
       Run the reference backend on its own.
   petstore-gateway keys create|list|rotate|revoke ...
       Manage the keys of the key registry (policies.auth.registry).
+  petstore-gateway health [--pid N]
+      The container's healthcheck: is the serve or backend process N (default 1) answering?
   petstore-gateway schema
       Print the JSON Schema of policy files.
   petstore-gateway --version
@@ -134,6 +137,7 @@ const COMMAND_HELP: Readonly<Record<string, string>> = {
   backend: BACKEND_HELP,
   schema: SCHEMA_HELP,
   keys: KEYS_HELP,
+  health: HEALTH_HELP,
 };
 
 /** Bad usage: one line, then where to read more (never the whole help). */
@@ -871,6 +875,12 @@ export async function main(argv: string[]): Promise<number> {
         if (rest.includes('--help') || rest.includes('-h')) throw new HelpRequested('keys');
         return await keysCommand(rest, PACKAGE_ROOT).catch((err: unknown) => {
           throw err instanceof KeysUsageError ? new UsageError(err.message, 'keys') : err;
+        });
+      case 'health':
+        if (rest.includes('--help') || rest.includes('-h')) throw new HelpRequested('health');
+        return await healthCommand(rest, PACKAGE_ROOT).catch((err: unknown) => {
+          const parseError = err instanceof TypeError && String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
+          throw err instanceof HealthUsageError || parseError ? new UsageError((err as Error).message, 'health') : err;
         });
       case 'schema':
         parse('schema', rest, {});
