@@ -3,12 +3,13 @@
  * (0 ok, 2 usage, 78 bad config), `check`, `hash-key`, `new-key`, and `serve` for real.
  */
 import t from 'tap';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
-import { bearer, ENGINES, ensureBuilt, PROJECT_ROOT, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
-import { within } from '../helpers/wait.js';
+import { bearer, childEnv, ENGINES, ensureBuilt, plainCommand, PROJECT_ROOT, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
+import { waitFor, within } from '../helpers/wait.js';
 
 ensureBuilt();
 
@@ -436,3 +437,38 @@ t.test('the start probe: an upstream URL without /v1 is warned about; an unreach
   const key = /API key for this run \(kept in memory only\): (\S+)/.exec(down.handle.output().stderr)?.[1] ?? '';
   t.equal((await request(`${down.match[1]}/v1/pets`, { headers: bearer(key) })).status, 502, 'and it serves (502 while the upstream is down)');
 });
+
+// parity: npm's own output around the CLI, whatever engine serves.
+t.test("`npm start -s` (README's advice for a log collector): stdout carries JSON lines only", async (t) => {
+  // Its own process group: npm does not pass SIGTERM on, so the group is stopped.
+  const child = spawn(...plainCommand('npm', ['start', '-s', '--', '--port', '0', '--admin-port', '0']), { cwd: PROJECT_ROOT, env: childEnv({ LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const exited = new Promise((r) => child.once('exit', r));
+  t.teardown(async () => {
+    try {
+      process.kill(-(child.pid ?? 0), 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+    await within(exited, 5000, undefined);
+  });
+  const [, url, key] = await waitFor('the banner and key', () => /listening on (http:\/\/127\.0\.0\.1:\d+) [\s\S]*API key for this run \(kept in memory only\): (\S+)\n/.exec(stderr) ?? undefined, 30_000);
+  t.equal((await request(`${url}/v1/pets`, { headers: bearer(key!) })).status, 200);
+  await waitFor('the access line', () => (stdout.includes('"status":200') ? true : undefined), 10_000);
+  process.kill(-(child.pid ?? 0), 'SIGTERM');
+  await within(exited, 20_000, undefined);
+  const lines = stdout.split('\n').filter((l) => l !== '');
+  t.ok(lines.length >= 3, `${lines.length} lines`);
+  const notJson = lines.filter((l) => {
+    try {
+      return typeof JSON.parse(l) !== 'object';
+    } catch {
+      return true;
+    }
+  });
+  t.strictSame(notJson, [], 'every stdout line is a JSON object');
+});
+
