@@ -53,21 +53,25 @@ const SERVE_HELP = `Usage: petstore-gateway serve [--policy FILE] [--upstream UR
 Run the gateway.
   --policy FILE       the policy file (default: ./policies/default.yaml, else the packaged one)
   --upstream URL      override upstream.url: "builtin" or the upstream's base URL ending with its
-                      /v1 prefix, e.g. http://127.0.0.1:8081/v1
+                      /v1 prefix, e.g. http://127.0.0.1:8081/v1 (on a non-loopback host, builtin
+                      runs only when chosen: this flag or upstream.url in the --policy file)
   --host H, --port N  override server.host and server.port (0 picks a free port)
   --admin-host H, --admin-port N
                       where the admin listener binds
   --ephemeral-key     when no API key is configured, make one for this run and print it on stderr
                       (the quickstart; nothing is saved)
   --watch             reload the policy when the file changes, and the TLS certificate when its
-                      files change (SIGHUP always reloads both)
+                      files change, a Kubernetes ConfigMap/Secret update too (SIGHUP always
+                      reloads both)
   --engine E          undici (default, fastest), fastify or http-proxy-3: same policies on each
   --workers N         N processes share the port (reusePort, else node:cluster); SIGHUP reloads every one
 
 stdout carries JSON log lines only; the banner and the ephemeral key go to stderr.
 At start, the upstream is probed once (GET <upstream>/pets?limit=1, no key) and a warning is logged
-when its base path looks wrong. SIGTERM/SIGINT stop gracefully (server.shutdownGraceMs).
-Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad usage, 78 bad policy or no API key.
+when its base path looks wrong. SIGTERM/SIGINT stop gracefully (server.shutdownGraceMs); before
+the gateway serves, at once.
+Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad usage, 78 bad policy, no API key, or
+the built-in backend on a non-loopback host without being chosen.
 `;
 
 const CHECK_HELP = `Usage: petstore-gateway check [FILE] [--upstream URL] [--host H] [--port N] [--ephemeral-key]

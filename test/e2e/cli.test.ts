@@ -142,7 +142,7 @@ t.test('--help prints the usage and exits 0', async (t) => {
   const r = await runs.help;
   t.equal(r.code, 0);
   t.match(r.stdout, /^petstore-gateway: /);
-  for (const command of ['serve', 'check [FILE]', 'hash-key', 'new-key', 'backend', 'schema']) t.match(r.stdout, `petstore-gateway ${command}`);
+  for (const command of ['serve', 'check [FILE]', 'hash-key', 'new-key', 'backend', 'health', 'schema']) t.match(r.stdout, `petstore-gateway ${command}`);
   t.equal(r.stderr, '');
 });
 
