@@ -6,9 +6,9 @@
  * (the banner, the ephemeral key, usage errors, policy problems) goes to stderr.
  */
 import cluster from 'node:cluster';
-import { existsSync, readFileSync, watch } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, watch } from 'node:fs';
 import { createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -19,18 +19,19 @@ import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, processLogger } from '../ops/access-log.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
-import { warnAtStart, warnWeakenings } from '../config/security-notices.js';
+import { builtinExposureProblem, warnAtStart, warnWeakenings } from '../config/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
 import { maskUrl } from '../stores/connection-schema.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
-import { formatOf, formatProblems, parsePolicy, readPolicyText, type LoadOptions, type Overrides } from '../config/load.js';
+import { formatOf, formatProblems, parsePolicy, readPolicyText, upstreamUrlWritten, type LoadOptions, type Overrides } from '../config/load.js';
 import { policyFileSchema } from '../config/schema.js';
 import type { PolicyConfig } from '../config/types.js';
 import { compileGateway, GatewayHolder, restartOnlyChanges } from '../gateway.js';
 import { buildKeyRing, describeKeys, hashKey, newKey } from '../policies/auth/index.js';
 import { probeUpstream } from './probe.js';
-import { onReloadSignal } from './signals.js';
+import { HEALTH_HELP, healthCommand, HealthUsageError } from './health.js';
+import { onReloadSignal, onStopSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
 import { describeListenerTls, listenerTlsFiles, registerCertificateGauge, reloadListenerTls, tlsProblems, warnIfExpiring } from '../tls/ops.js';
 import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
@@ -53,21 +54,25 @@ const SERVE_HELP = `Usage: petstore-gateway serve [--policy FILE] [--upstream UR
 Run the gateway.
   --policy FILE       the policy file (default: ./policies/default.yaml, else the packaged one)
   --upstream URL      override upstream.url: "builtin" or the upstream's base URL ending with its
-                      /v1 prefix, e.g. http://127.0.0.1:8081/v1
+                      /v1 prefix, e.g. http://127.0.0.1:8081/v1 (on a non-loopback host, builtin
+                      runs only when chosen: this flag or upstream.url in the --policy file)
   --host H, --port N  override server.host and server.port (0 picks a free port)
   --admin-host H, --admin-port N
                       where the admin listener binds
   --ephemeral-key     when no API key is configured, make one for this run and print it on stderr
                       (the quickstart; nothing is saved)
   --watch             reload the policy when the file changes, and the TLS certificate when its
-                      files change (SIGHUP always reloads both)
+                      files change, a Kubernetes ConfigMap/Secret update too (SIGHUP always
+                      reloads both)
   --engine E          undici (default, fastest), fastify or http-proxy-3: same policies on each
   --workers N         N processes share the port (reusePort, else node:cluster); SIGHUP reloads every one
 
 stdout carries JSON log lines only; the banner and the ephemeral key go to stderr.
 At start, the upstream is probed once (GET <upstream>/pets?limit=1, no key) and a warning is logged
-when its base path looks wrong. SIGTERM/SIGINT stop gracefully (server.shutdownGraceMs).
-Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad usage, 78 bad policy or no API key.
+when its base path looks wrong. SIGTERM/SIGINT stop gracefully (server.shutdownGraceMs); before
+the gateway serves, at once.
+Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad usage, 78 bad policy, no API key, or
+the built-in backend on a non-loopback host without being chosen.
 `;
 
 const CHECK_HELP = `Usage: petstore-gateway check [FILE] [--upstream URL] [--host H] [--port N] [--ephemeral-key]
@@ -114,6 +119,8 @@ Usage:
       Run the reference backend on its own.
   petstore-gateway keys create|list|rotate|revoke ...
       Manage the keys of the key registry (policies.auth.registry).
+  petstore-gateway health [--pid N]
+      The container's healthcheck: is the serve or backend process N (default 1) answering?
   petstore-gateway schema
       Print the JSON Schema of policy files.
   petstore-gateway --version
@@ -135,6 +142,7 @@ const COMMAND_HELP: Readonly<Record<string, string>> = {
   backend: BACKEND_HELP,
   schema: SCHEMA_HELP,
   keys: KEYS_HELP,
+  health: HEALTH_HELP,
 };
 
 /** Bad usage: one line, then where to read more (never the whole help). */
@@ -247,27 +255,33 @@ function loggerOptions(level = 'info'): LoggerOptions {
 
 /**
  * The one validation path of `serve`, `check` and a reload: the file with the
- * command line's overrides, then what a running gateway needs (an API key). With --ephemeral-key and
- * no key configured, a key is made for the run and put in the environment (`env` is changed).
+ * command line's overrides, then what a running gateway needs (an API key). Only with --ephemeral-key
+ * and no key configured is a key made for the run and put in the environment (`env` is changed):
+ * a policy with a key registry and no other key starts with no key at all (its keys come from the
+ * registry), never with one nobody asked for.
  */
 function loadForServe(
   file: string,
   env: Record<string, string | undefined>,
   overrides: Overrides,
-  ephemeralKey: boolean,
-  handed?: string,
+  how: { readonly ephemeralKey: boolean; readonly fileGiven: boolean; readonly handed?: string | undefined },
 ): { ok: true; config: PolicyConfig; text: string; ephemeral: string | undefined } | { ok: false; problems: string } {
+  const { ephemeralKey, handed } = how;
   const read = handed === undefined ? readPolicyText(file) : { ok: true as const, text: handed };
   if (!read.ok) return { ok: false, problems: formatProblems(file, read.problems) };
   const load = (keys: LoadOptions['keys']) => parsePolicy(read.text, { env }, overrides, { keys, format: formatOf(file) });
   let loaded = load(ephemeralKey ? 'ephemeral-allowed' : 'required');
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
+  // The demo backend on a reachable address only when chosen: by the flag, or by the file given.
+  const chosen = overrides.upstreamUrl === 'builtin' || (how.fileGiven && upstreamUrlWritten(read.text, formatOf(file)) === 'builtin');
+  const exposed = builtinExposureProblem(loaded.config, chosen);
+  if (exposed !== undefined) return { ok: false, problems: formatProblems(file, [exposed]) };
   const tls = tlsProblems(loaded.config);
   if (tls.length > 0) return { ok: false, problems: formatProblems(file, tls) };
   const admin = adminProblems(loaded.config, env);
   if (admin.length > 0) return { ok: false, problems: formatProblems(file, admin) };
   const auth = loaded.config.policies.auth;
-  if (buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, text: read.text, ephemeral: undefined };
+  if (!ephemeralKey || buildKeyRing(auth, { env }).size > 0 || auth.keysFromEnv === null) return { ok: true, config: loaded.config, text: read.text, ephemeral: undefined };
   const ephemeral = newKey();
   env[auth.keysFromEnv] = ephemeral;
   loaded = load('required');
@@ -344,7 +358,7 @@ async function serve(args: string[]): Promise<number> {
   const reusePort = cluster.isWorker ? env[WORKER_PORT_ENV] : undefined;
   delete env[WORKER_POLICY_ENV];
   delete env[WORKER_PORT_ENV];
-  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true, handed);
+  const loaded = loadForServe(file, env, overrides, { ephemeralKey: values['ephemeral-key'] === true, fileGiven: values.policy !== undefined, handed });
   if (!loaded.ok) {
     process.stderr.write(loaded.problems + '\n');
     return EXIT.config;
@@ -353,6 +367,12 @@ async function serve(args: string[]): Promise<number> {
   // slow reader of stdout does not hold the event loop, flushed at exit.
   const log = processLogger(loggerOptions(loaded.config.log.level));
   setStoreLog(log);
+  // Until the gateway serves, a stop ends the process at once, with its line (then installStop, or
+  // the supervisor of --workers, takes the signal over).
+  onStopSignal((signal) => {
+    log.info({ signal, exitCode: EXIT.ok }, 'stopped before serving');
+    exitWhenWritten(log, EXIT.ok);
+  });
   const setup: ServeSetup = {
     file,
     text: loaded.text,
@@ -430,11 +450,6 @@ async function servePrimary(s: ServeSetup): Promise<number> {
       await closeRegistries();
       return EXIT.runtime;
     }
-    const drain = () => {
-      draining = true;
-    };
-    process.once('SIGTERM', drain);
-    process.once('SIGINT', drain);
   }
   let inForce = { text: s.text, config };
   const last = { text: s.text };
@@ -453,6 +468,11 @@ async function servePrimary(s: ServeSetup): Promise<number> {
       worker.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'reloaded while the worker started' } satisfies PolicyMessage, undefined, () => {});
     },
   });
+  // From now on a stop drains every worker (each stops gracefully), and /readyz says so at once.
+  onStopSignal((signal) => {
+    draining = true;
+    group.stop(signal);
+  });
   const reload = (reason: string) => {
     reloadAdmin(reason);
     const text = readForReload(s, reason, last);
@@ -464,10 +484,10 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     group.send({ type: POLICY_MESSAGE, text, reason } satisfies PolicyMessage);
   };
   onReloadSignal(reload);
-  if (s.watch) watchFile(s.file, () => reload('file changed'));
-  if (s.watch) for (const f of adminWatchFiles(config)) watchFile(f, () => reloadAdmin('admin file changed'));
+  if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+  if (s.watch) watchFiles(adminWatchFiles(config), () => reloadAdmin('admin file changed'), log);
   // Workers hold the certificate: a renewed file reaches them as a reload of the policy in force.
-  if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage));
+  if (s.watch) watchFiles(listenerTlsFiles(config), () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage), log);
   return -1;
 }
 
@@ -534,12 +554,12 @@ async function serveProcess(s: ServeSetup): Promise<number> {
     onReloadSignal(() => log.warn({ primaryPid: process.ppid }, 'SIGHUP sent to a worker is ignored: send it to the primary, which reloads every worker'));
   } else {
     onReloadSignal((reason) => reload(reason));
-    if (s.watch) watchFile(s.file, () => reload('file changed'));
-    if (s.watch) for (const f of adminWatchFiles(config)) watchFile(f, () => reloadAdmin('admin file changed'));
-    // The listener's certificate files are watched too: a renewal needs no policy change.
-    if (s.watch) for (const f of listenerTlsFiles(config)) watchFile(f, () => reloadListenerTls(running.server, log, 'certificate file changed'));
+    if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+    if (s.watch) watchFiles(adminWatchFiles(config), () => reloadAdmin('admin file changed'), log);
+    // The listener's certificate files are watched too (one reload when the key and the
+    // certificate change together): a renewal needs no policy change.
+    if (s.watch) watchFiles(listenerTlsFiles(config), () => reloadListenerTls(running.server, log, 'certificate file changed'), log);
   }
-  installStop(config.server, running, ops, state, log);
   const { host, port } = config.server;
   // Registry keys authenticate from the first request: the local copy is read before listening
   // (bounded; with Redis away the gateway starts anyway and file keys work).
@@ -553,6 +573,8 @@ async function serveProcess(s: ServeSetup): Promise<number> {
     await release();
     return EXIT.runtime;
   }
+  // The graceful stop from now on; before, a stop ended the start at once (serve's onStopSignal).
+  installStop(config.server, running, ops, state, log);
   state.phase = 'serving';
   const addr = running.server.address() as AddressInfo;
   const url = `${config.server.tls === null ? 'http' : 'https'}://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
@@ -666,8 +688,7 @@ function installStop(server: PolicyConfig['server'], running: RunningEngine, ops
     log.info({ signal, drainDelayMs }, 'draining: /readyz answers 503 while the listener still accepts');
     setTimeout(() => close(signal, since), drainDelayMs);
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  onStopSignal(stop);
 }
 
 /** The human text of a start, on stderr: stdout stays NDJSON. */
@@ -753,19 +774,45 @@ function portIsFree(host: string, port: number): Promise<boolean> {
   });
 }
 
-/** Calls `onChange` (debounced) when the file changes, also when an editor replaces it. */
-function watchFile(file: string, onChange: () => void): void {
+/** What a watched file is now: its content through every symlink, or why it cannot be read. */
+function snapshotOf(file: string): string {
+  try {
+    return `${realpathSync(file)}\0${readFileSync(file, 'latin1')}`;
+  } catch (err) {
+    return `unreadable\0${(err as NodeJS.ErrnoException).code ?? ''}`;
+  }
+}
+
+/**
+ * Calls `onChange` (debounced, once per change) when what one of `files` holds changes: an in-place
+ * write, an editor's rename into place, or a Kubernetes ConfigMap or Secret update. The kubelet
+ * swaps a symlink (`..data`, through `..data_tmp`) that the file's own symlink goes through, so the
+ * events name `..data`, never the file: every event in the file's directory is looked at, and the
+ * file's resolved path and content decide whether it changed.
+ */
+function watchFiles(files: readonly string[], onChange: () => void, log: Logger): void {
+  if (files.length === 0) return;
+  let last = files.map(snapshotOf).join('\0\0');
   let timer: NodeJS.Timeout | undefined;
   const fire = () => {
     clearTimeout(timer);
-    timer = setTimeout(onChange, 100);
+    timer = setTimeout(() => {
+      const now = files.map(snapshotOf).join('\0\0');
+      if (now === last) return;
+      last = now;
+      onChange();
+    }, 100);
   };
-  const dir = dirname(file);
-  const name = basename(file);
-  // Watching the directory sees a rename-into-place as well as an in-place write.
-  watch(dir, (_event, changed) => {
-    if (changed === null || changed === name) fire();
-  }).unref();
+  for (const dir of new Set(files.map((f) => dirname(f)))) {
+    try {
+      // The directory: it sees a rename into place and a symlink swap as well as an in-place write.
+      const watcher = watch(dir, fire);
+      watcher.on('error', (err) => log.error({ err, dir }, '--watch: the directory can no longer be watched; reload with SIGHUP'));
+      watcher.unref();
+    } catch (err) {
+      log.error({ err, dir }, '--watch: cannot watch the directory; reload with SIGHUP');
+    }
+  }
 }
 
 /** `check`: the validation `serve` runs, with the same flags and environment, nothing started. */
@@ -774,7 +821,7 @@ function check(args: string[]): number {
   const file = positionals[0] ?? defaultPolicyFile();
   const overrides = overridesOf('check', values);
   const env: Record<string, string | undefined> = { ...process.env };
-  const loaded = loadForServe(file, env, overrides, values['ephemeral-key'] === true);
+  const loaded = loadForServe(file, env, overrides, { ephemeralKey: values['ephemeral-key'] === true, fileGiven: positionals[0] !== undefined });
   if (!loaded.ok) {
     process.stdout.write(loaded.problems + '\n');
     return EXIT.config;
@@ -841,6 +888,12 @@ export async function main(argv: string[]): Promise<number> {
         if (rest.includes('--help') || rest.includes('-h')) throw new HelpRequested('keys');
         return await keysCommand(rest, PACKAGE_ROOT).catch((err: unknown) => {
           throw err instanceof KeysUsageError ? new UsageError(err.message, 'keys') : err;
+        });
+      case 'health':
+        if (rest.includes('--help') || rest.includes('-h')) throw new HelpRequested('health');
+        return await healthCommand(rest, PACKAGE_ROOT).catch((err: unknown) => {
+          const parseError = err instanceof TypeError && String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
+          throw err instanceof HealthUsageError || parseError ? new UsageError((err as Error).message, 'health') : err;
         });
       case 'schema':
         parse('schema', rest, {});

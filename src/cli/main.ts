@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 /** The `petstore-gateway` executable: see commands.ts. */
-import cluster from 'node:cluster';
-import { holdSighup } from './signals.js';
+import { holdSignals } from './signals.js';
 
-// Before the command's modules load: a SIGHUP while starting must not end the process (signals.ts).
-holdSighup();
+// Before the command's modules load: a signal while `serve` starts must neither end the process
+// silently nor leave it half started (signals.ts). SIGTERM/SIGINT are held for `serve` only: every
+// other command keeps their default (Ctrl-C ends it).
+holdSignals(process.argv[2] === 'serve');
+const cluster = (await import('node:cluster')).default;
 const { main } = await import('./commands.js');
 const code = await main(process.argv.slice(2));
 // A server command returns -1 and keeps the process alive until a signal stops it.

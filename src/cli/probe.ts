@@ -9,8 +9,12 @@
  * - 401/403: the upstream wants credentials before it says whether the path exists; a warning when
  *   `policies.auth.upstreamAuthorization` is `drop` (every call would be refused), else info.
  * - 404, 405, 3xx: nothing serves GET /pets there: a warning that the base path looks wrong, with the
- *   URL plus `/v1` as the likely fix when the URL does not end with `/v1`.
- * - other 4xx (e.g. 400 for the query): the path exists: info.
+ *   URL plus `/v1` as the likely fix when the URL has no version segment (`/v2`, say, is named as
+ *   the suspect instead: never `/v2/v1`).
+ * - 400, 421, 495, 496, 497 to this valid request: the upstream refuses the gateway itself, not the
+ *   request (nginx's 400 "No required SSL certificate was sent", a Host or SNI it does not serve,
+ *   HTTP to an HTTPS port): a warning naming upstream.tls, since every client would get 4xx.
+ * - other 4xx: the path exists: info.
  * - 5xx: a warning that the upstream answers with server errors.
  * - no answer (refused, DNS, timeout): an error line; requests get 502/504 until it answers.
  */
@@ -20,7 +24,10 @@ import { probeDispatcher } from '../tls/upstream.js';
 
 export const PROBE_TIMEOUT_MS = 2000;
 
-export type ProbeVerdict = 'ok' | 'needs-credentials' | 'wrong-base-path' | 'server-error' | 'reachable' | 'unreachable';
+export type ProbeVerdict = 'ok' | 'needs-credentials' | 'wrong-base-path' | 'refuses-gateway' | 'server-error' | 'reachable' | 'unreachable';
+
+/** Answers to a valid bare GET that say the upstream refuses the connection or the gateway, not the request. */
+const REFUSES_GATEWAY: ReadonlySet<number> = new Set([400, 421, 495, 496, 497]);
 
 export interface ProbeResult {
   readonly verdict: ProbeVerdict;
@@ -31,7 +38,8 @@ export interface ProbeResult {
 
 /** Classifies the probe's outcome: `status`, or the error when there was no answer. */
 export function judgeProbe(base: string, upstreamAuthorization: unknown, status: number | undefined, error?: string): ProbeResult {
-  const target = `GET ${base}/pets?limit=1`;
+  const trimmed = base.replace(/\/+$/, '');
+  const target = `GET ${trimmed}/pets?limit=1`;
   if (status === undefined) {
     return { verdict: 'unreachable', level: 'error', message: `upstream probe: ${target} got no answer (${error ?? 'error'}); requests will get 502/504 until the upstream answers` };
   }
@@ -48,9 +56,25 @@ export function judgeProbe(base: string, upstreamAuthorization: unknown, status:
     };
   }
   if (status === 404 || status === 405 || (status >= 300 && status < 400)) {
-    const path = new URL(base).pathname.replace(/\/+$/, '');
-    const hint = path.endsWith('/v1') ? 'check that it is the base the interface paths hang from' : `it probably lacks the /v1 base path: try --upstream ${base.replace(/\/+$/, '')}/v1`;
+    const path = new URL(trimmed).pathname.replace(/\/+$/, '');
+    const version = /\/v\d+$/.exec(path)?.[0];
+    const hint =
+      version === '/v1'
+        ? 'check that it is the base the interface paths hang from'
+        : version !== undefined
+          ? `its base path ends with ${version}, which serves no GET /pets there: set the base path the upstream serves the interface under (the interface's own is /v1)`
+          : `it probably lacks the /v1 base path: try --upstream ${trimmed}/v1`;
     return { verdict: 'wrong-base-path', status, level: 'warn', message: `upstream probe: ${target} answered ${status}, so the upstream URL looks wrong: ${hint}` };
+  }
+  if (REFUSES_GATEWAY.has(status)) {
+    return {
+      verdict: 'refuses-gateway',
+      status,
+      level: 'warn',
+      message:
+        `upstream probe: ${target}, a valid request, answered ${status}: the upstream likely refuses the gateway itself (a client certificate it requires: upstream.tls.certFile and keyFile; ` +
+        `a host name it does not serve: upstream.tls.servername or the URL's host; plain HTTP to an HTTPS port): until that is fixed, clients get 4xx answers for every call`,
+    };
   }
   if (status >= 500) return { verdict: 'server-error', status, level: 'warn', message: `upstream probe: ${target} answered ${status}: the upstream reports a server error` };
   return { verdict: 'reachable', status, level: 'info', message: `upstream probe: ${target} answered ${status}` };

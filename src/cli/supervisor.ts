@@ -4,13 +4,14 @@
  * (`reusePortSupported`), each listen on the port themselves so that the kernel balances the
  * connections and no primary is in their path;
  * hands each the environment of the moment (an ephemeral key, the policy in force), reports once
- * when all listen, passes messages on to every worker (a reload: commands.ts), forwards
- * SIGTERM/SIGINT (each stops gracefully), and exits 0 once all have. SIGHUP is the caller's: the
- * primary validates a reload before any worker sees it.
+ * when all listen, passes messages on to every worker (a reload: commands.ts), passes a stop on
+ * (`stop`: the caller's SIGTERM/SIGINT, signals.ts; each worker stops gracefully), and exits 0 once
+ * all have. SIGHUP is the caller's too: the primary validates a reload before any worker sees it.
  *
  * Failures: a worker of the first set that exits before listening (a bad policy,
  * the port in use) stops the whole gateway with that worker's exit code: nothing would serve, and
- * retrying cannot fix a config or a taken port. A worker that dies later is replaced after a
+ * retrying cannot fix a config or a taken port (one killed by a signal meanwhile is replaced, as
+ * below). A worker that dies later is replaced after a
  * back-off (100 ms doubling to 10 s); a replacement that cannot start, or dies within 10 s of
  * listening, is a quick crash, and after 5 quick crashes in a row the supervisor gives up and stops
  * (exit 1) rather than fork forever. Log lines name the worker as `workerPid`: pino already adds the
@@ -92,7 +93,9 @@ type ExitDecision =
  * in a row, until there are more of those than `maxQuickCrashes`.
  */
 function decideOnExit(state: WorkerState | undefined, started: boolean, streak: number, code: number | null, limits: SupervisorLimits): ExitDecision {
-  if (state?.initial === true && state.listeningAt === undefined && !started) return { stop: 'could not start', code: code === 78 ? 78 : 1, streak };
+  // Ended by a signal (`code` null), it did not fail to start: a signal that reached it before node
+  // ran any JavaScript (a SIGHUP to the whole process group) kills it, and another one is started.
+  if (state?.initial === true && state.listeningAt === undefined && !started && code !== null) return { stop: 'could not start', code: code === 78 ? 78 : 1, streak };
   const quick = state?.listeningAt === undefined || Date.now() - state.listeningAt < limits.quickCrashMs;
   const next = quick ? streak + 1 : 0;
   if (next > limits.maxQuickCrashes) return { stop: 'keeps crashing', code: 1, streak: next };
@@ -127,6 +130,8 @@ const alive = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker
 export interface WorkerGroup {
   /** Sends `message` to every running worker (one that is starting gets the state through `env`). */
   send(message: object): void;
+  /** Passes `signal` on to every worker (each drains), then exits 0 once all have stopped. */
+  stop(signal: NodeJS.Signals): void;
 }
 
 /** Starts the workers and supervises them until a signal stops them. */
@@ -195,16 +200,18 @@ export function superviseWorkers(o: SuperviseOptions): WorkerGroup {
       return stopAll('SIGTERM', decision.code);
     }
     log.error({ workerPid, code, signal, restartInMs: decision.delayMs }, 'worker exited; starting another');
-    const timer = setTimeout(() => void (pending.delete(timer), stopping || fork(false)), decision.delayMs);
+    // Before the first set all listen, a replacement takes its place in that set (the banner waits for it).
+    const initial = state?.initial === true;
+    const timer = setTimeout(() => void (pending.delete(timer), stopping || fork(initial && !started)), decision.delayMs);
     pending.add(timer);
   });
 
   for (let i = 0; i < (o.staggered === true ? 1 : o.workers); i++) fork(true);
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stopAll(signal, 0));
   return {
     send(message) {
       // A worker whose channel is closing is replaced, and the replacement reads `env`.
       for (const w of alive()) if (w.isConnected()) w.send(message, undefined, () => {});
     },
+    stop: (signal) => stopAll(signal, 0),
   };
 }

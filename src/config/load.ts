@@ -231,6 +231,16 @@ function parseText(text: string, format: 'json' | 'yaml'): { value: unknown } | 
   return { value: doc.toJS() ?? {} };
 }
 
+/**
+ * The `upstream.url` a policy text itself writes (before any default or override), or undefined
+ * when it writes none; for a text that does not parse, undefined too (validation reports it).
+ */
+export function upstreamUrlWritten(text: string, format: 'json' | 'yaml' = 'yaml'): unknown {
+  const parsed = parseText(text, format);
+  if ('problems' in parsed || !isMapping(parsed.value) || !isMapping(parsed.value.upstream)) return undefined;
+  return parsed.value.upstream.url;
+}
+
 /** Validates the text of a policy file. Pure: reads nothing but its arguments. */
 export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
   const parsed = parseText(text, options.format ?? 'yaml');

@@ -99,6 +99,30 @@ function contractWeakenings(prev: Policies, next: Policies): string[] {
   return out;
 }
 
+/** Whether a listener bound to `host` is reachable from this machine only. */
+function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/**
+ * The built-in demo backend (pets in process memory, created by anyone with a key) is never an
+ * accident: bound to an address other machines reach, `serve` (and `check`) refuse it unless it was
+ * chosen, by `--upstream builtin` or in the policy file given with `--policy` (`upstream: { url:
+ * builtin }`). Falling into it (no `--policy`, the packaged quickstart policy, or a file that
+ * leaves `upstream.url` out) is the mistake this catches: a healthy-looking fake API.
+ */
+export function builtinExposureProblem(config: PolicyConfig, chosen: boolean): { path: string; message: string } | undefined {
+  if (config.upstream.url !== 'builtin' || chosen || isLoopback(config.server.host)) return undefined;
+  return {
+    path: '$.upstream.url',
+    message:
+      `is the built-in demo backend (pets in memory) by default, and server.host ${config.server.host} is not loopback: ` +
+      `set upstream.url to your upstream's base URL (ending with /v1), or choose the demo explicitly with --upstream builtin ` +
+      `or upstream: { url: builtin } in the file given with --policy`,
+  };
+}
+
 /** Logs what the configuration `serve` starts with leaves exposed (one warn line each). */
 export function warnAtStart(config: PolicyConfig, log: { warn(fields: Record<string, unknown>, message: string): void }): void {
   const exposed = bruteForceExposureWarning(config);

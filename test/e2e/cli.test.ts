@@ -3,12 +3,13 @@
  * (0 ok, 2 usage, 78 bad config), `check`, `hash-key`, `new-key`, and `serve` for real.
  */
 import t from 'tap';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertError, assertJson } from '../helpers/assert.js';
-import { bearer, ENGINES, ensureBuilt, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
-import { within } from '../helpers/wait.js';
+import { bearer, childEnv, ENGINES, ensureBuilt, plainCommand, PROJECT_ROOT, request, runCli, sendJson, spawnCliUntil, startStubUpstream, closedPort, tempDir } from '../helpers/servers.js';
+import { waitFor, within } from '../helpers/wait.js';
 
 ensureBuilt();
 
@@ -48,6 +49,25 @@ writeFileSync(
     '',
   ].join('\n'),
 );
+// A key registry on a port where nothing listens: `check` never contacts it, and `serve` starts
+// without it (its keys come once Redis answers).
+const REGISTRY_POLICY = join(dir, 'registry.yaml');
+const registryPolicyWritten = closedPort().then((port) =>
+  writeFileSync(REGISTRY_POLICY, `version: 1\npolicies:\n  auth:\n    registry:\n      redis: { url: "redis://127.0.0.1:${port}" }\n`),
+);
+/** Names the demo backend itself: a choice. */
+const CHOSEN_BUILTIN = join(dir, 'chosen-builtin.yaml');
+writeFileSync(CHOSEN_BUILTIN, 'version: 1\nupstream: { url: builtin }\n');
+/** Leaves upstream.url out: the demo backend by default, no choice. */
+const NO_UPSTREAM = join(dir, 'no-upstream.yaml');
+writeFileSync(NO_UPSTREAM, 'version: 1\nupstream: { timeouts: { headersMs: 5000 } }\n');
+/** The image's default command (deploy/Dockerfile CMD), with free ports. */
+const IMAGE_CMD = (() => {
+  const text = readFileSync(join(PROJECT_ROOT, 'deploy', 'Dockerfile'), 'utf8');
+  const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(text)?.[1] ?? '[]') as string[];
+  return cmd.map((a, i) => (cmd[i - 1] === '--port' || cmd[i - 1] === '--admin-port' ? '0' : a));
+})();
+
 /** Runs the functions given to it at most `n` at a time, in the order given; each call's result. */
 function pool(n: number): <T>(run: () => Promise<T>) => Promise<T> {
   let active = 0;
@@ -92,6 +112,14 @@ const runs = {
   serveBadUpstream: queued(() => runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'not-a-url'], { timeoutMs: 30_000 })),
   serveUpstreamUser: queued(() => runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'http://partner@127.0.0.1:1/v1'], { timeoutMs: 30_000 })),
   serveBadUpstreamPassword: queued(() => runCli(t, [...SERVE, '--ephemeral-key', '--upstream', 'http://partner:hunter2@127.0.0.1:1/v1?x'], { timeoutMs: 30_000 })),
+  checkRegistry: registryPolicyWritten.then(() => queued(() => runCli(t, ['check', REGISTRY_POLICY], { timeoutMs: 30_000 }))),
+  checkRegistryEphemeral: registryPolicyWritten.then(() => queued(() => runCli(t, ['check', REGISTRY_POLICY, '--ephemeral-key'], { timeoutMs: 30_000 }))),
+  imageCmd: queued(() => runCli(t, IMAGE_CMD, { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedDefault: queued(() => runCli(t, ['check', '--host', '::'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedFlag: queued(() => runCli(t, ['check', '--host', '0.0.0.0', '--upstream', 'builtin'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedChosen: queued(() => runCli(t, ['check', CHOSEN_BUILTIN, '--host', '0.0.0.0'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkExposedUnset: queued(() => runCli(t, ['check', NO_UPSTREAM, '--host', '0.0.0.0'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
+  checkLoopbackUnset: queued(() => runCli(t, ['check', NO_UPSTREAM, '--host', 'localhost'], { env: { PETSTORE_API_KEYS: KEY }, timeoutMs: 30_000 })),
 };
 // At LOG_LEVEL info, so that the test can check the key reaches no log line. `serve` is the one
 // command that depends on the engine: it runs once per engine.
@@ -114,7 +142,7 @@ t.test('--help prints the usage and exits 0', async (t) => {
   const r = await runs.help;
   t.equal(r.code, 0);
   t.match(r.stdout, /^petstore-gateway: /);
-  for (const command of ['serve', 'check [FILE]', 'hash-key', 'new-key', 'backend', 'schema']) t.match(r.stdout, `petstore-gateway ${command}`);
+  for (const command of ['serve', 'check [FILE]', 'hash-key', 'new-key', 'backend', 'health', 'schema']) t.match(r.stdout, `petstore-gateway ${command}`);
   t.equal(r.stderr, '');
 });
 
@@ -256,6 +284,44 @@ ENGINES.forEach((engine, i) => {
   });
 });
 
+// parity: `check` starts no engine; `serve` with a registry refuses or starts before any engine matters.
+t.test('a key registry never makes a key nobody asked for: check lists none, serve prints none (only --ephemeral-key does)', async (t) => {
+  const r = await runs.checkRegistry;
+  t.equal(r.code, 0, 'a registry alone is enough to start');
+  t.notMatch(r.stdout, /ephemeral/, 'no ephemeral key listed');
+  t.notMatch(r.stdout, /PETSTORE_API_KEYS#1/, 'nor a key of the environment');
+  const asked = await runs.checkRegistryEphemeral;
+  t.equal(asked.code, 0);
+  t.match(asked.stdout, /key \(ephemeral\): made at each start, all operations/, 'asked for: listed');
+
+  const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', REGISTRY_POLICY, '--host', '127.0.0.1', '--port', '0'], /petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) /, {
+    timeoutMs: 30_000,
+    env: { LOG_LEVEL: 'info' },
+    stream: 'stderr',
+  });
+  assertError(t, await request(`${match[1]}/v1/pets`, { headers: bearer('psg_' + 'A'.repeat(43)) }), 401, 'invalid_api_key');
+  // After a round trip: the banner's next lines (a key, when one is made) are out by now.
+  t.notMatch(handle.output().stderr, /API key for this run|try: curl/, 'serve prints no key');
+  t.notMatch(handle.output().stdout, /psg_/, 'and logs none');
+  handle.child.kill('SIGTERM');
+  await within(handle.exited, 10_000, 'timeout' as const);
+});
+
+// parity: `check` and `serve` refuse the policy before any engine is loaded.
+t.test('the built-in demo backend on a non-loopback host only when chosen: the flag or the file given, else 78', async (t) => {
+  const image = await runs.imageCmd;
+  t.equal(image.code, 78, `the image's default command (${IMAGE_CMD.join(' ')}) refuses`);
+  t.match(image.stderr, /\$\.upstream\.url: is the built-in demo backend \(pets in memory\) by default, and server\.host 0\.0\.0\.0 is not loopback: set upstream\.url .* --upstream builtin or upstream: \{ url: builtin \} in the file given with --policy/);
+  t.equal(image.stdout, '', 'it never listened');
+  const dflt = await runs.checkExposedDefault;
+  t.equal(dflt.code, 78, 'check without FILE (the packaged policy is no choice), host ::');
+  t.match(dflt.stdout, /\$\.upstream\.url: .*server\.host :: is not loopback/);
+  t.equal((await runs.checkExposedUnset).code, 78, 'a file that leaves upstream.url out');
+  t.equal((await runs.checkExposedFlag).code, 0, '--upstream builtin is a choice');
+  t.equal((await runs.checkExposedChosen).code, 0, 'a file given that writes upstream: { url: builtin } is a choice');
+  t.equal((await runs.checkLoopbackUnset).code, 0, 'on loopback the default stays the quickstart');
+});
+
 // parity: `serve` refuses the policy (no API key) before it loads any engine.
 t.test('serve with no key and no --ephemeral-key exits 78', async (t) => {
   const r = await runs.serveNoKey;
@@ -371,3 +437,38 @@ t.test('the start probe: an upstream URL without /v1 is warned about; an unreach
   const key = /API key for this run \(kept in memory only\): (\S+)/.exec(down.handle.output().stderr)?.[1] ?? '';
   t.equal((await request(`${down.match[1]}/v1/pets`, { headers: bearer(key) })).status, 502, 'and it serves (502 while the upstream is down)');
 });
+
+// parity: npm's own output around the CLI, whatever engine serves.
+t.test("`npm start -s` (README's advice for a log collector): stdout carries JSON lines only", async (t) => {
+  // Its own process group: npm does not pass SIGTERM on, so the group is stopped.
+  const child = spawn(...plainCommand('npm', ['start', '-s', '--', '--port', '0', '--admin-port', '0']), { cwd: PROJECT_ROOT, env: childEnv({ LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const exited = new Promise((r) => child.once('exit', r));
+  t.teardown(async () => {
+    try {
+      process.kill(-(child.pid ?? 0), 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+    await within(exited, 5000, undefined);
+  });
+  const [, url, key] = await waitFor('the banner and key', () => /listening on (http:\/\/127\.0\.0\.1:\d+) [\s\S]*API key for this run \(kept in memory only\): (\S+)\n/.exec(stderr) ?? undefined, 30_000);
+  t.equal((await request(`${url}/v1/pets`, { headers: bearer(key!) })).status, 200);
+  await waitFor('the access line', () => (stdout.includes('"status":200') ? true : undefined), 10_000);
+  process.kill(-(child.pid ?? 0), 'SIGTERM');
+  await within(exited, 20_000, undefined);
+  const lines = stdout.split('\n').filter((l) => l !== '');
+  t.ok(lines.length >= 3, `${lines.length} lines`);
+  const notJson = lines.filter((l) => {
+    try {
+      return typeof JSON.parse(l) !== 'object';
+    } catch {
+      return true;
+    }
+  });
+  t.strictSame(notJson, [], 'every stdout line is a JSON object');
+});
+

@@ -74,23 +74,30 @@ function exitWithin(handle: ProcessHandle, ms: number) {
   return Promise.race([handle.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms).unref())]);
 }
 
-/** Whether process `pid` catches SIGHUP now (Linux: bit 0 of SigCgt in /proc/PID/status). */
-function catchesSighup(pid: number): boolean {
+/** Whether process `pid` catches signal number `signal` now (Linux: its bit of SigCgt in /proc/PID/status). */
+function catches(pid: number, signal: number): boolean {
   try {
     const m = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m !== null && (BigInt(`0x${m[1]}`) & 1n) === 1n;
+    return m !== null && ((BigInt(`0x${m[1]}`) >> BigInt(signal - 1)) & 1n) === 1n;
   } catch {
     return false;
   }
 }
+const catchesSighup = (pid: number) => catches(pid, 1);
 
 /**
  * The CLI as a process manager starts it: plain node (nodeCommand). The test runner's loader in a
  * child's NODE_OPTIONS would catch SIGHUP itself before main.ts runs (and re-raise it when alone),
  * which would make "node catches SIGHUP" true too early.
  */
-function spawnPlain(t: TapTest, args: string[], ready: RegExp): { pid: number; started: Promise<{ handle: ProcessHandle; match: RegExpMatchArray }> } {
-  const child = spawn(...nodeCommand([CLI, ...withAdminPort(args)]), { cwd: PROJECT_ROOT, env: childEnv({ LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnPlain(
+  t: TapTest,
+  args: string[],
+  ready: RegExp,
+  options: { detached?: boolean } = {},
+): { pid: number; handle: ProcessHandle; started: Promise<{ handle: ProcessHandle; match: RegExpMatchArray }> } {
+  // detached: a process group of its own (the test may signal the whole group, as a terminal's hangup does).
+  const child = spawn(...nodeCommand([CLI, ...withAdminPort(args)]), { cwd: PROJECT_ROOT, env: childEnv({ LOG_LEVEL: 'info' }), stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached === true });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
@@ -98,7 +105,9 @@ function spawnPlain(t: TapTest, args: string[], ready: RegExp): { pid: number; s
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
   t.teardown(async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGKILL');
+    // The group: workers too, should the primary be gone.
+    if (options.detached === true) process.kill(-(child.pid ?? 0), 'SIGKILL');
+    else child.kill('SIGKILL');
     await exited;
   });
   const handle: ProcessHandle = { child, output: () => ({ stdout, stderr }), exited };
@@ -107,7 +116,8 @@ function spawnPlain(t: TapTest, args: string[], ready: RegExp): { pid: number; s
     if (match === 'exited') throw new Error(`exited (${child.exitCode ?? child.signalCode}) before ${String(ready)}\nstdout: ${stdout}\nstderr: ${stderr}`);
     return { handle, match };
   })();
-  return { pid: child.pid ?? 0, started };
+  started.catch(() => undefined);
+  return { pid: child.pid ?? 0, handle, started };
 }
 
 /** Statuses of `n` requests, each on a fresh connection (so the cluster spreads them over workers). */
@@ -214,6 +224,84 @@ t.test('a SIGHUP while serve starts is deferred with a line, then the reload run
   t.equal(reloaded.reason, early ? 'SIGHUP (deferred)' : 'SIGHUP');
   t.equal(linesWith(handle, 'policy reloaded').length, 1, 'one reload');
   t.equal((await request(`${match[1]}/v1/pets`, { headers: bearer(KEY) })).status, 200, 'serving');
+});
+
+// 9b. Signals on a schedule from the moment node runs main.ts (it catches SIGHUP): before that
+// instant node itself is booting and no program can catch a signal (signals.ts).
+const SCHEDULE_MS = [0, 50, 150, 400];
+
+// parity: the early signal handlers are main.ts's and the supervisor's, installed before any engine is loaded.
+t.test('SIGHUP 0, 50, 150 and 400 ms into the start never stops serve, alone or with --workers 2 (the whole process group)', async (t) => {
+  for (const workers of [1, 2]) {
+    await t.test(`--workers ${workers}`, async (t) => {
+      const file = policyFile(`hup-schedule-${workers}.yaml`, KEY);
+      const { pid, handle, started } = spawnPlain(t, ['serve', '--policy', file, '--port', '0', '--workers', String(workers)], BANNER, { detached: true });
+      await waitFor('SIGHUP caught', () => catchesSighup(pid), 10_000);
+      const since = performance.now();
+      for (const at of SCHEDULE_MS) {
+        await sleep(Math.max(0, at - (performance.now() - since)));
+        if (handle.child.exitCode !== null || handle.child.signalCode !== null) break;
+        // To the group: with --workers, a worker still booting gets it too.
+        process.kill(-pid, 'SIGHUP');
+      }
+      const { match } = await started;
+      t.pass(`serving after ${SCHEDULE_MS.length} SIGHUPs`);
+      t.strictSame(await statuses(match[1] ?? '', KEY, 4), [200, 200, 200, 200], 'answers with the key');
+      // And it still reloads: with --workers, each worker logs its own line.
+      const before = linesWith(handle, 'policy reloaded').length;
+      handle.child.kill('SIGHUP');
+      await waitFor('the reload lines', () => linesWith(handle, 'policy reloaded').length >= before + workers, 10_000);
+      t.notOk(linesWith(handle, 'a worker could not start; stopping').length > 0, 'no worker stopped the group');
+      handle.child.kill('SIGTERM');
+      const exit = await exitWithin(handle, 20_000);
+      t.not(exit, 'timeout');
+      if (exit !== 'timeout') t.strictSame(exit, { code: 0, signal: null }, 'then SIGTERM stops it, exit 0');
+    });
+  }
+});
+
+/** The pids of the children of `pid` (Linux: /proc/PID/task/PID/children). */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((p) => p !== '').map(Number);
+  } catch {
+    return [];
+  }
+}
+
+// parity: the supervisor's rule for a worker that never listened is the CLI's, whatever engine the workers run.
+t.test('--workers 2: a worker of the first set killed by a signal while it starts is replaced; the group starts', async (t) => {
+  const file = policyFile('worker-killed.yaml', KEY);
+  const { pid, handle, started } = spawnPlain(t, ['serve', '--policy', file, '--port', '0', '--workers', '2'], /listening on (http:\/\/127\.0\.0\.1:\d+) .* with 2 workers\n/);
+  const first = await waitFor('a worker forked', () => childrenOf(pid)[0], 20_000);
+  // Long before it listens (a start takes hundreds of ms): as a hangup or the OOM killer would.
+  process.kill(first, 'SIGKILL');
+  const { match } = await started;
+  t.strictSame(await statuses(match[1] ?? '', KEY, 4), [200, 200, 200, 200], 'serving');
+  t.match(linesWith(handle, 'worker exited; starting another')[0], { workerPid: first, signal: 'SIGKILL' }, 'the killed worker was replaced');
+  handle.child.kill('SIGTERM');
+  const exit = await exitWithin(handle, 20_000);
+  if (exit !== 'timeout') t.equal(exit.code, 0);
+});
+
+// parity: the early stop handler is main.ts's, installed before any engine is loaded.
+t.test('SIGTERM 0, 50, 150 or 400 ms into the start exits 0 with a line, alone or with --workers 2', async (t) => {
+  const file = policyFile('term-schedule.yaml', KEY);
+  for (const workers of [1, 2]) {
+    for (const at of SCHEDULE_MS) {
+      const { pid, handle } = spawnPlain(t, ['serve', '--policy', file, '--port', '0', '--workers', String(workers)], BANNER);
+      await waitFor('SIGHUP caught', () => catchesSighup(pid), 10_000);
+      await sleep(at);
+      process.kill(pid, 'SIGTERM');
+      const exit = await exitWithin(handle, 20_000);
+      const { stdout, stderr } = handle.output();
+      const what = `--workers ${workers}, SIGTERM at +${at} ms`;
+      t.strictSame(exit, { code: 0, signal: null }, `${what}: exit 0`);
+      // Before the logger exists, a line on stderr; after, a JSON line (or the stop of a gateway that already served).
+      const said = /SIGTERM while starting: stopped before serving/.test(stderr) || /"msg":"stopped before serving"/.test(stdout) || /"msg":"stopped"/.test(stdout);
+      t.ok(said, `${what}: a line says it stopped`);
+    }
+  }
 });
 
 // 9. --workers: the policy in force for every worker, SIGHUP at once after start, a crash never

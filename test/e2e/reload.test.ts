@@ -9,7 +9,8 @@
  * engine's front holds the gateway of a request, run on each engine.
  */
 import t from 'tap';
-import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { Agent, request as httpRequest, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { assertError } from '../helpers/assert.js';
@@ -29,6 +30,7 @@ import {
   type ProcessHandle,
 } from '../helpers/servers.js';
 import { hashKey } from '../../src/policies/auth/index.js';
+import { httpsRequest, makeTestPki } from '../helpers/certs.js';
 
 ensureBuilt();
 
@@ -76,6 +78,31 @@ function writeAtomic(file: string, text: string): void {
   renameSync(tmp, file);
 }
 
+/**
+ * A directory as the kubelet lays out a ConfigMap or Secret volume: each file a symlink through
+ * `..data`, itself a symlink to a timestamped directory; `update` writes a new one and swaps
+ * `..data` atomically (through `..data_tmp`), then removes nothing the test needs.
+ */
+function kubeletVolume(root: string, files: Record<string, string | Buffer>): { dir: string; update(next: Record<string, string | Buffer>): void } {
+  mkdirSync(root, { recursive: true });
+  let version = 0;
+  const write = (next: Record<string, string | Buffer>) => {
+    const name = `..2026_11_28_00_00_0${version++}`;
+    mkdirSync(join(root, name));
+    for (const [file, content] of Object.entries(next)) writeFileSync(join(root, name, file), content);
+    return name;
+  };
+  symlinkSync(write(files), join(root, '..data'));
+  for (const file of Object.keys(files)) symlinkSync(join('..data', file), join(root, file));
+  return {
+    dir: root,
+    update(next) {
+      symlinkSync(write(next), join(root, '..data_tmp'));
+      renameSync(join(root, '..data_tmp'), join(root, '..data'));
+    },
+  };
+}
+
 /** A policy file text: JSON, which is YAML 1.2. */
 function policy(policies: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): string {
   return JSON.stringify({ version: 1, upstream: { url: 'builtin' }, ...extra, policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' }, ...policies } }, null, 2) + '\n';
@@ -117,6 +144,15 @@ const list = (gw: Gw, key: string, query = '') => request(`${gw.url}/v1/pets${qu
 const stub = startStubUpstream(t, stubHandler);
 const BASE = policy();
 const load = Object.fromEntries(ENGINES.map((e) => [e, serve(`load-${e}`, BASE, ['--engine', e])])) as Record<Engine, Promise<Gw>>;
+// (d2): the policy from a ConfigMap volume, the certificate from a Secret volume, over TLS.
+const pki = makeTestPki(t);
+const configMap = kubeletVolume(join(dir, 'configmap'), { 'policy.yaml': policy({}, { server: { tls: { certFile: join(dir, 'secret', 'tls.crt'), keyFile: join(dir, 'secret', 'tls.key') } } }) });
+const secret = kubeletVolume(join(dir, 'secret'), { 'tls.crt': pki.read(pki.server.cert), 'tls.key': pki.read(pki.server.key) });
+const kubelet = spawnCliUntil(t, ['serve', '--policy', join(configMap.dir, 'policy.yaml'), '--host', '127.0.0.1', '--port', '0', '--watch'], /petstore-gateway listening on (https:\/\/127\.0\.0\.1:\d+) /, {
+  env: { PETSTORE_API_KEYS: KEY, LOG_LEVEL: 'info' },
+  timeoutMs: 30_000,
+});
+kubelet.catch(() => undefined);
 const processes = {
   // The SIGHUP tests (a) (b) (c) run on the default engine's load process, before its load test.
   main: load.fastify,
@@ -272,6 +308,35 @@ t.test('--watch: writing the file reloads it without a signal', async (t) => {
     await sleep(400);
     t.equal(logEntries(gw.handle, since).filter((e) => e.msg === RELOADED || e.msg === REFUSED).length, 0, 'no reload');
   });
+});
+
+// parity: --watch is the CLI's file watcher, before any engine; the TLS listener's reload is the same node server on every engine (tls.test.ts).
+t.test('--watch follows a Kubernetes ConfigMap and Secret update (the ..data symlink swap): the policy and the certificate', async (t) => {
+  const { handle, match } = await kubelet;
+  const url = match[1]!;
+  const ca = pki.read(pki.ca);
+  const limit0 = () => httpsRequest(`${url}/v1/pets?limit=0`, { ca, headers: { authorization: `Bearer ${KEY}` } });
+  t.equal((await limit0()).status, 400, 'limit=0 refused under the first policy');
+
+  let since = handle.output().stdout.length;
+  const tls = { certFile: join(dir, 'secret', 'tls.crt'), keyFile: join(dir, 'secret', 'tls.key') };
+  configMap.update({ 'policy.yaml': policy({ 'list-pets': { outOfRange: 'clamp' } }, { server: { tls } }) });
+  const outcome = await nextReload(handle, since);
+  t.equal(outcome.msg, RELOADED, 'the ConfigMap update is reloaded');
+  t.equal(outcome.reason, 'file changed');
+  t.equal((await limit0()).status, 200, 'limit=0 clamped: the new policy serves');
+  await sleep(400);
+  t.equal(logEntries(handle, since).filter((e) => e.msg === RELOADED || e.msg === REFUSED).length, 1, 'one reload for one update');
+
+  since = handle.output().stdout.length;
+  secret.update({ 'tls.crt': pki.read(pki.server2.cert), 'tls.key': pki.read(pki.server2.key) });
+  const notAfter = new Date(Date.parse(new X509Certificate(readFileSync(pki.server2.cert)).validTo)).toISOString();
+  const reloaded = await waitFor('the certificate reload', () => logEntries(handle, since).find((e) => e.msg === 'TLS certificate reloaded'), 5000);
+  t.match(reloaded, { reason: 'certificate file changed', notAfter }, 'the Secret update is reloaded: the second certificate');
+  await sleep(400);
+  t.equal(logEntries(handle, since).filter((e) => e.msg === 'TLS certificate reloaded').length, 1, 'one reload for the certificate and key swapped together');
+  t.equal(logEntries(handle, since).filter((e) => e.msg === RELOADED || e.msg === REFUSED).length, 0, 'a Secret update is no policy change');
+  t.equal((await limit0()).status, 200, 'still serving over TLS');
 });
 
 // ---------------------------------------------------------------------------------------------

