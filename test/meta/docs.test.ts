@@ -7,6 +7,7 @@
 import { execFile } from 'node:child_process';
 import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { policyFileSchema } from '../../src/config/schema.js';
@@ -104,4 +105,44 @@ t.test('docs/embedding.md shows each compiled embedding snippet as it is compile
     const code = readFileSync(join(dir, f), 'utf8').split('\n').slice(1).join('\n');
     t.ok(blocks.includes(code), `${f} is on the page as written`);
   }
+});
+
+/** `excerpt` is part of `whole`: every key it shows has the same value there (lists of named items matched by name). */
+function subsetProblems(excerpt: unknown, whole: unknown, path: string, out: string[]): string[] {
+  if (Array.isArray(excerpt)) {
+    if (!Array.isArray(whole)) return [...out, `${path}: a list on the page, not in the manifest`];
+    excerpt.forEach((item, i) => {
+      const name = (item as { name?: unknown } | null)?.name;
+      const match = name === undefined ? whole[i] : whole.find((w) => (w as { name?: unknown } | null)?.name === name);
+      subsetProblems(item, match, `${path}[${name === undefined ? i : String(name)}]`, out);
+    });
+    return out;
+  }
+  if (excerpt !== null && typeof excerpt === 'object') {
+    if (whole === null || typeof whole !== 'object' || Array.isArray(whole)) return [...out, `${path}: not in the manifest`];
+    for (const [k, v] of Object.entries(excerpt)) subsetProblems(v, (whole as Record<string, unknown>)[k], `${path}.${k}`, out);
+    return out;
+  }
+  if (excerpt !== whole) out.push(`${path}: the page says ${JSON.stringify(excerpt)}, the manifest ${JSON.stringify(whole)}`);
+  return out;
+}
+
+t.test("operations.md's Kubernetes probes are deploy/kubernetes.yaml's", async (t) => {
+  const page = readFileSync(join(DOCS, 'operations.md'), 'utf8');
+  const section = page.slice(page.indexOf('### Kubernetes probes'));
+  const block = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+  if (block === undefined) return t.fail('no yaml block under "### Kubernetes probes"');
+  const excerpt = parse(block) as { spec?: { containers?: unknown[] } };
+  const deployment = parseAllDocuments(readFileSync(join(PROJECT_ROOT, 'deploy', 'kubernetes.yaml'), 'utf8'))
+    .map((d) => d.toJS() as { kind?: string; spec?: { template?: { spec?: unknown } } })
+    .find((d) => d.kind === 'Deployment');
+  const pod = deployment?.spec?.template?.spec;
+  t.ok(pod, 'the manifest has a Deployment');
+  const shown = JSON.stringify(excerpt);
+  for (const probe of ['livenessProbe', 'readinessProbe', 'startupProbe']) t.ok(shown.includes(`"${probe}"`), `the page shows the ${probe}`);
+  t.strictSame(subsetProblems(excerpt.spec, pod, 'spec', []), [], 'every value the page shows is the manifest\'s');
+
+  // The check itself: one changed value is reported.
+  const altered = parse(block.replace(/periodSeconds: 5\b/, 'periodSeconds: 2')) as { spec?: unknown };
+  t.match(subsetProblems(altered.spec, pod, 'spec', []).join('\n'), /readinessProbe\.periodSeconds: the page says 2/, 'a drifted excerpt is reported');
 });
