@@ -5,13 +5,14 @@
  * embedding page shows the snippets that test/meta/embedding.test.ts compiles, not other code.
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, posix } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { policyFileSchema } from '../../src/config/schema.js';
 import { CATALOGUE } from '../../src/core/errors.js';
+import { POLICY_MODULES } from '../../src/policies/index.js';
 import { ensureBuilt, PROJECT_ROOT, tempDir, nodeCommand } from '../helpers/servers.js';
 
 const run = promisify(execFile);
@@ -145,4 +146,110 @@ t.test("operations.md's Kubernetes probes are deploy/kubernetes.yaml's", async (
   // The check itself: one changed value is reported.
   const altered = parse(block.replace(/periodSeconds: 5\b/, 'periodSeconds: 2')) as { spec?: unknown };
   t.match(subsetProblems(altered.spec, pod, 'spec', []).join('\n'), /readinessProbe\.periodSeconds: the page says 2/, 'a drifted excerpt is reported');
+});
+
+/** GitHub's anchor of a heading: lower case, markup and punctuation dropped, spaces as hyphens. */
+function slug(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
+/** The anchors of a Markdown page: one per heading (a repeated one gets -1, -2, ...), outside code blocks. */
+function anchors(text: string): Set<string> {
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  let fenced = false;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('```')) fenced = !fenced;
+    const m = fenced ? null : /^#{1,6} (.*)$/.exec(line);
+    if (m === null) continue;
+    const base = slug(m[1]!);
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    out.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return out;
+}
+
+/** The relative links of a Markdown page (outside code), as [target file, anchor]. */
+function links(text: string): Array<[string, string | undefined]> {
+  const prose = text.replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
+  const out: Array<[string, string | undefined]> = [];
+  for (const m of prose.matchAll(/\]\(([^)\s]+)\)/g)) {
+    const target = m[1]!;
+    if (/^[a-z]+:/i.test(target)) continue;
+    const [file, anchor] = target.split('#', 2) as [string, string | undefined];
+    out.push([file, anchor]);
+  }
+  return out;
+}
+
+t.test('every docs page is reachable from the README, and every relative link resolves', async (t) => {
+  const pages = new Map<string, string>();
+  const read = (rel: string): string => {
+    let text = pages.get(rel);
+    if (text === undefined) {
+      text = readFileSync(join(PROJECT_ROOT, rel), 'utf8');
+      pages.set(rel, text);
+    }
+    return text;
+  };
+  const problems: string[] = [];
+  const reached = new Set<string>(['README.md']);
+  const queue = ['README.md'];
+  for (let i = 0; i < queue.length && i < 1000; i++) {
+    const from = queue[i]!;
+    const dir = posix.dirname(from);
+    for (const [file, anchor] of links(read(from))) {
+      const to = file === '' ? from : posix.normalize(posix.join(dir, file)).replace(/\/$/, '');
+      if (!existsSync(join(PROJECT_ROOT, to))) {
+        problems.push(`${from}: the link to ${file} names no file`);
+        continue;
+      }
+      if (!to.endsWith('.md')) continue;
+      if (anchor !== undefined && !anchors(read(to)).has(anchor)) problems.push(`${from}: ${to} has no heading for #${anchor}`);
+      if (!reached.has(to)) {
+        reached.add(to);
+        queue.push(to);
+      }
+    }
+  }
+  t.strictSame(problems, [], 'every relative link names a file, and every anchor a heading');
+  const docs = readdirSync(DOCS).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+  t.strictSame(docs.filter((d) => !reached.has(d)), [], 'every page under docs/ is reachable from README.md');
+  const index = read('docs/README.md');
+  const listed = new Set(links(index).map(([f]) => posix.normalize(posix.join('docs', f))));
+  t.strictSame(docs.filter((d) => d !== 'docs/README.md' && !listed.has(d)), [], 'docs/README.md lists every page');
+  t.ok(links(read('README.md')).some(([f]) => f === 'docs/README.md'), "the README's links include docs/README.md");
+
+  // The check itself: a page that nothing links to, and a broken anchor, are found.
+  t.notOk(anchors('# A\n## `b.c` d\n').has('nope'), 'an unknown anchor is not a heading');
+  t.ok(anchors('# A\n## `b.c` d\n```\n# not\n```\n').has('bc-d'), 'a heading with code and a dot has its GitHub anchor');
+  t.notOk(anchors('```\n# not a heading\n```\n').has('not-a-heading'), 'a line in a code block is not a heading');
+});
+
+t.test("policies.md's chain names every policy in the order src/policies/index.ts runs them", async (t) => {
+  const page = readFileSync(join(DOCS, 'policies.md'), 'utf8');
+  const section = page.slice(page.indexOf('## The policies'));
+  const chain = /request: ((?:`[a-z-]+`\s*→\s*)+`[a-z-]+`)/.exec(section)?.[1];
+  if (chain === undefined) return t.fail('no chain "`a` → `b` ..." under "## The policies"');
+  const names = [...chain.matchAll(/`([a-z-]+)`/g)].map((m) => m[1]);
+  t.strictSame(names, POLICY_MODULES.map((m) => m.name), 'the chain on the page is the order of POLICY_MODULES');
+  for (const m of POLICY_MODULES) t.ok(page.includes(`\`${m.name}\``), `${m.name} is on the page`);
+});
+
+t.test("the README's Node requirement is package.json's engines", async (t) => {
+  const engines = (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node;
+  const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
+  const contributing = readFileSync(join(PROJECT_ROOT, 'CONTRIBUTING.md'), 'utf8');
+  t.ok(readme.includes(`\`${engines}\``), `README.md quotes engines (${engines})`);
+  t.ok(contributing.includes(`\`${engines}\``), `CONTRIBUTING.md quotes engines (${engines})`);
+  // Each major the range allows is named, with the minimum minor, and no other major is offered.
+  const majors = [...engines.matchAll(/\^(\d+)\.(\d+)\.\d+/g)].map((m) => [m[1]!, m[2]!] as const);
+  const requirement = /with Node ([^:]*):/.exec(readme)?.[1] ?? '';
+  for (const [major, minor] of majors) t.match(requirement, new RegExp(`Node ${major}${minor === '0' ? '' : `\\.${minor}`}|\\b${major}\\b`), `the README names Node ${major}`);
+  for (const m of requirement.matchAll(/Node (\d+)/g)) t.ok(majors.some(([major]) => major === m[1]), `Node ${m[1]} is allowed by engines`);
 });
