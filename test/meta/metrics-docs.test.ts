@@ -18,6 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { parse } from 'yaml';
 import { h2Request, httpsRequest, makeTestPki } from '../helpers/certs.js';
 import { parseExposition } from '../helpers/prom.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
@@ -191,4 +192,14 @@ t.test('every metric /metrics exports, with every feature on, is in docs/operati
   const rows = metricsTable(readFileSync(join(PROJECT_ROOT, 'docs', 'operations.md'), 'utf8'));
   const problems = tableProblems(rows, families);
   t.strictSame(problems, [], problems.length === 0 ? 'the table and /metrics agree' : `docs/operations.md's metrics table and /metrics disagree:\n  ${problems.join('\n  ')}`);
+
+  // The alert rules of docs/production.md use metrics that exist.
+  const production = readFileSync(join(PROJECT_ROOT, 'docs', 'production.md'), 'utf8');
+  const rules = /## Alerts[\s\S]*?```yaml\n([\s\S]*?)```/.exec(production)?.[1] ?? '';
+  const used = new Set([...rules.matchAll(/\b((?:petstore_gateway|http_server|http_client)_[a-z0-9_]+)/g)].map((m) => m[1]!));
+  const parsed = parse(rules) as { groups?: Array<{ rules?: Array<{ alert?: string; expr?: string }> }> };
+  const alerts = parsed.groups?.flatMap((g) => g.rules ?? []) ?? [];
+  t.ok(alerts.length >= 5 && alerts.every((r) => typeof r.alert === 'string' && typeof r.expr === 'string'), 'the rules are Prometheus rule YAML (alert, expr)');
+  t.ok(used.size >= 5, `production.md's alert rules name metrics (${[...used].join(', ')})`);
+  for (const name of used) t.ok(families.has(name) || families.has(name.replace(/_(bucket|sum|count)$/, '')), `production.md's alerts: ${name} is exported`);
 });
