@@ -234,7 +234,7 @@ t.test('every docs page is reachable from the README, and every relative link re
 t.test("policies.md's chain names every policy in the order src/policies/index.ts runs them", async (t) => {
   const page = readFileSync(join(DOCS, 'policies.md'), 'utf8');
   const section = page.slice(page.indexOf('## The policies'));
-  const chain = /request: ((?:`[a-z-]+`\s*→\s*)+`[a-z-]+`)/.exec(section)?.[1];
+  const chain = /((?:`[a-z-]+`\s*→\s*){3,}`[a-z-]+`)/.exec(section)?.[1];
   if (chain === undefined) return t.fail('no chain "`a` → `b` ..." under "## The policies"');
   const names = [...chain.matchAll(/`([a-z-]+)`/g)].map((m) => m[1]);
   t.strictSame(names, POLICY_MODULES.map((m) => m.name), 'the chain on the page is the order of POLICY_MODULES');
