@@ -253,3 +253,28 @@ t.test("the README's Node requirement is package.json's engines", async (t) => {
   for (const [major, minor] of majors) t.match(requirement, new RegExp(`Node ${major}${minor === '0' ? '' : `\\.${minor}`}|\\b${major}\\b`), `the README names Node ${major}`);
   for (const m of requirement.matchAll(/Node (\d+)/g)) t.ok(majors.some(([major]) => major === m[1]), `Node ${m[1]} is allowed by engines`);
 });
+
+t.test('statements the code contradicts stay out of the pages (D6, D21, I3)', async (t) => {
+  const page = (name: string) => readFileSync(join(DOCS, name), 'utf8').replace(/\s+/g, ' ');
+  // Each fact from the code first, so that the check goes if the code changes its mind.
+  const { failingStatus } = await import('../../src/core/forward/breaker.js');
+  t.ok(failingStatus(502) && failingStatus(504) && !failingStatus(500) && !failingStatus(429), 'the breaker counts 502-504, never a 4xx or 500');
+  t.notMatch(page('policies.md'), /consecutive failures \([^)]*5xx/, 'policies.md does not say any 5xx trips the breaker');
+
+  const { clientResolver } = await import('../../src/policies/auth/client-address.js');
+  const resolve = clientResolver(['127.0.0.1']);
+  t.equal(resolve({ remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': '1.1.1.1' } } as never), '1.1.1.1', 'the lock charges the client behind a trusted proxy');
+  for (const name of ['scaling.md', 'policies.md', 'security.md']) {
+    t.notMatch(page(name), /affects the forwarded headers only, not this count|counted per client address \(the connection's peer address\)|Brute-force protection and the access log's `client` field use the connection's peer/, `${name}: the lock is not said to key on the TCP peer`);
+  }
+
+  const { rateLimit } = await import('../../src/policies/rate-limit/index.js');
+  t.match(JSON.stringify(rateLimit.schema), /never unlimited/, 'onStoreError: open limits with the process\'s own counters');
+  t.notMatch(page('scaling.md'), /keep serving, unlimited/, 'scaling.md does not call onStoreError: open unlimited');
+
+  const headers = readFileSync(join(PROJECT_ROOT, 'src', 'core', 'headers.ts'), 'utf8');
+  t.match(headers, /conn\.tls \? 'https' : 'http'/, 'X-Forwarded-Proto follows the connection');
+  t.notMatch(page('security.md'), /does not terminate TLS/, 'security.md does not say the gateway never terminates TLS');
+  t.ok(POLICY_MODULES.some((m) => m.name === 'cors'), 'a cors policy exists');
+  for (const name of ['security.md', 'choices.md']) t.notMatch(page(name), /preflights are not answered/, `${name} does not say preflights go unanswered`);
+});
