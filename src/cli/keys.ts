@@ -29,7 +29,8 @@ Issue, list, rotate and revoke the keys of the key registry that the policy file
 (policies.auth.registry); every gateway sharing it sees a change within a second.
   create    a key for a new id; the secret is printed once, alone on one stdout line
   list      id, created, expires, operations, last used (never a secret or a hash)
-  rotate    a new secret for the id; the old one stays valid for --overlap (default 24h; 0: ends now)
+  rotate    a new secret for the id; every older secret stays valid for --overlap at most
+            (default 24h; 0: every older secret ends now, as for a leaked key)
   revoke    removes the id and all its secrets
   --policy FILE   the policy file (default: ./policies/default.yaml, else the packaged one)
   --operations    comma-separated operationIds the key may call (listPets, createPet, getPet)
@@ -151,7 +152,12 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
       const made = await registry.rotate(p.id, overlap);
       out.write(made.key + '\n');
       audit('rotated', p.id, { overlapSeconds: overlap });
-      err.write(`key '${p.id}' rotated; the previous secret is valid until ${made.previousValidUntil}\n`);
+      const n = made.previousSecrets;
+      err.write(
+        n === 0
+          ? `key '${p.id}' rotated; every previous secret ended now\n`
+          : `key '${p.id}' rotated; ${n === 1 ? 'the previous secret is' : `${n} previous secrets are`} valid until ${made.previousValidUntil}${n === 1 ? '' : ' at the latest'}\n`,
+      );
       return 0;
     }
     default:

@@ -329,21 +329,25 @@ export class KeyRegistry {
   }
 
   /**
-   * A new secret for an existing id; its current secret stays valid for `overlapSeconds` (0: ends
-   * now), older overlaps keep their own end, and ended ones are dropped.
+   * A new secret for an existing id. Every older secret ends at `now + overlapSeconds` at the
+   * latest: the current one then, and one still in an earlier overlap at its own end or then,
+   * whichever comes first (0: every older secret ends now, the answer to a leaked key; an overlap
+   * shorter than an earlier one caps it). Ended ones are dropped. `previousValidUntil` is the
+   * latest end of the older secrets that remain (now when none does): what the gateway enforces.
    */
-  async rotate(id: string, overlapSeconds: number): Promise<{ info: KeyInfo; key: string; previousValidUntil: string }> {
+  async rotate(id: string, overlapSeconds: number): Promise<{ info: KeyInfo; key: string; previousValidUntil: string; previousSecrets: number }> {
     const { text, record } = await this.read(id);
     if (record === undefined) throw new RegistryError('unknown', `no key with id '${id}'`);
     const now = this.now();
     const until = now + overlapSeconds * 1000;
     const key = newRegistryKey();
     const kept: SecretRecord[] = record.secrets
-      .map((s) => (s.until === undefined ? { hash: s.hash, until } : s))
-      .filter((s) => s.until !== undefined && s.until > now);
+      .map((s) => ({ hash: s.hash, until: s.until === undefined ? until : Math.min(s.until, until) }))
+      .filter((s) => s.until > now);
     const next: KeyRecord = { ...record, secrets: [...kept, { hash: hashKey(key) }] };
     await this.write(id, text, next);
-    return { info: infoOf(next, undefined), key, previousValidUntil: new Date(until).toISOString() };
+    const latest = kept.reduce((m, s) => Math.max(m, s.until ?? now), now);
+    return { info: infoOf(next, undefined), key, previousValidUntil: new Date(latest).toISOString(), previousSecrets: kept.length };
   }
 
   /** Removes the key and every one of its secrets. */
