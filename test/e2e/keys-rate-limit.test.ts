@@ -10,9 +10,19 @@ import { KeyRegistry } from '../../src/registry/registry.js';
 import { closeRegistries } from '../../src/registry/index.js';
 import { startRedis } from '../helpers/redis.js';
 import { bearer, ensureBuilt, request, runCli, startGateway, tempDir } from '../helpers/servers.js';
-import { waitFor } from '../helpers/wait.js';
 
 ensureBuilt();
+
+/** Polls an async condition every 50 ms until it holds; throws after `ms` (bounded: at most ms / 50 + 1 tries). */
+async function until(what: string, pred: () => Promise<boolean>, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  for (let i = 0; i <= ms / 50; i++) {
+    if (await pred()) return;
+    if (Date.now() > end) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${what}: not within ${ms} ms`);
+}
 
 t.test('perKey names a registry id: check notes it, the gateway limits that consumer', async (t) => {
   const redis = await startRedis();
@@ -34,7 +44,7 @@ t.test('perKey names a registry id: check notes it, the gateway limits that cons
   const gamma = await writer.create({ id: 'partner-gamma' });
   const gw = await startGateway(t, policy);
   t.teardown(() => closeRegistries());
-  await waitFor('the registry key works', async () => (await request(`${gw.url}/v1/pets`, { headers: bearer(gamma.key) })).status === 200, 5000);
+  await until('the registry key works', async () => (await request(`${gw.url}/v1/pets`, { headers: bearer(gamma.key) })).status === 200, 5000);
 
   const statuses: number[] = [];
   let policyHeader: unknown;
