@@ -1,22 +1,23 @@
 /**
  * `petstore-gateway keys create|list|rotate|revoke`: the key registry from the command line, the
- * same operations as the admin API (src/ops/admin-keys.ts). The registry is the one the policy
- * file names (`policies.auth.registry`, `--policy FILE`).
+ * same operations as the admin API (src/ops/admin-keys.ts); `keys export|import|reset-epoch`: its
+ * backup and what an operator does after Redis lost its data (docs/keys.md). The registry is the
+ * one the policy file names (`policies.auth.registry`, `--policy FILE`).
  *
  * A new secret is printed once, alone on one stdout line (so `KEY=$(petstore-gateway keys create
  * ...)` captures exactly it); everything else goes to stderr. The secret is never stored or logged.
  */
 import { parseArgs } from 'node:util';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import type { PolicyConfig } from '../config/types.js';
 import type { Logger } from 'pino';
 import { adminTokens, keyAdminRoutes, type AdminRoute } from '../ops/admin-keys.js';
-import { KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/registry.js';
+import { EXPORT_FORMAT, KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/registry.js';
 import { openRegistry } from '../registry/index.js';
-import { ID_PATTERN, type KeyInfo } from '../registry/records.js';
+import { ID_PATTERN, parseRecord, type KeyInfo, type KeyRecord } from '../registry/records.js';
 import { describeConnection } from '../stores/connection.js';
 import { parseDateTime } from '../policies/deprecation/index.js';
 
@@ -24,6 +25,9 @@ export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operati
        petstore-gateway keys list [--json] [--policy FILE]
        petstore-gateway keys rotate ID [--overlap 24h] [--policy FILE]
        petstore-gateway keys revoke ID [--policy FILE]
+       petstore-gateway keys export [--policy FILE] > backup.json
+       petstore-gateway keys import FILE|- [--policy FILE]
+       petstore-gateway keys reset-epoch [--policy FILE]
 
 Issue, list, rotate and revoke the keys of the key registry that the policy file names
 (policies.auth.registry); every gateway sharing it sees a change within a second.
@@ -32,6 +36,11 @@ Issue, list, rotate and revoke the keys of the key registry that the policy file
   rotate    a new secret for the id; every older secret stays valid for --overlap at most
             (default 24h; 0: every older secret ends now, as for a leaked key)
   revoke    removes the id and all its secrets
+  export    every key record (hashes only, never a secret) as JSON on stdout: a backup
+  import    writes the records of an export back (each replaces its id's) and makes every gateway
+            take Redis as the registry again: the restore after Redis lost its data
+  reset-epoch  accepts what Redis holds now as the registry after a data loss that will not be
+            restored: every gateway drops the keys it kept that Redis no longer has
   --policy FILE   the policy file (default: ./policies/default.yaml, else the packaged one)
   --operations    comma-separated operationIds the key may call (listPets, createPet, getPet)
   --expires T     when the key stops working (RFC 3339)
@@ -69,14 +78,40 @@ function table(keys: readonly KeyInfo[]): string {
 interface Parsed {
   readonly action: string;
   readonly values: Record<string, string | boolean | undefined>;
-  /** '' for `list` only: every other action requires an id (parseKeysArgs). */
+  /** '' for the actions of NO_ID and import: every other action requires an id (parseKeysArgs). */
   readonly id: string;
+  /** `keys import FILE`: the export to read ('-': stdin). */
+  readonly file?: string | undefined;
+}
+
+const ACTIONS = ['create', 'list', 'rotate', 'revoke', 'export', 'import', 'reset-epoch'];
+/** The actions that take no id and no file. */
+const NO_ID = ['list', 'export', 'reset-epoch'];
+
+/** The records of an export file (`keys export`), checked before anything is written. */
+export function readExport(text: string): KeyRecord[] {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new KeysUsageError('the file to import is not JSON: give the output of keys export');
+  }
+  const e = v as { format?: unknown; records?: unknown };
+  if (typeof v !== 'object' || v === null || e.format !== EXPORT_FORMAT || !Array.isArray(e.records)) {
+    throw new KeysUsageError(`the file to import is not a keys export (format "${EXPORT_FORMAT}", records [...])`);
+  }
+  const id = new RegExp(ID_PATTERN);
+  return e.records.map((r: unknown, i: number) => {
+    const record = parseRecord(JSON.stringify(r));
+    if (record === undefined || !id.test(record.id)) throw new KeysUsageError(`record ${i + 1} of the file to import is not a key record (id, created, secrets: [{hash: sha256:...}])`);
+    return record;
+  });
 }
 
 function parseKeysArgs(args: string[]): Parsed {
   const [action, ...rest] = args;
-  if (action === undefined || !['create', 'list', 'rotate', 'revoke'].includes(action)) {
-    throw new KeysUsageError(action === undefined ? 'keys needs an action: create, list, rotate or revoke' : `unknown keys action '${action}'`);
+  if (action === undefined || !ACTIONS.includes(action)) {
+    throw new KeysUsageError(action === undefined ? `keys needs an action: ${ACTIONS.join(', ')}` : `unknown keys action '${action}'`);
   }
   let parsed;
   try {
@@ -90,10 +125,18 @@ function parseKeysArgs(args: string[]): Parsed {
     throw new KeysUsageError((err as Error).message);
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
+  if (action === 'import') {
+    if (parsed.positionals.length !== 1) throw new KeysUsageError('keys import needs one FILE (an export), or - for stdin');
+    return { action, values, id: '', file: parsed.positionals[0] };
+  }
+  if (NO_ID.includes(action)) {
+    if (parsed.positionals.length > 0) throw new KeysUsageError(`unexpected argument '${parsed.positionals[0]}'`);
+    return { action, values, id: '' };
+  }
   const wantsPositional = action === 'rotate' || action === 'revoke';
   if (parsed.positionals.length > (wantsPositional ? 1 : 0)) throw new KeysUsageError(`unexpected argument '${parsed.positionals.at(-1)}'`);
   const id = wantsPositional ? parsed.positionals[0] : (values.id as string | undefined);
-  if (action !== 'list' && id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
+  if (id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
   if (id !== undefined && !new RegExp(ID_PATTERN).test(id)) throw new KeysUsageError(`a key id is 1 to 64 letters, digits, '.', '_' or '-' (starting with a letter or digit), not '${id}'`);
   return { action, values, id: id ?? '' };
 }
@@ -124,7 +167,7 @@ function audit(action: string, id: string, extra: Record<string, unknown> = {}):
 }
 
 /** Runs one action against the registry; the exit code. */
-async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Promise<number> {
+async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig, records: readonly KeyRecord[]): Promise<number> {
   const out = process.stdout;
   const err = process.stderr;
   switch (p.action) {
@@ -160,6 +203,25 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
       );
       return 0;
     }
+    case 'export': {
+      const backup = await registry.exportAll();
+      out.write(JSON.stringify(backup, null, 2) + '\n');
+      audit('exported', '*', { keys: backup.records.length });
+      err.write(`${backup.records.length} key record(s) exported: hashes only, no secret; keep the file as confidential as Redis\n`);
+      return 0;
+    }
+    case 'import': {
+      await registry.restore(records);
+      audit('imported', '*', { keys: records.length });
+      err.write(`${records.length} key record(s) imported; every gateway takes Redis as the registry again\n`);
+      return 0;
+    }
+    case 'reset-epoch': {
+      await registry.restore([]);
+      audit('reset-epoch', '*');
+      err.write('registry epoch reset: every gateway takes what Redis holds now as the registry (keys it kept after a data loss and that Redis lacks stop working)\n');
+      return 0;
+    }
     default:
       await registry.revoke(p.id);
       audit('revoked', p.id);
@@ -172,6 +234,17 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
 export async function keysCommand(args: string[], packageRoot: string): Promise<number> {
   const p = parseKeysArgs(args);
   if (p.action === 'create') createInput(p);
+  // A file that cannot be imported is refused before Redis is even asked.
+  let records: KeyRecord[] = [];
+  if (p.action === 'import') {
+    let text: string;
+    try {
+      text = readFileSync(p.file === '-' ? 0 : (p.file ?? ''), 'utf8');
+    } catch (err) {
+      throw new KeysUsageError(`cannot read ${p.file}: ${(err as Error).message}`);
+    }
+    records = readExport(text);
+  }
   const file = (p.values.policy as string | undefined) ?? defaultPolicyFile(packageRoot);
   const env = { ...process.env };
   const loaded = loadPolicyFile(file, { env }, {}, { keys: 'not-checked' });
@@ -189,7 +262,7 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([registry.ready, new Promise((r) => (timer = setTimeout(r, rc.redis.connectTimeoutMs + 500)))]);
     clearTimeout(timer);
-    return await act(p, registry, loaded.config);
+    return await act(p, registry, loaded.config, records);
   } catch (err) {
     if (err instanceof KeysUsageError) throw err;
     const why = err instanceof RegistryError && err.reason !== 'unavailable' ? err.message : `the key registry (${describeConnection(rc.redis)}) is not reachable; nothing was changed`;

@@ -22,7 +22,7 @@ export { HEADERS_SCHEMA, UPSTREAM_SCHEMA };
 export const SERVER_ADMIN_SCHEMA = {
   ...ADMIN_SCHEMA,
   description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, and /keys when admin tokens are set), on a port of its own; null turns it off.',
-  default: { ...ADMIN_SCHEMA.default, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS' },
+  default: { ...ADMIN_SCHEMA.default, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false } },
   properties: {
     ...ADMIN_SCHEMA.properties,
     tokensFromEnv: {
@@ -31,6 +31,20 @@ export const SERVER_ADMIN_SCHEMA = {
       default: 'PETSTORE_ADMIN_TOKENS',
       description:
         'An environment variable with the admin API\'s bearer tokens, comma-separated (held as hashes, compared in constant time; an API key never works there). The key admin API (/keys) answers 404 while the variable is unset or empty, or when this is null.',
+    },
+    readiness: {
+      type: 'object',
+      additionalProperties: false,
+      default: { upstream: false },
+      description: 'What /readyz answers 503 for besides starting, draining and a fail-closed store that is down. Its JSON `detail` always shows the upstream and the key registry.',
+      properties: {
+        upstream: {
+          type: 'boolean',
+          default: false,
+          description:
+            'true: not ready while the circuit breaker is open or the upstream is unreachable. Off by default: every replica shares one upstream, so a 503 on all of them takes the whole service out of rotation and clients get refused connections instead of the Error shape (502/503).',
+        },
+      },
     },
   },
 } as const;
