@@ -81,6 +81,10 @@ t.test('two gateways, one registry: create, revoke, rotate across processes; the
   await within('the new key works on B', 1000, async () => (await pets(b, made.key)) === 200);
   for (let i = 0; i < 6; i++) t.equal(await pets(b, made.key), 200, `B request ${i + 1}`);
   t.equal(await pets(a, made.key), 200, 'and on A');
+  // B runs --workers 2: its primary's /readyz shows the group's registry state in its detail.
+  const ready = await request(`${b.admin}/readyz`);
+  t.equal(ready.status, 200);
+  t.match(ready.json, { status: 'ready', detail: { keyRegistry: { connected: true, fresh: true, dataLoss: false, keys: 1 } } });
   t.equal(await pets(b, FILE_KEY), 200, 'file keys work beside the registry');
   const scoped = await request(`${b.url}/v1/pets/1`, { headers: bearer(made.key) });
   t.equal(scoped.status, 403, 'the key keeps its operations on the other instance');
