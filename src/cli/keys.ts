@@ -32,7 +32,8 @@ export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operati
 Issue, list, rotate and revoke the keys of the key registry that the policy file names
 (policies.auth.registry); every gateway sharing it sees a change within a second.
   create    a key for a new id; the secret is printed once, alone on one stdout line
-  list      id, created, expires, operations, last used (never a secret or a hash)
+  list      id, created, expires, operations, last used, until when older secrets work (never a
+            secret or a hash)
   rotate    a new secret for the id; every older secret stays valid for --overlap at most
             (default 24h; 0: every older secret ends now, as for a leaked key)
   revoke    removes the id and all its secrets
@@ -67,10 +68,10 @@ function defaultPolicyFile(packageRoot: string): string {
   return existsSync(local) ? local : join(packageRoot, 'policies', 'default.yaml');
 }
 
-const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED'];
+const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED', 'OLD SECRETS UNTIL'];
 
 function table(keys: readonly KeyInfo[]): string {
-  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-'])];
+  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-', k.previousValidUntil ?? '-'])];
   const widths = HEADER.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
 }

@@ -471,7 +471,7 @@ export class KeyRegistry {
     await this.write(input.id, '', record).catch((err: unknown) => {
       throw err instanceof RegistryError && err.reason === 'conflict' ? new RegistryError('exists', `a key with id '${input.id}' exists`) : err;
     });
-    return { info: infoOf(record, undefined), key };
+    return { info: infoOf(record, undefined, this.now()), key };
   }
 
   /**
@@ -493,7 +493,7 @@ export class KeyRegistry {
     const next: KeyRecord = { ...record, secrets: [...kept, { hash: hashKey(key) }] };
     await this.write(id, text, next);
     const latest = kept.reduce((m, s) => Math.max(m, s.until ?? now), now);
-    return { info: infoOf(next, undefined), key, previousValidUntil: new Date(latest).toISOString(), previousSecrets: kept.length };
+    return { info: infoOf(next, undefined, now), key, previousValidUntil: new Date(latest).toISOString(), previousSecrets: kept.length };
   }
 
   /** Removes the key and every one of its secrets. */
@@ -512,7 +512,7 @@ export class KeyRegistry {
     const out: KeyInfo[] = [];
     for (const [, text] of Array.isArray(all) ? pairsOf(all) : Object.entries(all)) {
       const r = parseRecord(String(text));
-      if (r !== undefined) out.push(infoOf(r, usedMap.get(r.id)));
+      if (r !== undefined) out.push(infoOf(r, usedMap.get(r.id), this.now()));
     }
     return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }

@@ -134,6 +134,8 @@ t.test('two gateways, one registry: create, revoke, rotate across processes; the
   const reported = Date.parse(/valid until (\S+)/.exec(r1.stderr)?.[1] ?? '');
   t.ok(Math.abs(reported - (Date.now() + 3600_000)) < 60_000, `a routine rotation reports the old secret's end: ${r1.stderr}`);
   await within('both secrets work on A and B', 1000, async () => (await pets(a, k1)) === 200 && (await pets(b, k2)) === 200);
+  const listed = async (id: string) => ((await request(`${a.admin}/keys`, { headers: admin() })).json as { keys: Array<{ id: string; previousValidUntil: string | null }> }).keys.find((k) => k.id === id);
+  t.equal(Date.parse((await listed('leaky'))?.previousValidUntil ?? ''), reported, 'GET /keys reports the older secret\'s end');
   const r2 = await runCli(t, ['keys', 'rotate', 'leaky', '--overlap', '0', '--policy', file]);
   t.equal(r2.code, 0, r2.stderr);
   t.match(r2.stderr, /every previous secret ended now/, 'the CLI says every older secret ended');
@@ -144,6 +146,7 @@ t.test('two gateways, one registry: create, revoke, rotate across processes; the
   });
   t.ok(ended < 1000, `every older secret refused everywhere ${Math.round(ended)} ms after --overlap 0`);
   t.equal(await pets(b, k3), 200, 'the new secret works');
+  t.equal((await listed('leaky'))?.previousValidUntil, null, 'GET /keys: no older secret works');
   // The same through the admin API (on B): a routine rotation, then overlapSeconds 0.
   const s1 = ((await request(`${b.admin}/keys`, { method: 'POST', headers: admin(), body: JSON.stringify({ id: 'leaky-api' }) })).json as { key: string }).key;
   const s2 = ((await request(`${b.admin}/keys/leaky-api/rotate`, { method: 'POST', headers: admin(), body: '{}' })).json as { key: string }).key;
