@@ -114,7 +114,15 @@ return {redis.call('GET', KEYS[2]) or '', e or '', all}
  */
 const RESTORE_LUA = `
 for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('SET', KEYS[3], ARGV[1])
+local e = ARGV[1]
+local cur = redis.call('GET', KEYS[3])
+if cur then
+  -- Newer than the epoch in place even when this host's clock is behind the one that wrote it.
+  local ct = tonumber(string.match(cur, '^(%d+)-'))
+  local nt = tonumber(string.match(e, '^(%d+)-'))
+  if ct and nt and ct >= nt then e = string.format('%.0f', ct + 1) .. string.sub(e, string.find(e, '-', 1, true), -1) end
+end
+redis.call('SET', KEYS[3], e)
 local v = redis.call('INCR', KEYS[2])
 redis.call('PUBLISH', ARGV[2], '*')
 return v
@@ -206,6 +214,9 @@ export class KeyRegistry {
   /** While Redis has lost the registry's data: the copy this process had then (kept answering). */
   private lost: Map<string, LocalSecret> | undefined;
   private lossDetected = 0;
+  /** The full read a message asked for, while it runs; and whether another was asked meanwhile. */
+  private wholeRead: Promise<void> | undefined;
+  private readAgain = false;
   private confirmedMs = -Infinity;
   private lastUsed = new Map<string, number>();
   private syncTimer: NodeJS.Timeout | undefined;
@@ -330,6 +341,25 @@ export class KeyRegistry {
     return this.connected.then(() => this.conn.command(this.keys.records, args));
   }
 
+  /**
+   * A full read a message asked for (`*`, or an epoch that moved): one at a time, and at most one
+   * more when more were asked meanwhile, so a flood of messages (anyone who may PUBLISH) costs two
+   * reads, not one per message. A change it missed moved the version: the periodic sync reads it.
+   */
+  private resyncSoon(): Promise<void> {
+    if (this.wholeRead !== undefined) {
+      this.readAgain = true;
+      return this.wholeRead;
+    }
+    this.wholeRead = (async () => {
+      for (let i = 0; i < 2 && (i === 0 || this.readAgain); i++) {
+        this.readAgain = false;
+        await this.resync();
+      }
+    })().finally(() => (this.wholeRead = undefined));
+    return this.wholeRead;
+  }
+
   /** Reads every record and replaces the local copy; subscribes on the first success. */
   private async resync(): Promise<void> {
     // Bounded: a full read that raced an announced change is repeated, at most three times.
@@ -354,7 +384,7 @@ export class KeyRegistry {
       }
       this.adopt(version, epoch, next);
       // Shared by concurrent syncs (the first connection runs two), so `ready` means subscribed.
-      this.subscription ??= this.conn.subscribe(this.keys.channel, (id) => void (id === '*' ? this.resync() : this.refresh(id))).then(
+      this.subscription ??= this.conn.subscribe(this.keys.channel, (id) => void (id === '*' ? this.resyncSoon() : this.refresh(id))).then(
         () => true,
         () => {
           this.subscription = undefined;
@@ -431,7 +461,7 @@ export class KeyRegistry {
         deadline(this.run(['HGET', this.keys.records, id]), t) as Promise<string | null>,
         deadline(this.run(['GET', this.keys.epoch]), t).then((e) => String(e ?? '')),
       ]);
-      if (this.lost === undefined && epoch !== this.epoch) return void (await this.resync());
+      if (this.lost === undefined && epoch !== this.epoch) return void (await this.resyncSoon());
       const next = new Map([...this.local].filter(([, s]) => s.grant.consumer.id !== id));
       const record = text === null ? undefined : parseRecord(String(text));
       if (record !== undefined) for (const [digest, s] of localSecrets(record)) next.set(digest, s);

@@ -125,3 +125,32 @@ t.test('a restart without persistence; a registry from before epochs; a stale re
   t.ok(knows(reader, fresh.key), 'the key it knew keeps working');
   t.ok(knows(reader, old), 'and what Redis holds is added');
 });
+
+t.test('attacks on the epoch and the channel: a future epoch does not block a reset; a flood of "*" costs a few reads', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const reader = opened(t, redis.url, true);
+  const writer = opened(t, redis.url, false);
+  await Promise.all([reader.ready, writer.ready]);
+  const a = await writer.create({ id: 'a' });
+  await waitFor('a known', () => knows(reader, a.key), 2000);
+  // An epoch from a clock far ahead (or a hand edit) is adopted as an operator's...
+  cli(redis, 'SET', 'loss:{keys}:epoch', '9999999999999-00000000000000ff');
+  cli(redis, 'INCR', 'loss:{keys}:version');
+  await new Promise((r) => setTimeout(r, 400));
+  t.ok(knows(reader, a.key));
+  await writer.revoke('a');
+  // ...and a later reset-epoch still wins: it writes a newer one than the epoch in place.
+  await writer.restore([]);
+  t.match(cli(redis, 'GET', 'loss:{keys}:epoch'), /^10000000000000-[0-9a-f]{16}$/);
+  await waitFor('a gone', () => !knows(reader, a.key), 2000);
+  t.equal(reader.status().dataLoss, false);
+
+  // 300 "*" messages (anyone who may PUBLISH): the full reads are coalesced.
+  const before = Number(/cmdstat_eval:calls=(\d+)/.exec(cli(redis, 'INFO', 'commandstats'))?.[1] ?? 0);
+  const args = Array.from({ length: 300 }, () => ['PUBLISH', 'loss:keys:changed', '*']);
+  spawnSync('redis-cli', ['-p', String(redis.port)], { input: args.map((a) => a.join(' ')).join('\n') + '\n', encoding: 'utf8', timeout: 5000 });
+  await new Promise((r) => setTimeout(r, 500));
+  const evals = Number(/cmdstat_eval:calls=(\d+)/.exec(cli(redis, 'INFO', 'commandstats'))?.[1] ?? 0) - before;
+  t.ok(evals < 30, `${evals} full reads for 300 messages`);
+});
