@@ -105,6 +105,13 @@ export function readExport(text: string): KeyRecord[] {
   return e.records.map((r: unknown, i: number) => {
     const record = parseRecord(JSON.stringify(r));
     if (record === undefined || !id.test(record.id)) throw new KeysUsageError(`record ${i + 1} of the file to import is not a key record (id, created, secrets: [{hash: sha256:...}])`);
+    // What a gateway reads of it must mean what it says: a date it cannot read would never expire.
+    const dates = [record.created, ...(record.expires === undefined ? [] : [record.expires])];
+    if (dates.some((d) => typeof d !== 'string' || !DATE_TIME.test(d) || Number.isNaN(parseDateTime(d)))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a date that is not RFC 3339`);
+    if (record.operations !== undefined && (!Array.isArray(record.operations) || record.operations.some((o) => !OPERATIONS.includes(o)))) {
+      throw new KeysUsageError(`record ${i + 1} ('${record.id}') names an operation other than ${OPERATIONS.join(', ')}`);
+    }
+    if (record.secrets.some((sec) => sec.until !== undefined && !Number.isSafeInteger(sec.until))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a secret whose end is not epoch milliseconds`);
     return record;
   });
 }

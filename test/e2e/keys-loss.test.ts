@@ -81,6 +81,14 @@ t.test('Redis loses the registry: detected, kept, restored; cut off: visible', a
   t.match(errors[0], /"keysKept":\["partner-gamma"\]/);
   t.match(handle.output().stdout, /Redis reachable again/, 'the reconnection is logged');
 
+  // A file that is not an export is refused before anything is written (exit 2): still lost.
+  const bad = join(dir, 'bad.json');
+  writeFileSync(bad, JSON.stringify({ format: 'petstore-gateway-keys/1', records: [{ id: 'x', created: 'now', secrets: [] }] }));
+  const refused = await runCli(t, ['keys', 'import', bad, '--policy', file]);
+  t.equal(refused.code, 2, refused.stderr);
+  t.match(refused.stderr, /record 1 \('x'\) has a date that is not RFC 3339/);
+  t.equal(await metric('data_loss'), 1, 'nothing changed');
+
   const imported = await runCli(t, ['keys', 'import', backup, '--policy', file]);
   t.equal(imported.code, 0, imported.stderr);
   t.match(imported.stderr, /1 key record\(s\) imported/);
