@@ -15,6 +15,7 @@ ensureBuilt();
 const ENV_KEY = 'psgk_my-own-long-secret-that-happens-to-start-with-psgk';
 const FILE_KEY = 'psgk_another-hand-made-secret-0123456789abcdef';
 
+// parity: the auth policy's lookup is in the core chain, the same in every engine (keys-outage.test.ts runs registry keys on each)
 t.test('file and environment keys that start with psgk_ work, at check and on a request', async (t) => {
   const dir = tempDir(t, 'keys-format');
   const file = join(dir, 'p.json');

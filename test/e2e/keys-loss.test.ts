@@ -34,6 +34,7 @@ async function until(what: string, pred: () => Promise<boolean>, ms: number): Pr
 
 const READY = /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) )(?=[\s\S]*"url":"(http:\/\/[^"]+)","msg":"admin listening)/;
 
+// parity: the registry, the keys CLI and the admin port are the same whatever the engine; the engines' auth is covered by keys-outage.test.ts
 t.test('Redis loses the registry: detected, kept, restored; cut off: visible', async (t) => {
   const redis = await startRedis();
   t.teardown(() => redis.stop());

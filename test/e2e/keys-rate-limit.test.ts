@@ -24,6 +24,7 @@ async function until(what: string, pred: () => Promise<boolean>, ms: number): Pr
   throw new Error(`${what}: not within ${ms} ms`);
 }
 
+// parity: rate-limit and auth are core-chain policies, the same in every engine (rate-limit.test.ts runs perKey on each)
 t.test('perKey names a registry id: check notes it, the gateway limits that consumer', async (t) => {
   const redis = await startRedis();
   t.teardown(() => redis.stop());

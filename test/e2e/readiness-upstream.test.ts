@@ -17,6 +17,7 @@ ensureBuilt();
 
 const READY = /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) )(?=[\s\S]*"url":"(http:\/\/[^"]+)","msg":"admin listening)/;
 
+// parity: readiness is computed by the process's ops (src/ops), not by an engine; ops.test.ts runs the opt-in on every engine
 t.test('an unreachable upstream: 502 to clients, /readyz 200 with the state in its detail', async (t) => {
   const dir = tempDir(t, 'readiness-upstream');
   const file = join(dir, 'p.json');

@@ -65,6 +65,7 @@ async function stop(child: ChildProcess): Promise<void> {
   await exit;
 }
 
+// parity: no gateway runs here: the shipped redis-server arguments and the registry module only
 for (const [file, args] of shippedArgs()) {
   t.test(`${file}: Redis keeps the key registry across a restart`, async (t) => {
     t.ok(args.includes('--appendonly') && args[args.indexOf('--appendonly') + 1] === 'yes', 'AOF on');
