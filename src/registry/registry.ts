@@ -101,8 +101,9 @@ const READ_LUA = `
 local all = redis.call('HGETALL', KEYS[1])
 local e = redis.call('GET', KEYS[3])
 if (not e) and #all > 0 then
-  e = ARGV[1]
-  redis.call('SET', KEYS[3], e)
+  -- pcall: a user allowed to read only still gets its copy (unstamped: the next write stamps it).
+  local r = redis.pcall('SET', KEYS[3], ARGV[1])
+  if type(r) == 'table' and r.err then e = '' else e = ARGV[1] end
 end
 return {redis.call('GET', KEYS[2]) or '', e or '', all}
 `;

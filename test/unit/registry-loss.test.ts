@@ -154,3 +154,15 @@ t.test('attacks on the epoch and the channel: a future epoch does not block a re
   const evals = Number(/cmdstat_eval:calls=(\d+)/.exec(cli(redis, 'INFO', 'commandstats'))?.[1] ?? 0) - before;
   t.ok(evals < 30, `${evals} full reads for 300 messages`);
 });
+
+t.test('a gateway whose ACL user may only read still gets its copy of a registry without an epoch', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const key = 'psg_read-only-gateway-key-00000000000000';
+  cli(redis, 'HSET', 'loss:{keys}:records', 'ro', JSON.stringify({ id: 'ro', created: '2026-01-01T00:00:00.000Z', secrets: [{ hash: hashKey(key) }] }));
+  t.equal(cli(redis, 'ACL', 'SETUSER', 'reader', 'on', '>reader-password-0123456789', '~*', '&*', '+@read', '+@connection', '+@pubsub', '+@scripting'), 'OK');
+  const reader = opened(t, `redis://reader:reader-password-0123456789@127.0.0.1:${redis.port}`, true);
+  await reader.ready;
+  t.ok(knows(reader, key), 'the copy is read');
+  t.equal(cli(redis, 'EXISTS', 'loss:{keys}:epoch'), '0', 'the SET was refused (no stamp)');
+});
