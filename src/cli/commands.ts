@@ -20,7 +20,7 @@ import { exitWhenWritten, processLogger } from '../ops/access-log.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
 import { builtinExposureProblem, warnAtStart, warnWeakenings } from '../config/security-notices.js';
-import { perWorkerNotice } from '../policies/rate-limit/index.js';
+import { perKeyNotes, perWorkerNotice } from '../policies/rate-limit/index.js';
 import { maskUrl } from '../stores/connection-schema.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { createBackendServer } from '../backend/server.js';
@@ -832,7 +832,8 @@ function check(args: string[]): number {
   if (loaded.ephemeral !== undefined) described.push('(ephemeral): made at each start, all operations');
   const keys = described.map((line) => `  key ${line}\n`);
   const tls = describeListenerTls(loaded.config).map((line) => `  ${line}\n`);
-  process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}`);
+  const notes = perKeyNotes(loaded.config.policies['rate-limit'], loaded.config.policies.auth, { env }).map((line) => `  note: ${line}\n`);
+  process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}${notes.join('')}`);
   return EXIT.ok;
 }
 

@@ -1,13 +1,14 @@
 /**
  * `petstore-gateway keys create|list|rotate|revoke`: the key registry from the command line, the
- * same operations as the admin API (src/ops/admin-keys.ts). The registry is the one the policy
- * file names (`policies.auth.registry`, `--policy FILE`).
+ * same operations as the admin API (src/ops/admin-keys.ts); `keys export|import|reset-epoch`: its
+ * backup and what an operator does after Redis lost its data (docs/keys.md). The registry is the
+ * one the policy file names (`policies.auth.registry`, `--policy FILE`).
  *
  * A new secret is printed once, alone on one stdout line (so `KEY=$(petstore-gateway keys create
  * ...)` captures exactly it); everything else goes to stderr. The secret is never stored or logged.
  */
 import { parseArgs } from 'node:util';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
@@ -17,9 +18,9 @@ import type { AdminRoutes } from '../ops/admin.js';
 import { ADMIN_BRUTE_FORCE_DEFAULT, AdminAuthGuard } from '../ops/admin-guard.js';
 import { keyAdminRoutes } from '../ops/admin-keys.js';
 import { liveAdminTokens } from './admin.js';
-import { KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/registry.js';
+import { EXPORT_FORMAT, KeyRegistry, RegistryError, REGISTRY_DEFAULTS } from '../registry/registry.js';
 import { openRegistry } from '../registry/index.js';
-import { ID_PATTERN, type KeyInfo } from '../registry/records.js';
+import { ID_PATTERN, parseRecord, type KeyInfo, type KeyRecord } from '../registry/records.js';
 import { describeConnection } from '../stores/connection.js';
 import { parseDateTime } from '../policies/deprecation/index.js';
 
@@ -27,13 +28,23 @@ export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operati
        petstore-gateway keys list [--json] [--policy FILE]
        petstore-gateway keys rotate ID [--overlap 24h] [--policy FILE]
        petstore-gateway keys revoke ID [--policy FILE]
+       petstore-gateway keys export [--policy FILE] > backup.json
+       petstore-gateway keys import FILE|- [--policy FILE]
+       petstore-gateway keys reset-epoch [--policy FILE]
 
 Issue, list, rotate and revoke the keys of the key registry that the policy file names
 (policies.auth.registry); every gateway sharing it sees a change within a second.
   create    a key for a new id; the secret is printed once, alone on one stdout line
-  list      id, created, expires, operations, last used (never a secret or a hash)
-  rotate    a new secret for the id; the old one stays valid for --overlap (default 24h; 0: ends now)
+  list      id, created, expires, operations, last used, until when older secrets work (never a
+            secret or a hash)
+  rotate    a new secret for the id; every older secret stays valid for --overlap at most
+            (default 24h; 0: every older secret ends now, as for a leaked key)
   revoke    removes the id and all its secrets
+  export    every key record (hashes only, never a secret) as JSON on stdout: a backup
+  import    writes the records of an export back (each replaces its id's) and makes every gateway
+            take Redis as the registry again: the restore after Redis lost its data
+  reset-epoch  accepts what Redis holds now as the registry after a data loss that will not be
+            restored: every gateway drops the keys it kept that Redis no longer has
   --policy FILE   the policy file (default: ./policies/default.yaml, else the packaged one)
   --operations    comma-separated operationIds the key may call (listPets, createPet, getPet)
   --expires T     when the key stops working (RFC 3339)
@@ -60,10 +71,10 @@ function defaultPolicyFile(packageRoot: string): string {
   return existsSync(local) ? local : join(packageRoot, 'policies', 'default.yaml');
 }
 
-const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED'];
+const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED', 'OLD SECRETS UNTIL'];
 
 function table(keys: readonly KeyInfo[]): string {
-  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-'])];
+  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-', k.previousValidUntil ?? '-'])];
   const widths = HEADER.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
 }
@@ -71,14 +82,47 @@ function table(keys: readonly KeyInfo[]): string {
 interface Parsed {
   readonly action: string;
   readonly values: Record<string, string | boolean | undefined>;
-  /** '' for `list` only: every other action requires an id (parseKeysArgs). */
+  /** '' for the actions of NO_ID and import: every other action requires an id (parseKeysArgs). */
   readonly id: string;
+  /** `keys import FILE`: the export to read ('-': stdin). */
+  readonly file?: string | undefined;
+}
+
+const ACTIONS = ['create', 'list', 'rotate', 'revoke', 'export', 'import', 'reset-epoch'];
+/** The actions that take no id and no file. */
+const NO_ID = ['list', 'export', 'reset-epoch'];
+
+/** The records of an export file (`keys export`), checked before anything is written. */
+export function readExport(text: string): KeyRecord[] {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new KeysUsageError('the file to import is not JSON: give the output of keys export');
+  }
+  const e = v as { format?: unknown; records?: unknown };
+  if (typeof v !== 'object' || v === null || e.format !== EXPORT_FORMAT || !Array.isArray(e.records)) {
+    throw new KeysUsageError(`the file to import is not a keys export (format "${EXPORT_FORMAT}", records [...])`);
+  }
+  const id = new RegExp(ID_PATTERN);
+  return e.records.map((r: unknown, i: number) => {
+    const record = parseRecord(JSON.stringify(r));
+    if (record === undefined || !id.test(record.id)) throw new KeysUsageError(`record ${i + 1} of the file to import is not a key record (id, created, secrets: [{hash: sha256:...}])`);
+    // What a gateway reads of it must mean what it says: a date it cannot read would never expire.
+    const dates = [record.created, ...(record.expires === undefined ? [] : [record.expires])];
+    if (dates.some((d) => typeof d !== 'string' || !DATE_TIME.test(d) || Number.isNaN(parseDateTime(d)))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a date that is not RFC 3339`);
+    if (record.operations !== undefined && (!Array.isArray(record.operations) || record.operations.some((o) => !OPERATIONS.includes(o)))) {
+      throw new KeysUsageError(`record ${i + 1} ('${record.id}') names an operation other than ${OPERATIONS.join(', ')}`);
+    }
+    if (record.secrets.some((sec) => sec.until !== undefined && !Number.isSafeInteger(sec.until))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a secret whose end is not epoch milliseconds`);
+    return record;
+  });
 }
 
 function parseKeysArgs(args: string[]): Parsed {
   const [action, ...rest] = args;
-  if (action === undefined || !['create', 'list', 'rotate', 'revoke'].includes(action)) {
-    throw new KeysUsageError(action === undefined ? 'keys needs an action: create, list, rotate or revoke' : `unknown keys action '${action}'`);
+  if (action === undefined || !ACTIONS.includes(action)) {
+    throw new KeysUsageError(action === undefined ? `keys needs an action: ${ACTIONS.join(', ')}` : `unknown keys action '${action}'`);
   }
   let parsed;
   try {
@@ -92,10 +136,18 @@ function parseKeysArgs(args: string[]): Parsed {
     throw new KeysUsageError((err as Error).message);
   }
   const values = parsed.values as Record<string, string | boolean | undefined>;
+  if (action === 'import') {
+    if (parsed.positionals.length !== 1) throw new KeysUsageError('keys import needs one FILE (an export), or - for stdin');
+    return { action, values, id: '', file: parsed.positionals[0] };
+  }
+  if (NO_ID.includes(action)) {
+    if (parsed.positionals.length > 0) throw new KeysUsageError(`unexpected argument '${parsed.positionals[0]}'`);
+    return { action, values, id: '' };
+  }
   const wantsPositional = action === 'rotate' || action === 'revoke';
   if (parsed.positionals.length > (wantsPositional ? 1 : 0)) throw new KeysUsageError(`unexpected argument '${parsed.positionals.at(-1)}'`);
   const id = wantsPositional ? parsed.positionals[0] : (values.id as string | undefined);
-  if (action !== 'list' && id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
+  if (id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
   if (id !== undefined && !new RegExp(ID_PATTERN).test(id)) throw new KeysUsageError(`a key id is 1 to 64 letters, digits, '.', '_' or '-' (starting with a letter or digit), not '${id}'`);
   return { action, values, id: id ?? '' };
 }
@@ -126,7 +178,7 @@ function audit(action: string, id: string, extra: Record<string, unknown> = {}):
 }
 
 /** Runs one action against the registry; the exit code. */
-async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Promise<number> {
+async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig, records: readonly KeyRecord[]): Promise<number> {
   const out = process.stdout;
   const err = process.stderr;
   switch (p.action) {
@@ -154,7 +206,31 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
       const made = await registry.rotate(p.id, overlap);
       out.write(made.key + '\n');
       audit('rotated', p.id, { overlapSeconds: overlap });
-      err.write(`key '${p.id}' rotated; the previous secret is valid until ${made.previousValidUntil}\n`);
+      const n = made.previousSecrets;
+      err.write(
+        n === 0
+          ? `key '${p.id}' rotated; every previous secret ended now\n`
+          : `key '${p.id}' rotated; ${n === 1 ? 'the previous secret is' : `${n} previous secrets are`} valid until ${made.previousValidUntil}${n === 1 ? '' : ' at the latest'}\n`,
+      );
+      return 0;
+    }
+    case 'export': {
+      const backup = await registry.exportAll();
+      out.write(JSON.stringify(backup, null, 2) + '\n');
+      audit('exported', '*', { keys: backup.records.length });
+      err.write(`${backup.records.length} key record(s) exported: hashes only, no secret; keep the file as confidential as Redis\n`);
+      return 0;
+    }
+    case 'import': {
+      await registry.restore(records);
+      audit('imported', '*', { keys: records.length });
+      err.write(`${records.length} key record(s) imported; every gateway takes Redis as the registry again\n`);
+      return 0;
+    }
+    case 'reset-epoch': {
+      await registry.restore([]);
+      audit('reset-epoch', '*');
+      err.write('registry epoch reset: every gateway takes what Redis holds now as the registry (keys it kept after a data loss and that Redis lacks stop working)\n');
       return 0;
     }
     default:
@@ -169,6 +245,17 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig): Prom
 export async function keysCommand(args: string[], packageRoot: string): Promise<number> {
   const p = parseKeysArgs(args);
   if (p.action === 'create') createInput(p);
+  // A file that cannot be imported is refused before Redis is even asked.
+  let records: KeyRecord[] = [];
+  if (p.action === 'import') {
+    let text: string;
+    try {
+      text = readFileSync(p.file === '-' ? 0 : (p.file ?? ''), 'utf8');
+    } catch (err) {
+      throw new KeysUsageError(`cannot read ${p.file}: ${(err as Error).message}`);
+    }
+    records = readExport(text);
+  }
   const file = (p.values.policy as string | undefined) ?? defaultPolicyFile(packageRoot);
   const env = { ...process.env };
   const loaded = loadPolicyFile(file, { env }, {}, { keys: 'not-checked' });
@@ -186,7 +273,7 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([registry.ready, new Promise((r) => (timer = setTimeout(r, rc.redis.connectTimeoutMs + 500)))]);
     clearTimeout(timer);
-    return await act(p, registry, loaded.config);
+    return await act(p, registry, loaded.config, records);
   } catch (err) {
     if (err instanceof KeysUsageError) throw err;
     const why = err instanceof RegistryError && err.reason !== 'unavailable' ? err.message : `the key registry (${describeConnection(rc.redis)}) is not reachable; nothing was changed`;

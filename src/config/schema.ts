@@ -28,7 +28,7 @@ const { default: _plainHttp, ...LISTENER_TLS } = LISTENER_SCHEMA.properties.tls;
 export const SERVER_ADMIN_SCHEMA = {
   ...ADMIN_SCHEMA,
   description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, and /keys when admin tokens are set), on a port of its own; null turns it off.',
-  default: { ...ADMIN_SCHEMA.default, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS' },
+  default: { ...ADMIN_SCHEMA.default, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false } },
   properties: {
     ...ADMIN_SCHEMA.properties,
     tokensFromEnv: {
@@ -58,6 +58,20 @@ export const SERVER_ADMIN_SCHEMA = {
       properties: {
         maxFailures: { type: 'integer', minimum: 1, maximum: 1000, description: 'Wrong tokens from one address that lock it.' },
         windowSeconds: { type: 'integer', minimum: 1, maximum: 86400, description: 'The window they are counted in; one failure is earned back every windowSeconds / maxFailures.' },
+      },
+    },
+    readiness: {
+      type: 'object',
+      additionalProperties: false,
+      default: { upstream: false },
+      description: 'What /readyz answers 503 for besides starting, draining and a fail-closed store that is down. Its JSON `detail` always shows the upstream and the key registry.',
+      properties: {
+        upstream: {
+          type: 'boolean',
+          default: false,
+          description:
+            'true: not ready while the circuit breaker is open or the upstream is unreachable. Off by default: every replica shares one upstream, so a 503 on all of them takes the whole service out of rotation and clients get refused connections instead of the Error shape (502/503).',
+        },
       },
     },
   },

@@ -5,7 +5,8 @@
  * these. It serves exactly:
  *
  * - `GET /healthz`      200 {"status":"ok"} while the process serves (liveness);
- * - `GET /readyz`       200 {"status":"ready"}, or 503 {"status":"not ready","reason":...};
+ * - `GET /readyz`       200 {"status":"ready"}, or 503 {"status":"not ready","reason":...}, each with
+ *                        a `detail` object when the readiness callback gives one;
  * - `GET /metrics`      Prometheus text exposition;
  * - `GET /deprecations` the deprecation report (JSON).
  *
@@ -27,7 +28,10 @@ import type { DeprecationReport } from './deprecations.js';
 /** Why the gateway should not get traffic now (the /readyz body's `reason`). */
 export type NotReadyReason = 'starting' | 'draining' | 'circuit breaker open' | 'upstream unreachable' | 'store down' | 'worker down' | (string & {});
 
-export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: NotReadyReason };
+/** `detail`: what readiness looked at (the upstream, the key registry), shown in the /readyz body. */
+export type ReadinessDetail = Readonly<Record<string, unknown>>;
+
+export type Readiness = { readonly ready: true; readonly detail?: ReadinessDetail } | { readonly ready: false; readonly reason: NotReadyReason; readonly detail?: ReadinessDetail };
 
 export const READY: Readiness = Object.freeze({ ready: true });
 
@@ -183,8 +187,9 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
         return;
       case '/readyz': {
         const r = await options.readiness();
-        if (r.ready) send(res, 200, JSON_TYPE, IS_READY);
-        else send(res, 503, JSON_TYPE, JSON.stringify({ status: 'not ready', reason: r.reason }));
+        const detail = r.detail === undefined ? {} : { detail: r.detail };
+        if (r.ready) send(res, 200, JSON_TYPE, r.detail === undefined ? IS_READY : JSON.stringify({ status: 'ready', ...detail }));
+        else send(res, 503, JSON_TYPE, JSON.stringify({ status: 'not ready', reason: r.reason, ...detail }));
         return;
       }
       case '/metrics': {

@@ -22,6 +22,7 @@ import { AggregatorRegistry, type Registry } from 'prom-client';
 import type { DeprecationLedger, DeprecationUse } from '../stores/types.js';
 import type { AdminOptions, MetricsText, Readiness } from './admin.js';
 import { deprecationReport, mergeUses, type DeprecatedOperation, type DeprecationReport } from './deprecations.js';
+import { groupDetail } from './readiness-detail.js';
 
 export const HELLO = 'petstore-gateway:hello';
 export const ASK = 'petstore-gateway:ask';
@@ -212,7 +213,9 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
         if (r === undefined || !r.ready) return r ?? { ready: false, reason: 'readiness check failed' };
       }
       wasReady = true;
-      return { ready: true };
+      // The workers' details (the upstream, the key registry), the worst of each field.
+      const detail = groupDetail(answers.map((a) => (a.result as Readiness | undefined)?.detail));
+      return detail === undefined ? { ready: true } : { ready: true, detail };
     },
     async metrics(): Promise<MetricsText> {
       return { body: await aggregator.clusterMetrics(), contentType: aggregator.contentType };

@@ -13,6 +13,7 @@ import { AccessLog, droppedLogLines, type ConsumerInfo, type LogConfig } from '.
 import { READY, type Readiness } from './admin.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics, type GatewayMetricsOptions } from './metrics.js';
+import { openRegistries, type RegistryStatus } from '../registry/index.js';
 
 /** Runs every observer; one that throws does not keep the others from their record. */
 export class Observers implements ExchangeObserver {
@@ -116,7 +117,14 @@ export interface Ops {
   readonly ledger: DeprecationLedger;
   readonly health: UpstreamHealth;
   readonly deprecated: ReadonlyArray<DeprecatedOperation>;
-  /** Ready, or why not; while the upstream is marked unreachable, after one connection attempt to it. */
+  /**
+   * Ready, or why not, with what it looked at in `detail` (the upstream; the key registry, when a
+   * policy names one). While the upstream is marked unreachable, after one connection attempt to
+   * it. The upstream (breaker open, unreachable) makes the gateway not ready only with
+   * `server.admin.readiness.upstream: true`: every replica shares one upstream, and a 503 on all of
+   * them takes the whole service out of rotation, so clients get refused connections instead of
+   * the Error shape.
+   */
   readiness(phase: Phase): Promise<Readiness>;
   deprecations(): Promise<DeprecationReport>;
   /** Flushes the access log (after the drain). */
@@ -151,11 +159,24 @@ export interface OpsOptions {
  */
 export interface OpsConfig {
   readonly upstream: { readonly url: string; readonly timeouts: { readonly connectMs: number } };
+  /** `server.admin.readiness.upstream`: whether the upstream's state decides readiness (default no). */
+  readonly server?: { readonly admin?: { readonly readiness?: { readonly upstream?: boolean } } | null };
   readonly log: LogConfig;
   readonly policies: {
     readonly auth: { readonly keys: ReadonlyArray<{ readonly id: string; readonly expires?: string; readonly operations?: ReadonlyArray<string> }> };
     readonly 'rate-limit': { readonly store: StoreConfig; readonly onStoreError: 'open' | 'closed' };
     readonly deprecation: { readonly sunset: string };
+  };
+}
+
+/** The key registry's part of /readyz's detail (docs/keys.md); never a key or a hash. */
+function registryDetail(s: RegistryStatus): Record<string, unknown> {
+  return {
+    connected: s.connected,
+    confirmedAgeSeconds: s.confirmedAgeSeconds === null ? null : Math.round(s.confirmedAgeSeconds * 10) / 10,
+    fresh: s.fresh,
+    keys: s.keys,
+    dataLoss: s.dataLoss,
   };
 }
 
@@ -185,7 +206,12 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
   };
   const deprecatedNow = (): DeprecatedOperation[] => [{ operation: 'getPet', sunset: current().policies.deprecation.sunset }];
   const deprecated = deprecatedNow();
+  const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
+  // The registry the policy in force names: the newest opened (a reload may open another).
+  const registryStatus = () => openRegistries().at(-1)?.status();
   const metrics = new GatewayMetrics({
+    upstreamReachable: () => health.reachable,
+    registry: registryStatus,
     breakerOpen: options.breakerOpen,
     cacheCounts: options.cacheCounts,
     cacheStoreErrors: options.cacheStoreErrors,
@@ -195,7 +221,6 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     defaultMetrics: options.defaultMetrics ?? true,
   });
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
-  const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
   if (accessLog !== undefined) list.push(accessLog);
   return {
@@ -207,13 +232,20 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     deprecated,
     async readiness(phase: Phase): Promise<Readiness> {
       if (phase !== 'serving') return { ready: false, reason: phase };
-      if (options.breakerOpen()) return { ready: false, reason: 'circuit breaker open' };
-      if (!(await health.recheck())) return { ready: false, reason: 'upstream unreachable' };
+      const now = current();
+      const tied = now.server?.admin?.readiness?.upstream === true;
+      const breakerOpen = options.breakerOpen();
+      const reachable = await health.recheck();
+      const upstream = { reachable, circuitBreaker: breakerOpen ? 'open' : 'closed', decidesReadiness: tied };
+      const reg = registryStatus();
+      const detail = reg === undefined ? { upstream } : { upstream, keyRegistry: registryDetail(reg) };
+      if (tied && breakerOpen) return { ready: false, reason: 'circuit breaker open', detail };
+      if (tied && !reachable) return { ready: false, reason: 'upstream unreachable', detail };
       // A store that is away matters to readiness only when requests fail without it: the mode of
       // the policy in force, not the one the process started with.
-      const failClosed = current().policies['rate-limit'].onStoreError === 'closed';
-      if (failClosed && openStores().some((s) => !s.healthy)) return { ready: false, reason: 'store down' };
-      return READY;
+      const failClosed = now.policies['rate-limit'].onStoreError === 'closed';
+      if (failClosed && openStores().some((s) => !s.healthy)) return { ready: false, reason: 'store down', detail };
+      return { ...READY, detail };
     },
     deprecations: async () => deprecationReport(await ledger.report(), deprecatedNow()),
     close: async () => {

@@ -111,6 +111,65 @@ function countedElsewhere(registry: Registry, name: string, help: string, read: 
 }
 
 /**
+ * The key registry's state (docs/keys.md), so that an instance cut off from Redis, or one whose
+ * Redis lost the registry's data, is seen before keys fail. Labelled by the registry's Redis, so
+ * that without a registry there is no series at all (not a misleading 0). With --workers each
+ * worker has its own copy: the group's value is the worst one.
+ */
+function registryGauges(registry: Registry, read: (() => RegistryGauges | undefined) | undefined, upstreamReachable: (() => boolean) | undefined): void {
+  // Beside them, the upstream's state, which readiness no longer follows by default.
+  new Gauge({
+    name: 'petstore_gateway_upstream_reachable',
+    help: '1 while the upstream is reachable (no refused or timed-out connection since its last answer, or a connection opened again), else 0; readiness follows it only with server.admin.readiness.upstream (with --workers: the lowest).',
+    registers: [registry],
+    aggregator: 'min',
+    collect() {
+      this.set(upstreamReachable?.() === false ? 0 : 1);
+    },
+  });
+  const gauge = (name: string, help: string, aggregator: 'min' | 'max', value: (s: RegistryGauges) => number | null) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['redis'],
+      registers: [registry],
+      aggregator,
+      collect() {
+        this.reset();
+        const s = read?.();
+        const v = s === undefined ? null : value(s);
+        if (s !== undefined && v !== null) this.set({ redis: s.redis }, v);
+      },
+    });
+  gauge('petstore_gateway_key_registry_connected', '1 while the connection to the key registry\'s Redis is up, else 0 (with --workers: the lowest).', 'min', (s) => (s.connected ? 1 : 0));
+  gauge(
+    'petstore_gateway_key_registry_confirmed_age_seconds',
+    "Seconds since the key registry's local copy was last confirmed current with Redis (a periodic check every syncIntervalMs); past maxStaleSeconds registry keys are refused. No value before the first read (with --workers: the highest).",
+    'max',
+    (s) => s.confirmedAgeSeconds,
+  );
+  gauge('petstore_gateway_key_registry_fresh', "1 while the key registry's local copy may answer (confirmed within maxStaleSeconds), else 0 (with --workers: the lowest).", 'min', (s) => (s.fresh ? 1 : 0));
+  gauge('petstore_gateway_key_registry_keys', "Key ids in the key registry's local copy (with --workers: the highest).", 'max', (s) => s.keys);
+  gauge(
+    'petstore_gateway_key_registry_data_loss',
+    "1 while Redis has lost the key registry's data and this process keeps its own copy until an operator runs keys import or keys reset-epoch, else 0 (with --workers: the highest).",
+    'max',
+    (s) => (s.dataLoss ? 1 : 0),
+  );
+  new Counter({
+    name: 'petstore_gateway_key_registry_data_loss_total',
+    help: "Times this process found that Redis lost the key registry's data (restart without persistence, FLUSHALL, failover to an empty replica).",
+    labelNames: ['redis'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const s = read?.();
+      if (s !== undefined) this.inc({ redis: s.redis }, s.dataLossDetected);
+    },
+  });
+}
+
+/**
  * What the overflow counter counts (its `event` label, a fixed list): connections closed past
  * server.maxPipelinedPerConnection, connections refused at the socket while their client is refused
  * after that (server.pipelineOverflowRefuseMs), or past server.maxConnectionsPerAddress; requests
@@ -120,7 +179,23 @@ function countedElsewhere(registry: Registry, name: string, help: string, read: 
 export const OVERFLOW_EVENTS = ['pipeline_closed', 'overflow_refused', 'address_share_refused', 'consumer_queued', 'consumer_expired'] as const;
 export type OverflowEvent = (typeof OVERFLOW_EVENTS)[number];
 
+/** What the key registry's gauges read (src/registry: `KeyRegistry.status()`), at each scrape. */
+export interface RegistryGauges {
+  /** Which Redis (its URL without a password, or the Sentinel or Cluster nodes): the series' `redis` label. */
+  readonly redis: string;
+  readonly connected: boolean;
+  readonly confirmedAgeSeconds: number | null;
+  readonly fresh: boolean;
+  readonly keys: number;
+  readonly dataLoss: boolean;
+  readonly dataLossDetected: number;
+}
+
 export interface GatewayMetricsOptions {
+  /** Whether the upstream is reachable, as the traffic and readiness re-checks show it; read at each scrape. */
+  readonly upstreamReachable?: () => boolean;
+  /** The key registry's state, when a policy configures one; read at each scrape. Absent: no registry series. */
+  readonly registry?: () => RegistryGauges | undefined;
   /** Whether the circuit breaker is open now; read at each scrape. Absent: the gauge reads 0. */
   readonly breakerOpen?: () => boolean;
   /** How many store commands failed so far (Redis away, ...); read at each scrape. */
@@ -245,6 +320,7 @@ export class GatewayMetrics implements ExchangeObserver {
         this.set(breakerOpen?.() === true ? 1 : 0);
       },
     });
+    registryGauges(registry, options.registry, options.upstreamReachable);
     const reloads = new SeriesCounter(registry, 'petstore_gateway_policy_reloads_total', 'Policy file reloads (SIGHUP or file change), by result.', ['result']);
     this.reloads = { success: reloads.bind({ result: 'success' }), failure: reloads.bind({ result: 'failure' }) };
 

@@ -8,7 +8,8 @@
  * hash does. 40 base62 characters carry 238 random bits.
  *
  * Keys of the older forms (`psg_` from `new-key`, any RFC 6750 token from a policy file or the
- * environment) do not start with `psgk_` and are looked up as before.
+ * environment) are looked up in the file's and the environment's keys first, whatever their
+ * prefix: one that happens to start with `psgk_` works like any other.
  */
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
@@ -56,7 +57,7 @@ export function newRegistryKey(): string {
 
 /**
  * Whether a presented token claims the registry format (its prefix). A token that claims it and
- * fails `isWellFormedKey` is refused without a lookup.
+ * fails `isWellFormedKey` is not looked up in the registry (the file's keys are still searched).
  */
 export function claimsRegistryFormat(token: string): boolean {
   return token.startsWith(KEY_PREFIX);

@@ -6,7 +6,7 @@
 import type { PolicyLog } from '../core/policy.js';
 import { KeyRegistry, type RegistryConfig } from './registry.js';
 
-export { KeyRegistry, RegistryError, REGISTRY_DEFAULTS, type RegistryConfig, type NewKeyInput } from './registry.js';
+export { KeyRegistry, RegistryError, REGISTRY_DEFAULTS, type RegistryConfig, type RegistryStatus, type NewKeyInput } from './registry.js';
 export { KEY_PREFIX, KEY_REGEX_SOURCE, isWellFormedKey, claimsRegistryFormat, newRegistryKey } from './format.js';
 export type { KeyInfo } from './records.js';
 

@@ -31,6 +31,11 @@ export interface KeyInfo {
   readonly operations: readonly string[] | null;
   /** RFC 3339, to the flush interval; null: not used yet. */
   readonly lastUsed: string | null;
+  /**
+   * RFC 3339: the latest end of the older secrets still valid after a rotation (what the gateway
+   * enforces: every older secret ends by then); null: only the current secret works.
+   */
+  readonly previousValidUntil: string | null;
 }
 
 /** Registry ids: no `#` (ids from the environment are `NAME#n`), nothing a log line must escape. */
@@ -77,12 +82,15 @@ export function localSecrets(record: KeyRecord): Array<[string, LocalSecret]> {
   return record.secrets.map((s) => [Buffer.from(s.hash.slice('sha256:'.length), 'hex').toString('base64'), { grant, untilMs: s.until }]);
 }
 
-export function infoOf(record: KeyRecord, lastUsedMs: number | undefined): KeyInfo {
+export function infoOf(record: KeyRecord, lastUsedMs: number | undefined, nowMs: number = Date.now()): KeyInfo {
+  let previous = -Infinity;
+  for (const s of record.secrets) if (s.until !== undefined && s.until > nowMs) previous = Math.max(previous, s.until);
   return {
     id: record.id,
     created: record.created,
     expires: record.expires ?? null,
     operations: record.operations === undefined ? null : [...record.operations],
     lastUsed: lastUsedMs === undefined || !Number.isFinite(lastUsedMs) ? null : new Date(lastUsedMs).toISOString(),
+    previousValidUntil: Number.isFinite(previous) ? new Date(previous).toISOString() : null,
   };
 }

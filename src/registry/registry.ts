@@ -15,11 +15,22 @@
  * learn of must not stay unheard for ever). Changes (create, rotate, revoke) need Redis and fail
  * with `RegistryUnavailable` while it is away.
  *
+ * A Redis that comes back without the registry's data (a restart without persistence, FLUSHALL, a
+ * failover to an empty replica) must not revoke every key at once. The registry keeps an epoch
+ * beside its records (`<prefix>{keys}:epoch`, written with the first record): a full read that
+ * finds another epoch than the one this process took its copy from (none, or an implicit one made
+ * by a later write) is a data loss, not a change. It is logged at error and counted, and the copy
+ * this process had keeps answering (keys made since are added to it) until an operator acts:
+ * `keys import` of a backup, or `keys reset-epoch` to accept what Redis holds now. Both write an
+ * explicit epoch (`<ms>-<random>`, newer than any before), which every process adopts. An implicit
+ * epoch is `0-<random>`: never newer than a known one.
+ *
  * Redis data, all under one hash tag so each script touches one Cluster slot:
  * `<prefix>{keys}:records` (hash id -> JSON KeyRecord), `<prefix>{keys}:version` (counter),
- * `<prefix>{keys}:lastused` (hash id -> epoch ms); channel `<prefix>keys:changed` (message: id).
+ * `<prefix>{keys}:lastused` (hash id -> epoch ms), `<prefix>{keys}:epoch` (the epoch); channel
+ * `<prefix>keys:changed` (message: an id, or `*` for everything).
  */
-import { hash } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import type { PolicyLog } from '../core/policy.js';
 import { hashKey, type KeyGrant } from '../policies/auth/keys.js';
 import { acquireRedis, deploymentPrefix, describeConnection, type RedisConnection, type RedisConnectionConfig, type SharedRedis } from '../stores/connection.js';
@@ -41,7 +52,7 @@ export interface RegistryConfig {
 export const REGISTRY_DEFAULTS = {
   prefix: 'petstore-gateway:',
   syncIntervalMs: 5000,
-  maxStaleSeconds: 86400,
+  maxStaleSeconds: 21600,
   commandTimeoutMs: 1000,
   overlapSeconds: 86400,
   lastUsedFlushMs: 1000,
@@ -62,12 +73,14 @@ export class RegistryError extends Error {
  * Compare-and-set of one record: the write happens only when the stored text is still the one the
  * caller read ('' = absent), so two admins changing one key at once cannot lose a change. The
  * version moves and the change is announced in the same atomic step.
- * KEYS: records, version, lastused. ARGV: id, expected, new ('' = delete), channel.
+ * The first write of a registry (or the first after its data was lost) stamps an implicit epoch.
+ * KEYS: records, version, lastused, epoch. ARGV: id, expected, new ('' = delete), channel, epoch.
  */
 const CAS_LUA = `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then cur = '' end
 if cur ~= ARGV[2] then return -1 end
+if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('SET', KEYS[4], ARGV[5]) end
 if ARGV[3] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
@@ -78,6 +91,82 @@ local v = redis.call('INCR', KEYS[2])
 redis.call('PUBLISH', ARGV[4], ARGV[1])
 return v
 `;
+
+/**
+ * A full read in one atomic step: the version, the epoch and every record. Records without an
+ * epoch (written before epochs existed) get an implicit one, so a later loss of them is seen.
+ * KEYS: records, version, epoch. ARGV: an implicit epoch. Returns {version, epoch, flat records}.
+ */
+const READ_LUA = `
+local all = redis.call('HGETALL', KEYS[1])
+local e = redis.call('GET', KEYS[3])
+if (not e) and #all > 0 then
+  -- pcall: a user allowed to read only still gets its copy (unstamped: the next write stamps it).
+  local r = redis.pcall('SET', KEYS[3], ARGV[1])
+  if type(r) == 'table' and r.err then e = '' else e = ARGV[1] end
+end
+return {redis.call('GET', KEYS[2]) or '', e or '', all}
+`;
+
+/**
+ * An operator's act after a data loss: the records of a backup (none for reset-epoch), a new
+ * explicit epoch, the version moved, and everything announced.
+ * KEYS: records, version, epoch. ARGV: epoch, channel, id, record, id, record, ...
+ */
+const RESTORE_LUA = `
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+local e = ARGV[1]
+local cur = redis.call('GET', KEYS[3])
+if cur then
+  -- Newer than the epoch in place even when this host's clock is behind the one that wrote it.
+  local ct = tonumber(string.match(cur, '^(%d+)-'))
+  local nt = tonumber(string.match(e, '^(%d+)-'))
+  if ct and nt and ct >= nt then e = string.format('%.0f', ct + 1) .. string.sub(e, string.find(e, '-', 1, true), -1) end
+end
+redis.call('SET', KEYS[3], e)
+local v = redis.call('INCR', KEYS[2])
+redis.call('PUBLISH', ARGV[2], '*')
+return v
+`;
+
+/** An epoch no process adopts over one it knows (`0-`), or an operator's (`<ms>-`, newer wins). */
+function newEpoch(explicitAtMs: number | undefined): string {
+  return `${explicitAtMs === undefined ? 0 : Math.max(1, Math.floor(explicitAtMs))}-${randomBytes(8).toString('hex')}`;
+}
+
+/** When an operator wrote the epoch (epoch ms); 0 for an implicit one or none. */
+function epochTime(epoch: string): number {
+  const n = Number(epoch.slice(0, epoch.indexOf('-')));
+  return Number.isSafeInteger(n) && n > 0 ? n : 0;
+}
+
+/** What a process knows of its registry, for metrics and /readyz (docs/keys.md). */
+export interface RegistryStatus {
+  /** Which Redis: its URL without a password, or the Sentinel or Cluster nodes. */
+  readonly redis: string;
+  /** Whether the connection to Redis is up now. */
+  readonly connected: boolean;
+  /** Seconds since the local copy was last confirmed current; null: never. */
+  readonly confirmedAgeSeconds: number | null;
+  /** Whether the local copy may answer (confirmed within maxStaleSeconds). */
+  readonly fresh: boolean;
+  /** Key ids in the local copy. */
+  readonly keys: number;
+  /** Whether Redis came back without the registry's data and this process keeps its copy. */
+  readonly dataLoss: boolean;
+  /** Data losses detected since the process started. */
+  readonly dataLossDetected: number;
+}
+
+/** The format line of an export file (`keys export`, `keys import`). */
+export const EXPORT_FORMAT = 'petstore-gateway-keys/1';
+
+/** A backup of the registry: hashed records only, never a secret. */
+export interface RegistryExport {
+  readonly format: typeof EXPORT_FORMAT;
+  readonly exported: string;
+  readonly records: readonly KeyRecord[];
+}
 
 /** lastUsed only moves forward, whichever instance writes last. ARGV: id, ms, id, ms, ... */
 const TOUCH_LUA = `
@@ -121,6 +210,14 @@ export interface NewKeyInput {
 export class KeyRegistry {
   private local = new Map<string, LocalSecret>();
   private version = '';
+  /** The epoch the local copy was taken from; '' before the first full read of a registry with one. */
+  private epoch = '';
+  /** While Redis has lost the registry's data: the copy this process had then (kept answering). */
+  private lost: Map<string, LocalSecret> | undefined;
+  private lossDetected = 0;
+  /** The full read a message asked for, while it runs; and whether another was asked meanwhile. */
+  private wholeRead: Promise<void> | undefined;
+  private readAgain = false;
   private confirmedMs = -Infinity;
   private lastUsed = new Map<string, number>();
   private syncTimer: NodeJS.Timeout | undefined;
@@ -131,7 +228,7 @@ export class KeyRegistry {
   /** Changes announced so far: a full read that overlapped one is read again (it may predate it). */
   private announced = 0;
   private readonly conn: RedisConnection;
-  private readonly keys: { records: string; version: string; lastused: string; channel: string };
+  private readonly keys: { records: string; version: string; lastused: string; epoch: string; channel: string };
   private readonly now: () => number;
   private readonly log: PolicyLog | undefined;
   /** Resolves once the first full sync is done, or the connection failed once (never rejects). */
@@ -145,7 +242,7 @@ export class KeyRegistry {
     options: RegistryOptions = {},
   ) {
     const p = config.prefix ?? deploymentPrefix(options.env ?? process.env);
-    this.keys = { records: `${p}{keys}:records`, version: `${p}{keys}:version`, lastused: `${p}{keys}:lastused`, channel: `${p}keys:changed` };
+    this.keys = { records: `${p}{keys}:records`, version: `${p}{keys}:version`, lastused: `${p}{keys}:lastused`, epoch: `${p}{keys}:epoch`, channel: `${p}keys:changed` };
     this.now = options.now ?? Date.now;
     this.log = options.log;
     // The process's connection to this Redis, shared with the rate-limit store and the cache when
@@ -160,6 +257,7 @@ export class KeyRegistry {
     });
     const follow = options.follow ?? true;
     this.conn.on('ready', () => {
+      if (warned && follow) this.log?.warn({ registry: describeConnection(config.redis) }, 'key registry: Redis reachable again; reading the registry');
       warned = false;
       if (follow) void this.resync();
     });
@@ -183,6 +281,19 @@ export class KeyRegistry {
   /** Keys in the local copy (secrets, the overlap's old ones included). */
   get size(): number {
     return this.local.size;
+  }
+
+  /** What this process knows of the registry now (metrics, /readyz). */
+  status(): RegistryStatus {
+    return {
+      redis: describeConnection(this.config.redis),
+      connected: this.conn.isReady,
+      confirmedAgeSeconds: Number.isFinite(this.confirmedMs) ? Math.max(0, (this.now() - this.confirmedMs) / 1000) : null,
+      fresh: this.fresh,
+      keys: idsOf(this.local).length,
+      dataLoss: this.lost !== undefined,
+      dataLossDetected: this.lossDetected,
+    };
   }
 
   /** Whether the local copy may answer now (it was confirmed current recently enough). */
@@ -231,6 +342,25 @@ export class KeyRegistry {
     return this.connected.then(() => this.conn.command(this.keys.records, args));
   }
 
+  /**
+   * A full read a message asked for (`*`, or an epoch that moved): one at a time, and at most one
+   * more when more were asked meanwhile, so a flood of messages (anyone who may PUBLISH) costs two
+   * reads, not one per message. A change it missed moved the version: the periodic sync reads it.
+   */
+  private resyncSoon(): Promise<void> {
+    if (this.wholeRead !== undefined) {
+      this.readAgain = true;
+      return this.wholeRead;
+    }
+    this.wholeRead = (async () => {
+      for (let i = 0; i < 2 && (i === 0 || this.readAgain); i++) {
+        this.readAgain = false;
+        await this.resync();
+      }
+    })().finally(() => (this.wholeRead = undefined));
+    return this.wholeRead;
+  }
+
   /** Reads every record and replaces the local copy; subscribes on the first success. */
   private async resync(): Promise<void> {
     // Bounded: a full read that raced an announced change is repeated, at most three times.
@@ -244,19 +374,18 @@ export class KeyRegistry {
   private async readAll(): Promise<void> {
     try {
       const t = this.config.commandTimeoutMs;
-      const version = String((await deadline(this.run(['GET', this.keys.version]), t)) ?? '');
-      const all = (await deadline(this.run(['HGETALL', this.keys.records]), t)) as Record<string, string> | string[];
+      const reply = (await deadline(this.run(['EVAL', READ_LUA, '3', this.keys.records, this.keys.version, this.keys.epoch, newEpoch(undefined)]), t)) as unknown[];
+      const version = String(reply[0] ?? '');
+      const epoch = String(reply[1] ?? '');
+      const flat = Array.isArray(reply[2]) ? (reply[2] as unknown[]) : [];
       const next = new Map<string, LocalSecret>();
-      const pairs: Array<[string, string]> = Array.isArray(all) ? pairsOf(all) : Object.entries(all);
-      for (const [, text] of pairs) {
+      for (const [, text] of pairsOf(flat)) {
         const record = parseRecord(String(text));
         if (record !== undefined) for (const [digest, s] of localSecrets(record)) next.set(digest, s);
       }
-      this.local = next;
-      this.version = version;
-      this.confirmedMs = this.now();
+      this.adopt(version, epoch, next);
       // Shared by concurrent syncs (the first connection runs two), so `ready` means subscribed.
-      this.subscription ??= this.conn.subscribe(this.keys.channel, (id) => void this.refresh(id)).then(
+      this.subscription ??= this.conn.subscribe(this.keys.channel, (id) => void (id === '*' ? this.resyncSoon() : this.refresh(id))).then(
         () => true,
         () => {
           this.subscription = undefined;
@@ -269,23 +398,71 @@ export class KeyRegistry {
     }
   }
 
-  /** The periodic check: a full sync only when the version moved (or was never read). */
+  /**
+   * A full read's result: the new local copy, unless Redis lost the registry's data. Redis holds
+   * the epoch this copy came from, or this process knew none, or an operator wrote a newer one:
+   * Redis is the registry. Otherwise (no epoch, or an implicit one made since) the data was lost:
+   * the copy this process had keeps answering, with the records Redis holds now added over it,
+   * and it is not confirmed current (maxStaleSeconds runs on).
+   */
+  private adopt(version: string, epoch: string, next: Map<string, LocalSecret>): void {
+    const known = this.epoch;
+    const operator = epoch !== known && epochTime(epoch) > epochTime(known);
+    const lost = this.lost ?? this.local;
+    if (known === '' || epoch === known || operator || lost.size === 0) {
+      if (this.lost !== undefined || (operator && known !== '')) {
+        const how = operator ? 'an operator restored or reset it (keys import, keys reset-epoch)' : 'Redis has its data again';
+        this.log?.warn({ registry: describeConnection(this.config.redis), keys: idsOf(next) }, `key registry: ${how}; Redis is the registry again`);
+      }
+      this.lost = undefined;
+      this.local = next;
+      this.version = version;
+      this.epoch = epoch;
+      this.confirmedMs = this.now();
+      return;
+    }
+    if (this.lost === undefined) {
+      this.lost = lost;
+      this.lossDetected++;
+      const fields = { registry: describeConnection(this.config.redis), keysKept: idsOf(lost), keysInRedis: idsOf(next) };
+      const message =
+        "key registry: Redis lost the registry's data (its epoch is gone or new); keeping this process's copy until an operator acts: restore a backup with `keys import FILE`, or accept what Redis holds with `keys reset-epoch` (docs/keys.md)";
+      if (this.log?.error !== undefined) this.log.error(fields, message);
+      else this.log?.warn(fields, message);
+    }
+    const ids = new Set([...next.values()].map((s) => s.grant.consumer.id));
+    const merged = new Map([...lost].filter(([, s]) => !ids.has(s.grant.consumer.id)));
+    for (const [digest, s] of next) merged.set(digest, s);
+    this.local = merged;
+    this.version = version;
+  }
+
+  /** The periodic check: a full sync only when the version or the epoch moved (or was never read). */
   async sync(): Promise<void> {
     if (this.closed) return;
     try {
-      const version = String((await deadline(this.run(['GET', this.keys.version]), this.config.commandTimeoutMs)) ?? '');
-      if (version === this.version && this.subscribed) this.confirmedMs = this.now();
+      const [version, epoch] = ((await deadline(this.run(['MGET', this.keys.version, this.keys.epoch]), this.config.commandTimeoutMs)) as unknown[]).map((v) => String(v ?? ''));
+      if (this.lost === undefined && version === this.version && epoch === this.epoch && this.subscribed) this.confirmedMs = this.now();
       else await this.resync();
     } catch {
       // Away: not confirmed; `fresh` runs out after maxStaleSeconds.
     }
   }
 
-  /** A change announced on the channel: re-read that record alone. */
+  /**
+   * A change announced on the channel: re-read that record alone, unless the epoch is not the one
+   * this copy came from (the first record of an empty registry, or a loss): then a full read, which
+   * tells the two apart. While Redis has lost its data, the record is added to the kept copy.
+   */
   private async refresh(id: string): Promise<void> {
     this.announced++;
     try {
-      const text = (await deadline(this.run(['HGET', this.keys.records, id]), this.config.commandTimeoutMs)) as string | null;
+      const t = this.config.commandTimeoutMs;
+      const [text, epoch] = await Promise.all([
+        deadline(this.run(['HGET', this.keys.records, id]), t) as Promise<string | null>,
+        deadline(this.run(['GET', this.keys.epoch]), t).then((e) => String(e ?? '')),
+      ]);
+      if (this.lost === undefined && epoch !== this.epoch) return void (await this.resyncSoon());
       const next = new Map([...this.local].filter(([, s]) => s.grant.consumer.id !== id));
       const record = text === null ? undefined : parseRecord(String(text));
       if (record !== undefined) for (const [digest, s] of localSecrets(record)) next.set(digest, s);
@@ -302,7 +479,7 @@ export class KeyRegistry {
 
   private async write(id: string, expected: string, next: KeyRecord | undefined): Promise<void> {
     const r = await deadline(
-      this.run(['EVAL', CAS_LUA, '3', this.keys.records, this.keys.version, this.keys.lastused, id, expected, next === undefined ? '' : JSON.stringify(next), this.keys.channel]),
+      this.run(['EVAL', CAS_LUA, '4', this.keys.records, this.keys.version, this.keys.lastused, this.keys.epoch, id, expected, next === undefined ? '' : JSON.stringify(next), this.keys.channel, newEpoch(undefined)]),
       this.config.commandTimeoutMs,
     );
     if (Number(r) < 0) throw new RegistryError('conflict', `key '${id}' was changed by someone else at the same time; try again`);
@@ -325,25 +502,29 @@ export class KeyRegistry {
     await this.write(input.id, '', record).catch((err: unknown) => {
       throw err instanceof RegistryError && err.reason === 'conflict' ? new RegistryError('exists', `a key with id '${input.id}' exists`) : err;
     });
-    return { info: infoOf(record, undefined), key };
+    return { info: infoOf(record, undefined, this.now()), key };
   }
 
   /**
-   * A new secret for an existing id; its current secret stays valid for `overlapSeconds` (0: ends
-   * now), older overlaps keep their own end, and ended ones are dropped.
+   * A new secret for an existing id. Every older secret ends at `now + overlapSeconds` at the
+   * latest: the current one then, and one still in an earlier overlap at its own end or then,
+   * whichever comes first (0: every older secret ends now, the answer to a leaked key; an overlap
+   * shorter than an earlier one caps it). Ended ones are dropped. `previousValidUntil` is the
+   * latest end of the older secrets that remain (now when none does): what the gateway enforces.
    */
-  async rotate(id: string, overlapSeconds: number): Promise<{ info: KeyInfo; key: string; previousValidUntil: string }> {
+  async rotate(id: string, overlapSeconds: number): Promise<{ info: KeyInfo; key: string; previousValidUntil: string; previousSecrets: number }> {
     const { text, record } = await this.read(id);
     if (record === undefined) throw new RegistryError('unknown', `no key with id '${id}'`);
     const now = this.now();
     const until = now + overlapSeconds * 1000;
     const key = newRegistryKey();
     const kept: SecretRecord[] = record.secrets
-      .map((s) => (s.until === undefined ? { hash: s.hash, until } : s))
-      .filter((s) => s.until !== undefined && s.until > now);
+      .map((s) => ({ hash: s.hash, until: s.until === undefined ? until : Math.min(s.until, until) }))
+      .filter((s) => s.until > now);
     const next: KeyRecord = { ...record, secrets: [...kept, { hash: hashKey(key) }] };
     await this.write(id, text, next);
-    return { info: infoOf(next, undefined), key, previousValidUntil: new Date(until).toISOString() };
+    const latest = kept.reduce((m, s) => Math.max(m, s.until ?? now), now);
+    return { info: infoOf(next, undefined, now), key, previousValidUntil: new Date(latest).toISOString(), previousSecrets: kept.length };
   }
 
   /** Removes the key and every one of its secrets. */
@@ -362,9 +543,31 @@ export class KeyRegistry {
     const out: KeyInfo[] = [];
     for (const [, text] of Array.isArray(all) ? pairsOf(all) : Object.entries(all)) {
       const r = parseRecord(String(text));
-      if (r !== undefined) out.push(infoOf(r, usedMap.get(r.id)));
+      if (r !== undefined) out.push(infoOf(r, usedMap.get(r.id), this.now()));
     }
     return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  /** Every record as Redis has it now, hashes included (never a secret): `keys export`. */
+  async exportAll(): Promise<RegistryExport> {
+    const all = (await deadline(this.run(['HGETALL', this.keys.records]), this.config.commandTimeoutMs)) as Record<string, string> | string[];
+    const records: KeyRecord[] = [];
+    for (const [, text] of Array.isArray(all) ? pairsOf(all) : Object.entries(all)) {
+      const r = parseRecord(String(text));
+      if (r !== undefined) records.push(r);
+    }
+    records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return { format: EXPORT_FORMAT, exported: new Date(this.now()).toISOString(), records };
+  }
+
+  /**
+   * An operator's act after a data loss (or a move): writes `records` (each replaces the id's
+   * record in Redis; others stay) and a new explicit epoch, so every gateway takes Redis as the
+   * registry again. With no records, this is `keys reset-epoch`: accept what Redis holds.
+   */
+  async restore(records: readonly KeyRecord[]): Promise<void> {
+    const args = records.flatMap((r) => [r.id, JSON.stringify(r)]);
+    await deadline(this.run(['EVAL', RESTORE_LUA, '3', this.keys.records, this.keys.version, this.keys.epoch, newEpoch(this.now()), this.keys.channel, ...args]), this.config.commandTimeoutMs);
   }
 
   /** Whether the presented key's digest is in the local copy (tests, `check`). */
@@ -380,6 +583,11 @@ export class KeyRegistry {
     if (this.conn.isReady) await this.flushLastUsed();
     await this.shared.release();
   }
+}
+
+/** The key ids of a local copy, sorted (for a log line). */
+function idsOf(local: ReadonlyMap<string, LocalSecret>): string[] {
+  return [...new Set([...local.values()].map((s) => s.grant.consumer.id))].sort();
 }
 
 /** RESP2 flat [k, v, k, v] to pairs (RESP3 gives an object). */

@@ -83,6 +83,10 @@ t.test('two gateways, one registry: create, revoke, rotate across processes; the
   await within('the new key works on B', 1000, async () => (await pets(b, made.key)) === 200);
   for (let i = 0; i < 6; i++) t.equal(await pets(b, made.key), 200, `B request ${i + 1}`);
   t.equal(await pets(a, made.key), 200, 'and on A');
+  // B runs --workers 2: its primary's /readyz shows the group's registry state in its detail.
+  const ready = await request(`${b.admin}/readyz`);
+  t.equal(ready.status, 200);
+  t.match(ready.json, { status: 'ready', detail: { keyRegistry: { connected: true, fresh: true, dataLoss: false, keys: 1 } } });
   t.equal(await pets(b, FILE_KEY), 200, 'file keys work beside the registry');
   const scoped = await request(`${b.url}/v1/pets/1`, { headers: bearer(made.key) });
   t.equal(scoped.status, 403, 'the key keeps its operations on the other instance');
@@ -123,6 +127,47 @@ t.test('two gateways, one registry: create, revoke, rotate across processes; the
   t.match(keys[0]?.lastUsed, /^\d{4}-\d{2}-\d{2}T/, 'last used is recorded');
   t.notMatch(list.stdout, /psgk_|sha256/);
 
+  // D2/M2: a rotation with overlap 0 after a routine rotation ends EVERY older secret (the leaked
+  // first one too), on both instances within 1 s; the CLI and the API report what is enforced.
+  const k1 = (await runCli(t, ['keys', 'create', '--id', 'leaky', '--policy', file])).stdout.trim();
+  const r1 = await runCli(t, ['keys', 'rotate', 'leaky', '--overlap', '1h', '--policy', file]);
+  t.equal(r1.code, 0, r1.stderr);
+  const k2 = r1.stdout.trim();
+  const reported = Date.parse(/valid until (\S+)/.exec(r1.stderr)?.[1] ?? '');
+  t.ok(Math.abs(reported - (Date.now() + 3600_000)) < 60_000, `a routine rotation reports the old secret's end: ${r1.stderr}`);
+  await within('both secrets work on A and B', 1000, async () => (await pets(a, k1)) === 200 && (await pets(b, k2)) === 200);
+  const listed = async (id: string) => ((await request(`${a.admin}/keys`, { headers: admin() })).json as { keys: Array<{ id: string; previousValidUntil: string | null }> }).keys.find((k) => k.id === id);
+  t.equal(Date.parse((await listed('leaky'))?.previousValidUntil ?? ''), reported, 'GET /keys reports the older secret\'s end');
+  const r2 = await runCli(t, ['keys', 'rotate', 'leaky', '--overlap', '0', '--policy', file]);
+  t.equal(r2.code, 0, r2.stderr);
+  t.match(r2.stderr, /every previous secret ended now/, 'the CLI says every older secret ended');
+  const k3 = r2.stdout.trim();
+  const ended = await within('k1 and k2 refused on A and B', 1000, async () => {
+    const codes = await Promise.all([pets(a, k1), pets(a, k2), pets(b, k1), pets(b, k2)]);
+    return codes.every((c) => c === 401);
+  });
+  t.ok(ended < 1000, `every older secret refused everywhere ${Math.round(ended)} ms after --overlap 0`);
+  t.equal(await pets(b, k3), 200, 'the new secret works');
+  t.equal((await listed('leaky'))?.previousValidUntil, null, 'GET /keys: no older secret works');
+  // The same through the admin API (on B): a routine rotation, then overlapSeconds 0.
+  const s1 = ((await request(`${b.admin}/keys`, { method: 'POST', headers: admin(), body: JSON.stringify({ id: 'leaky-api' }) })).json as { key: string }).key;
+  const s2 = ((await request(`${b.admin}/keys/leaky-api/rotate`, { method: 'POST', headers: admin(), body: '{}' })).json as { key: string }).key;
+  await within('s1 and s2 work on A', 1000, async () => (await pets(a, s1)) === 200 && (await pets(a, s2)) === 200);
+  // An overlap shorter than an earlier one caps it: both older secrets end within 2 s.
+  const capped = await request(`${b.admin}/keys/leaky-api/rotate`, { method: 'POST', headers: admin(), body: JSON.stringify({ overlapSeconds: 2 }) });
+  const capEnd = Date.parse((capped.json as { previousKeyValidUntil: string }).previousKeyValidUntil);
+  t.ok(capEnd <= Date.now() + 2000, 'the answer reports the capped end of every older secret');
+  const s3 = (capped.json as { key: string }).key;
+  const zero = await request(`${b.admin}/keys/leaky-api/rotate`, { method: 'POST', headers: admin(), body: JSON.stringify({ overlapSeconds: 0 }) });
+  t.equal(zero.status, 200);
+  t.ok(Date.parse((zero.json as { previousKeyValidUntil: string }).previousKeyValidUntil) <= Date.now(), 'overlapSeconds 0: every older secret ends now');
+  const s4 = (zero.json as { key: string }).key;
+  await within('s1, s2 and s3 refused on A and B', 1000, async () => {
+    const codes = await Promise.all([s1, s2, s3].flatMap((k) => [pets(a, k), pets(b, k)]));
+    return codes.every((c) => c === 401);
+  });
+  t.equal(await pets(a, s4), 200, 'the newest works on A');
+
   // One audit line per change, with who and which id; no secret in any output of either process.
   const auditA = a.handle.output().stdout.split('\n').filter((l) => l.includes('"audit":"keys"'));
   t.equal(auditA.length, 2, 'A: created, rotated');
@@ -131,6 +176,6 @@ t.test('two gateways, one registry: create, revoke, rotate across processes; the
   t.match(b.handle.output().stdout, /"audit":"keys","action":"revoked","id":"partner-1"/);
   for (const gw of [a, b]) {
     const all = gw.handle.output().stdout + gw.handle.output().stderr;
-    for (const secret of [made.key, cliKey, next, ADMIN_TOKEN, FILE_KEY]) t.notOk(all.includes(secret), 'no secret in the logs');
+    for (const secret of [made.key, cliKey, next, ADMIN_TOKEN, FILE_KEY, k1, k2, k3, s1, s2, s3, s4]) t.notOk(all.includes(secret), 'no secret in the logs');
   }
 });

@@ -11,7 +11,8 @@
  *   one replaced by a generated one, echoed and forwarded; W3C trace context forwarded when valid,
  *   made anew otherwise;
  * - readiness: /readyz 503 "draining" as soon as SIGTERM arrives while a request is in flight, and
- *   503 "upstream unreachable" once the upstream is gone and a call was refused; /healthz 200;
+ *   503 "upstream unreachable" once the upstream is gone and a call was refused (with
+ *   server.admin.readiness.upstream: true; the default only shows it in the detail); /healthz 200;
  * - /deprecations names the consumer after getPet calls.
  *
  * Two processes per engine, started concurrently when the file loads: `main` (traffic, ids,
@@ -171,7 +172,8 @@ const processes = Object.fromEntries(
     const downUp = startStubUpstream(t, (req, res) => answer(req, res, { connection: 'close' }));
     const main = mainUp.then((s) => serve('main', e, s));
     // A low brute-force limit so the flood's warm-up locks the address out early (see the flood test).
-    const down = downUp.then((s) => serve('down', e, s, {}, { bruteForce: { maxFailures: 5, windowSeconds: 3600 } }));
+    // Readiness follows the upstream only on request (server.admin.readiness.upstream): `down` asks.
+    const down = downUp.then((s) => serve('down', e, s, { server: { admin: { readiness: { upstream: true } } } }, { bruteForce: { maxFailures: 5, windowSeconds: 3600 } }));
     return [e, { main, down }];
   }),
 ) as Record<Engine, { main: Promise<Gw>; down: Promise<Gw> }>;
@@ -519,7 +521,7 @@ forEachEngine(t, async (t, engine) => {
 
   await t.test('down gateway: upstream closed, then a flood of junk', async (t) => {
     const gw = await processes[engine].down;
-    t.strictSame((await request(`${gw.admin}/readyz`)).json, { status: 'ready' }, '/readyz ready while the upstream answers');
+    t.match((await request(`${gw.admin}/readyz`)).json, { status: 'ready', detail: { upstream: { reachable: true, decidesReadiness: true } } }, '/readyz ready while the upstream answers');
     t.equal((await request(`${gw.url}/v1/pets`, { headers: bearer(KEY) })).status, 200, 'a call succeeds');
     await gw.stub.close();
     const before = await scrape(gw);
@@ -542,7 +544,7 @@ forEachEngine(t, async (t, engine) => {
 
     const ready = await request(`${gw.admin}/readyz`);
     t.equal(ready.status, 503, '/readyz 503 once a call was refused');
-    t.strictSame(ready.json, { status: 'not ready', reason: 'upstream unreachable' }, 'reason: upstream unreachable');
+    t.match(ready.json, { status: 'not ready', reason: 'upstream unreachable', detail: { upstream: { reachable: false } } }, 'reason: upstream unreachable (server.admin.readiness.upstream)');
     t.strictSame((await request(`${gw.admin}/healthz`)).json, { status: 'ok' }, '/healthz still ok');
     t.equal((await request(`${gw.admin}/healthz`)).status, 200);
 

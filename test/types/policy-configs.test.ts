@@ -74,9 +74,9 @@ agree<Agree<Own<typeof HEADERS_SCHEMA>, Schema<typeof HEADERS_SCHEMA>>>();
 // in src/config/schema.ts with the admin listener's part from src/ops.
 agree<Agree<Own<typeof LISTENER_SCHEMA>, Schema<typeof LISTENER_SCHEMA>>>();
 agree<Agree<ServerConfig, Schema<typeof SERVER_SCHEMA>>>();
-// server.admin adds the key admin API's tokensFromEnv, tokensFile, bruteForce and its TLS to the listener's own options.
+// server.admin adds the key admin API's tokensFromEnv, tokensFile, bruteForce, its TLS and what readiness follows to the listener's own options.
 agree<Agree<ServerConfig['admin'], Schema<typeof SERVER_ADMIN_SCHEMA>>>();
-agree<Agree<Omit<NonNullable<ServerConfig['admin']>, 'tokensFromEnv' | 'tokensFile' | 'bruteForce' | 'tls'> | null, Schema<typeof ADMIN_SCHEMA>>>();
+agree<Agree<Omit<NonNullable<ServerConfig['admin']>, 'tokensFromEnv' | 'tokensFile' | 'bruteForce' | 'tls' | 'readiness'> | null, Schema<typeof ADMIN_SCHEMA>>>();
 // The whole section is the listener's options plus admin, nothing more or less.
 agree<Identical<Omit<ServerConfig, 'admin'>, ListenerConfig>>();
 

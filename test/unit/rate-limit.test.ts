@@ -9,7 +9,7 @@ import type { GatewayError } from '../../src/core/errors.js';
 import type { Exchange, PolicyEnv } from '../../src/core/policy.js';
 import { parsePolicy } from '../../src/config/load.js';
 import { auth, hashKey, type AuthConfig } from '../../src/policies/auth/index.js';
-import { perWorkerNotice, rateLimit, type RateLimitConfig } from '../../src/policies/rate-limit/index.js';
+import { perKeyNotes, perWorkerNotice, rateLimit, type RateLimitConfig } from '../../src/policies/rate-limit/index.js';
 import { MemoryRateLimitStore } from '../../src/stores/memory.js';
 import type { RateDecision, RateLimitStore, StoreConfig } from '../../src/stores/types.js';
 import { keyed } from '../helpers/exchange.js';
@@ -224,6 +224,28 @@ t.test('perKey: an id that names no API key is refused, with the ids there are; 
   // Where the variable holds no key (a check without the secret), its count is not known: accepted.
   t.ok(parsePolicy(policy('      "PETSTORE_API_KEYS#3": { limit: 5 }\n', 'PETSTORE_API_KEYS'), { env: {} }).ok, '#n without the variable');
   t.notOk(parsePolicy(policy('      "OTHER#1": { limit: 5 }\n', 'PETSTORE_API_KEYS'), { env: {} }).ok, 'another variable name is a typo');
+});
+
+t.test('perKey with a key registry: an id of the registry\'s form is accepted and noted (D4, L8); a typo outside it is not', async (t) => {
+  const hash = `sha256:${'0'.repeat(64)}`;
+  const policy = (perKey: string, registry = '    registry: { redis: { url: "redis://127.0.0.1:6379" } }\n') =>
+    `policies:\n  auth:\n    keys:\n      - { id: ops, hash: "${hash}" }\n    keysFromEnv: null\n${registry}  rate-limit:\n    perKey:\n${perKey}`;
+  const reg = parsePolicy(policy('      partner-beta: { limit: 50, windowSeconds: 60 }\n'), { env: {} });
+  t.ok(reg.ok, 'a registry id is accepted');
+  if (reg.ok) {
+    t.strictSame(perKeyNotes(reg.config.policies['rate-limit'], reg.config.policies.auth, { env: {} }), [
+      'rate-limit perKey "partner-beta": no key of the file or the environment has this id; it limits the key registry\'s consumer "partner-beta" (registry ids are known at run time: see keys list)',
+    ]);
+  }
+  const ops = parsePolicy(policy('      ops: { limit: 5 }\n'), { env: {} });
+  t.ok(ops.ok);
+  if (ops.ok) t.strictSame(perKeyNotes(ops.config.policies['rate-limit'], ops.config.policies.auth, { env: {} }), [], 'a file key id: nothing to note');
+  const bad = parsePolicy(policy('      "not a registry id": { limit: 5 }\n'), { env: {} });
+  t.notOk(bad.ok, 'an id no registry can issue is still refused');
+  if (!bad.ok) t.match(bad.problems, [{ message: /names no API key.*registry key id is 1 to 64/ }]);
+  const none = parsePolicy(policy('      partner-beta: { limit: 5 }\n', ''), { env: {} });
+  t.notOk(none.ok, 'without a registry, the same id names no one');
+  if (!none.ok) t.notMatch(none.problems[0]?.message, /registry/);
 });
 
 t.test('rate-limit.check reads auth\'s section from the loader\'s context for the perKey ids', async (t) => {

@@ -213,17 +213,16 @@ function create(config: AuthConfig, env: PolicyEnv) {
         if (waitMs > 0) return new GatewayError('too_many_auth_failures', { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });
       }
       const nowMs = now();
-      // A key in the registry's format with a wrong checksum is a typo or a forgery: refused
-      // without a lookup (it still counts as a failed guess). The file's keys first.
-      let grant: KeyGrant | undefined;
+      // The file's and the environment's keys first: any bearer token, one that happens to start
+      // with `psgk_` too (docs/keys.md). Then the registry, which issues only well-formed keys: a
+      // token in its format with a wrong checksum is a typo or a forgery, not looked up there
+      // (it still counts as a failed guess).
+      const digest = digestOf(token);
+      let grant: KeyGrant | undefined = ring.grantOfDigest(digest);
       let registered = false;
-      if (!claimsRegistryFormat(token) || isWellFormedKey(token)) {
-        const digest = digestOf(token);
-        grant = ring.grantOfDigest(digest);
-        if (grant === undefined && registry !== undefined) {
-          grant = registryGrant(digest, nowMs);
-          registered = grant !== undefined;
-        }
+      if (grant === undefined && registry !== undefined && (!claimsRegistryFormat(token) || isWellFormedKey(token))) {
+        grant = registryGrant(digest, nowMs);
+        registered = grant !== undefined;
       }
       if (grant === undefined) {
         if (failures !== undefined) {

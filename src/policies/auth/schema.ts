@@ -75,8 +75,9 @@ export const schema = {
           type: ['integer', 'null'],
           minimum: 1,
           maximum: 31536000,
-          default: 86400,
-          description: 'While Redis is away, registry keys keep working from the local copy for this long after it was last confirmed current; then they are refused until Redis is back. null: for ever.',
+          default: 21600,
+          description:
+            'While Redis is away (or has lost the registry\'s data, until an operator restores it), registry keys keep working from the local copy for this long after it was last confirmed current; then they are refused until Redis is back. Also how long a revocation made elsewhere can stay unheard by an instance cut off from Redis (watch petstore_gateway_key_registry_confirmed_age_seconds). Default 6 hours; null: for ever.',
         },
         commandTimeoutMs: { type: 'integer', minimum: 10, maximum: 60000, default: 1000, description: 'Longest wait for one Redis command of the registry (a sync, a change, a list); never on the request path.' },
       },

@@ -47,32 +47,68 @@ function seconds(ms: number): number {
 
 const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+/** A registry key id (src/registry/records.ts ID_PATTERN): no `#`, so never an environment id. */
+const REGISTRY_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** The `perKey` ids of the file and the environment, and what the rest of them are. */
+interface PerKeyIds {
+  /** Not a key of the file or the environment, and no registry could have it: a typo. */
+  readonly unknown: string[];
+  /** Not a key of the file or the environment, but possibly a registry key (known at run time). */
+  readonly registry: string[];
+  /** The ids of the file and the environment, for the message. */
+  readonly known: Set<string>;
+}
+
 /**
  * The ids `perKey` may name: every `auth.keys` id, and `NAME#n` for the keys of `auth.keysFromEnv`
  * NAME (n from 1, in the order the variable lists them), as the auth policy names them. When the
  * variable holds no key where the file is checked (a CI check without the secret,
  * `--ephemeral-key`), any `NAME#n` is accepted: the count is known only where the gateway runs,
- * which checks again with its keys. The auth section is read as data, defensively: it may hold
- * schema errors of its own.
+ * which checks again with its keys. With a key registry (`auth.registry`), an id of the registry's
+ * form is accepted too: registry ids are issued at run time (docs/keys.md), so `check` notes it
+ * (`perKeyNotes`) rather than refusing it. The auth section is read as data, defensively: it may
+ * hold schema errors of its own.
  */
-function perKeyProblems(perKey: unknown, auth: unknown, path: string, env: PolicyEnv): Problem[] {
-  if (!isMapping(auth) || !isMapping(perKey) || !Array.isArray(auth.keys)) return [];
-  const ids = new Set(auth.keys.map((k: unknown) => (isMapping(k) ? k.id : undefined)).filter((id): id is string => typeof id === 'string'));
+function perKeyIds(perKey: unknown, auth: unknown, env: PolicyEnv): PerKeyIds | undefined {
+  if (!isMapping(auth) || !isMapping(perKey) || !Array.isArray(auth.keys)) return undefined;
+  const known = new Set(auth.keys.map((k: unknown) => (isMapping(k) ? k.id : undefined)).filter((id): id is string => typeof id === 'string'));
   const name = typeof auth.keysFromEnv === 'string' ? auth.keysFromEnv : undefined;
   const fromEnv = name === undefined ? [] : (env.env[name] ?? '').split(',').filter((k) => k.trim() !== '');
-  for (let i = 1; i <= fromEnv.length; i++) ids.add(`${name}#${i}`);
-  const problems: Problem[] = [];
+  for (let i = 1; i <= fromEnv.length; i++) known.add(`${name}#${i}`);
+  const hasRegistry = isMapping(auth.registry);
+  const unknown: string[] = [];
+  const registry: string[] = [];
   for (const id of Object.keys(perKey)) {
-    if (ids.has(id)) continue;
+    if (known.has(id)) continue;
     const envId = name !== undefined && id.startsWith(`${name}#`) && /^[1-9][0-9]*$/.test(id.slice(name.length + 1));
     if (envId && fromEnv.length === 0) continue;
-    const known = [...ids].map((k) => JSON.stringify(k)).join(', ');
-    problems.push({
-      path: `${path}.perKey${pathSegment(id)}`,
-      message: `names no API key, so this limit would apply to no one: the ids are ${known === '' ? '(none)' : known}`,
-    });
+    if (hasRegistry && REGISTRY_ID.test(id)) registry.push(id);
+    else unknown.push(id);
   }
-  return problems;
+  return { unknown, registry, known };
+}
+
+function perKeyProblems(perKey: unknown, auth: unknown, path: string, env: PolicyEnv): Problem[] {
+  const ids = perKeyIds(perKey, auth, env);
+  if (ids === undefined) return [];
+  const known = [...ids.known].map((k) => JSON.stringify(k)).join(', ');
+  const registry = isMapping(auth) && isMapping(auth.registry) ? ' (a registry key id is 1 to 64 letters, digits, ".", "_" or "-")' : '';
+  return ids.unknown.map((id) => ({
+    path: `${path}.perKey${pathSegment(id)}`,
+    message: `names no API key, so this limit would apply to no one: the ids are ${known === '' ? '(none)' : known}${registry}`,
+  }));
+}
+
+/**
+ * What `check` says of `perKey` ids that name no file or environment key but may name a key of the
+ * registry (its ids are issued at run time): one line each. Empty without a registry.
+ */
+export function perKeyNotes(config: RateLimitConfig, auth: unknown, env: PolicyEnv): string[] {
+  const ids = perKeyIds(config.perKey, auth, env);
+  return (ids?.registry ?? []).map(
+    (id) => `rate-limit perKey ${JSON.stringify(id)}: no key of the file or the environment has this id; it limits the key registry's consumer ${JSON.stringify(id)} (registry ids are known at run time: see keys list)`,
+  );
 }
 
 function check(config: RateLimitConfig, path: string, env: PolicyEnv, context?: CheckContext): Problem[] {

@@ -17,7 +17,7 @@ export const schema = {
     perKey: {
       type: 'object',
       default: {},
-      description: 'Limits by key id that replace `limit` for that key, e.g. {ops: {limit: 1000, windowSeconds: 60}}.',
+      description: 'Limits by key id that replace `limit` for that key, e.g. {ops: {limit: 1000, windowSeconds: 60}}: an id of `auth.keys`, NAME#n of `auth.keysFromEnv`, or, with `auth.registry`, a registry key id (issued at run time, so `check` notes it instead of refusing it).',
       propertyNames: { type: 'string', minLength: 1, maxLength: 64 },
       additionalProperties: {
         type: 'object',
