@@ -88,6 +88,14 @@ export const LISTENER_SCHEMA = {
       },
     },
     http2: { type: 'boolean', default: true, description: 'With tls: HTTP/2 and HTTP/1.1 on the same port (ALPN); false: HTTP/1.1 only. No cleartext HTTP/2.' },
+    streamStallTimeoutMs: {
+      type: 'integer',
+      minimum: 100,
+      maximum: 600000,
+      default: 20000,
+      description:
+        'HTTP/2: a stream whose client takes nothing of its answer for this long (its flow-control window kept shut, or a byte now and then), or keeps its side of the stream open this long after a complete answer, is reset (RST_STREAM) and its session takes no new stream (GOAWAY). Besides, at most 8 streams of a session may wait on their client at once (see docs/limits.md).',
+    },
     hsts: {
       type: ['object', 'null'],
       default: null,

@@ -51,6 +51,7 @@ const DEFAULTS = {
     trustedProxies: [],
     tls: null as Record<string, unknown> | null,
     http2: true,
+    streamStallTimeoutMs: 20000,
     hsts: null,
   },
   headers: { request: { allow: [] }, response: { allow: [] } },
