@@ -119,7 +119,16 @@ export function readBody(stream: Readable, declaredLength: string | undefined, l
       chunks.push(chunk);
     };
     stream.on('data', onData);
-    stream.on('end', () => resolve(size === 0 ? EMPTY : Buffer.concat(chunks, size)));
+    stream.on('end', () => {
+      // HTTP/1.1's parser waits for every byte a Content-Length announces; an HTTP/2 stream can
+      // end early (END_STREAM). Such a request is malformed (RFC 9113 section 8.1.1): nghttp2
+      // resets the stream, and the body read so far must never reach the upstream.
+      if (declaredLength !== undefined && size !== Number(declaredLength)) {
+        reject(new GatewayError('invalid_request', { message: 'The request body is shorter than its Content-Length.' }));
+        return;
+      }
+      resolve(size === 0 ? EMPTY : Buffer.concat(chunks, size));
+    });
     stream.on('error', reject);
   });
 }
