@@ -18,12 +18,12 @@ export const LISTENER_SCHEMA = {
     keepAliveTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 5000, description: 'An idle keep-alive connection is closed after this time.' },
     maxConnections: { type: 'integer', minimum: 1, maximum: 1000000, default: 10000, description: 'Most client connections at once; more are refused at the socket.' },
     maxConnectionsPerAddress: {
-      type: 'integer',
+      type: ['integer', 'null'],
       minimum: 1,
       maximum: 1000000,
-      default: 1000,
+      default: null,
       description:
-        "Most client connections at once from one client (an IPv4 address, or an IPv6 /64) (idle, half-sent or busy), so one client cannot take all of maxConnections; more are refused at the socket. Addresses in trustedProxies are exempt (a load balancer's connections carry many clients).",
+        "Most client connections at once from one client (an IPv4 address, or an IPv6 /64) (idle, half-sent or busy), so one client cannot take all of maxConnections; more are refused at the socket. null (default): a quarter of maxConnections (rounded up), at most 1000 (2,500 capped to 1000 with the default maxConnections; 5 with maxConnections 20). Addresses in trustedProxies are exempt (a load balancer's connections carry many clients).",
     },
     maxInFlightPerConnection: {
       type: 'integer',
@@ -123,3 +123,15 @@ export type ListenerConfig = SchemaType<typeof LISTENER_SCHEMA>;
 
 /** TLS on the API listener (src/tls/listener.ts). */
 export type ServerTlsConfig = NonNullable<ListenerConfig['tls']>;
+
+/** Most connections of one client when `maxConnectionsPerAddress` is null: a quarter of `maxConnections`, at most this. */
+export const DEFAULT_ADDRESS_SHARE_MAX = 1000;
+
+/**
+ * The connections one client (address or IPv6 /64) may hold at once: `maxConnectionsPerAddress`
+ * when set, else a quarter of `maxConnections` (rounded up, at least 1, at most 1000), so that at
+ * least four clients fill the server and a small `maxConnections` is not one client's alone.
+ */
+export function addressShare(limits: Pick<ListenerConfig, 'maxConnections' | 'maxConnectionsPerAddress'>): number {
+  return limits.maxConnectionsPerAddress ?? Math.min(DEFAULT_ADDRESS_SHARE_MAX, Math.max(1, Math.ceil(limits.maxConnections / 4)));
+}

@@ -4,7 +4,7 @@
  */
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ListenerConfig } from './config.js';
+import { addressShare, type ListenerConfig } from './config.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { markAwaitingContinue } from './body.js';
 import { boundInFlight, PIPELINE_OVERFLOW, shareConnections } from './connections.js';
@@ -121,7 +121,8 @@ function authorityProblem(req: IncomingMessage): GatewayError | undefined {
  * Connection accounting (src/fronts/connections.ts): at most `maxInFlightPerConnection` requests
  * of a connection served at once (pipelined ones wait, the socket unread), a connection with more
  * than `maxPipelinedPerConnection` waiting is closed (the server emits PIPELINE_OVERFLOW with its
- * socket) and its address refused for `pipelineOverflowRefuseMs`, and at most `maxConnectionsPerAddress` connections per peer address.
+ * socket) and its address refused for `pipelineOverflowRefuseMs`, and at most `addressShare(limits)`
+ * connections per client (`maxConnectionsPerAddress`, by default a quarter of `maxConnections`).
  *
  * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
  * serverFactory uses this function too), before the engine's handler runs:
@@ -186,7 +187,7 @@ export function createNodeServer(limits: ListenerConfig, handler: (req: Incoming
     (socket as Socket).end(rawErrorResponse(error));
   });
   server.maxConnections = limits.maxConnections;
-  const share = shareConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies, limits.pipelineOverflowRefuseMs);
+  const share = shareConnections(server, addressShare(limits), limits.trustedProxies, limits.pipelineOverflowRefuseMs);
   return server;
 }
 

@@ -38,7 +38,7 @@ const DEFAULTS = {
     requestTimeoutMs: 30000,
     keepAliveTimeoutMs: 5000,
     maxConnections: 10000,
-    maxConnectionsPerAddress: 1000,
+    maxConnectionsPerAddress: null,
     maxInFlightPerConnection: 8,
     maxPipelinedPerConnection: 64,
     pipelineOverflowRefuseMs: 10000,
