@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 import { h2Request, makeTestPki } from '../helpers/certs.js';
 import { bearer, sendJson, spawnCliUntil, startStubUpstream, testKey, waitFor } from '../helpers/servers.js';
-import { sleep } from '../helpers/wait.js';
+import { sleep, within } from '../helpers/wait.js';
 
 const pki = makeTestPki(t);
 const ca = pki.read(pki.ca);
@@ -104,7 +104,7 @@ writeFileSync(
   JSON.stringify({
     version: 1,
     upstream: { url: `${stub.origin}/v1` },
-    server: { tls: { certFile: pki.server.cert, keyFile: pki.server.key }, streamStallTimeoutMs: STALL_MS },
+    server: { tls: { certFile: pki.server.cert, keyFile: pki.server.key }, streamStallTimeoutMs: STALL_MS, shutdownGraceMs: 1000 },
     policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } },
   }),
 );
@@ -224,4 +224,16 @@ t.test('a body shorter than its content-length (END_STREAM early) never reaches 
   await waitFor('the control to be forwarded', () => stub.requests.length > calls, 3000).catch(() => undefined);
   t.equal(stub.requests.at(-1)?.method, 'POST', 'the same request with its true length is forwarded');
   t.equal(stub.requests.at(-1)?.body.length, body.length);
+});
+
+t.test('SIGTERM with clients that do not read still connected: the process exits after the grace', async (t) => {
+  for (let c = 0; c < 5; c++) {
+    const conn = await rawH2(port, 0);
+    conn.write(...[1, 3, 5].map((id) => get(id, `/v1/pets/${id}`)));
+  }
+  // The signal comes about when their streams reach the stall deadline and their sessions end.
+  await sleep(STALL_MS);
+  handle.child.kill('SIGTERM');
+  const exited = await within(handle.exited, 8000, undefined);
+  t.same(exited, { code: 0, signal: null }, 'exited 0 within the grace period and a few seconds');
 });
