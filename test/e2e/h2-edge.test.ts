@@ -120,6 +120,7 @@ async function served(): Promise<number> {
   return (await h2Request(origin, '/v1/pets', { ca, headers: bearer(KEY) as Record<string, string> })).status;
 }
 
+// parity: HTTP/2 stream bounds belong to the listening server that createNodeServer makes for every engine (src/tls/h2-streams.ts); a refused stream never reaches an engine
 t.test('a client that never reads (window 0, 100 streams a connection, no key): memory bounded, sessions ended', async (t) => {
   // Warm up (JIT, the first sessions and answers), then measure.
   for (let i = 0; i < 20; i++) await served();
@@ -142,6 +143,7 @@ t.test('a client that never reads (window 0, 100 streams a connection, no key): 
   t.equal(await served(), 200, 'another client is served');
 });
 
+// parity: the stall deadline is kept by the listening server that createNodeServer makes for every engine, on node's stream, whatever wrote the answer
 t.test('a stalled stream is reset within streamStallTimeoutMs, also with 1-byte WINDOW_UPDATEs, and its session ends', async (t) => {
   const silent = await rawH2(port, 0);
   const trickled = await rawH2(port, 0);
@@ -162,6 +164,7 @@ t.test('a stalled stream is reset within streamStallTimeoutMs, also with 1-byte 
   }
 });
 
+// parity: the stall deadline is kept by the listening server that createNodeServer makes for every engine, on node's stream, whatever wrote the answer
 t.test('streams left open by their client after complete answers are reset (NO_ERROR) at the deadline', async (t) => {
   const conn = await rawH2(port);
   const ids = [1, 3, 5];
@@ -173,6 +176,7 @@ t.test('streams left open by their client after complete answers are reset (NO_E
   t.ok(Math.max(...conn.seen.resets.map((r) => r.at)) >= STALL_MS - 50, 'not before the deadline');
 });
 
+// parity: the rapid-reset bound belongs to the listening server that createNodeServer makes for every engine
 t.test('rapid reset with RST_STREAM(NO_ERROR) ends the session like any other code', async (t) => {
   for (const code of [0, 8]) {
     const conn = await rawH2(port);
@@ -192,6 +196,7 @@ t.test('rapid reset with RST_STREAM(NO_ERROR) ends the session like any other co
   t.equal(await served(), 200, 'another client is served');
 });
 
+// parity: the Host/:authority check runs in createNodeServer's request entry, before any engine's handler
 t.test('a Host field that disagrees with :authority is refused (400), the upstream never asked', async (t) => {
   const calls = stub.requests.length;
   const conn = await rawH2(port);
@@ -208,6 +213,7 @@ t.test('a Host field that disagrees with :authority is refused (400), the upstre
   t.match(stub.requests.at(-1)?.headers['x-forwarded-host'], /^good\.example(:443)?$/i, 'the one authority as X-Forwarded-Host');
 });
 
+// parity: readBody (src/fronts/body.ts) is the one body reader of both fronts (node-http and the Fastify plugin), and the check is on its bytes
 t.test('a body shorter than its content-length (END_STREAM early) never reaches the upstream', async (t) => {
   const calls = stub.requests.length;
   const body = Buffer.from('{"name":"Rex","categoryId":1,"status":"available"}');
@@ -226,6 +232,7 @@ t.test('a body shorter than its content-length (END_STREAM early) never reaches 
   t.equal(stub.requests.at(-1)?.body.length, body.length);
 });
 
+// parity: the HTTP/2 sessions' shutdown belongs to the listening server that createNodeServer makes for every engine
 t.test('SIGTERM with clients that do not read still connected: the process exits after the grace', async (t) => {
   for (let c = 0; c < 5; c++) {
     const conn = await rawH2(port, 0);
