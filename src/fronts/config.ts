@@ -14,7 +14,7 @@ export const LISTENER_SCHEMA = {
     host: { type: 'string', minLength: 1, default: '127.0.0.1', description: 'Address to listen on; 127.0.0.1 by default, 0.0.0.0 to expose it.' },
     port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080, description: 'TCP port; 0 picks a free one.' },
     headersTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 10000, description: 'A client must send its request headers within this time (slowloris): 408, then the connection is closed.' },
-    requestTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 30000, description: 'A client must send its whole request within this time: 408, then the connection is closed.' },
+    requestTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 30000, description: 'A client must send its whole request within this time: 408, then the connection is closed (HTTP/2: a stream not answered yet whose request has not ended is reset, RST_STREAM CANCEL).' },
     keepAliveTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 5000, description: 'An idle keep-alive connection is closed after this time.' },
     maxConnections: { type: 'integer', minimum: 1, maximum: 1000000, default: 10000, description: 'Most client connections at once; more are refused at the socket.' },
     maxConnectionsPerAddress: {

@@ -16,6 +16,8 @@
  *   may retry it) before any policy sees it, and one that starts waiting past the bound is reset
  *   (ENHANCE_YOUR_CALM); either way the session is told GOAWAY ENHANCE_YOUR_CALM: its other
  *   streams may finish, no new one starts.
+ * - A request that has not arrived whole (its client's side still open, no answer yet) after
+ *   `requestTimeoutMs` is reset (CANCEL), as node's HTTP/1.1 server answers 408 then.
  * - A stream whose client takes nothing of its answer for `stallTimeoutMs` (a byte now and then is
  *   nothing: progress is a write of the gateway's handed over whole) is reset (RST_STREAM CANCEL,
  *   or NO_ERROR after a complete answer, RFC 9113 section 8.1) and its session closed (GOAWAY):
@@ -122,6 +124,8 @@ class StreamWatch implements Deadlined {
   token = 0;
   /** Since when `token` has not changed (the list's clock). */
   since: number;
+  /** When the stream arrived (the list's clock). */
+  readonly born: number;
   /** Counted in its session's `waiting`. */
   waiting = false;
   /** Reset by the gateway here: not the client's reset. */
@@ -132,6 +136,7 @@ class StreamWatch implements Deadlined {
     now: number,
   ) {
     this.since = now;
+    this.born = now;
   }
 
   /** Counts or uncounts this stream as waiting on its client. */
@@ -194,19 +199,27 @@ export interface SessionServer {
 
 /**
  * Installs the bounds on a server's sessions. `stallTimeoutMs`: how long a stream's answer may
- * wait on its client without progress before it is reset.
+ * wait on its client without progress before it is reset; `requestTimeoutMs`: how long its
+ * request may take to arrive whole.
  *
  * node:http2's server also lacks two connection methods the gateway's shutdown uses: here
  * `closeIdleConnections` also tells every HTTP/2 session to finish its streams and close (GOAWAY,
  * RFC 9113 section 6.8), and `closeAllConnections` destroys them.
  */
-export function watchSessions(server: SessionServer, stallTimeoutMs: number): void {
+export function watchSessions(server: SessionServer, stallTimeoutMs: number, requestTimeoutMs: number): void {
   const step = Math.max(1, Math.min(STEP_MS, Math.floor(stallTimeoutMs / 4)));
   const mark = Math.min(MARK_MS, stallTimeoutMs);
   const due = (w: StreamWatch, now: number): number | undefined => {
     const stream = w.stream;
     if (stream.destroyed) return undefined;
     const token = tokenOf(stream);
+    // No answer yet and the client's side still open after requestTimeoutMs: the request never
+    // arrived whole (HEADERS without END_STREAM, a body that never ends), what node's HTTP/1.1
+    // server answers 408. Reset (CANCEL): the exchange sees its client leave.
+    if (token === 0 && now - w.born >= requestTimeoutMs && stream.state.remoteClose === 0) {
+      w.reset(h2constants.NGHTTP2_CANCEL);
+      return undefined;
+    }
     if (token === 0 || token !== w.token) {
       // Nothing to send yet (the answer is being made), or some of it left since the last look.
       w.token = token;

@@ -88,7 +88,7 @@ export function secureServer(limits: ListenerConfig, options: Record<string, unk
     // node:http2's server lacks closeAllConnections: node:http's, for its HTTP/1.1 connections;
     // watchSessions adds its sessions to both shutdown methods.
     server.closeAllConnections = HttpServer.prototype.closeAllConnections.bind(server);
-    watchSessions(server, limits.streamStallTimeoutMs);
+    watchSessions(server, limits.streamStallTimeoutMs, limits.requestTimeoutMs);
   } else {
     // node:https is node:http's Server over TLS: the same settings and methods.
     server = createHttpsServer(options, listener) as unknown as Server;

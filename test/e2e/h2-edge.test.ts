@@ -4,7 +4,8 @@
  * 0, 100 streams per connection, no key), one that grants a byte now and then, one that keeps its
  * streams open after complete answers; rapid reset with RST_STREAM(NO_ERROR); a Host field that
  * disagrees with :authority; a body shorter than its content-length. One gateway process for all,
- * with `server.streamStallTimeoutMs: 1000` so that the stall deadline is seen in a second.
+ * with `server.streamStallTimeoutMs: 1000` and `requestTimeoutMs: 1500`, so that the deadlines
+ * are seen in a second or two. Also a request whose body never ends.
  */
 import t from 'tap';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ const pki = makeTestPki(t);
 const ca = pki.read(pki.ca);
 const KEY = testKey();
 const STALL_MS = 1000;
+const REQUEST_MS = 1500;
 
 // ---- raw HTTP/2 frames ------------------------------------------------------------------------
 
@@ -104,7 +106,7 @@ writeFileSync(
   JSON.stringify({
     version: 1,
     upstream: { url: `${stub.origin}/v1` },
-    server: { tls: { certFile: pki.server.cert, keyFile: pki.server.key }, streamStallTimeoutMs: STALL_MS, shutdownGraceMs: 1000 },
+    server: { tls: { certFile: pki.server.cert, keyFile: pki.server.key }, streamStallTimeoutMs: STALL_MS, headersTimeoutMs: 1000, requestTimeoutMs: REQUEST_MS, shutdownGraceMs: 1000 },
     policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } },
   }),
 );
@@ -231,6 +233,22 @@ t.test('a body shorter than its content-length (END_STREAM early) never reaches 
   await waitFor('the control to be forwarded', () => stub.requests.length > calls, 3000).catch(() => undefined);
   t.equal(stub.requests.at(-1)?.method, 'POST', 'the same request with its true length is forwarded');
   t.equal(stub.requests.at(-1)?.body.length, body.length);
+});
+
+// parity: the request deadline is kept by the listening server that createNodeServer makes for every engine, on node's stream, whichever front reads the body
+t.test('a request whose body never ends is reset at requestTimeoutMs, the upstream never asked', async (t) => {
+  const calls = stub.requests.length;
+  const conn = await rawH2(port);
+  conn.write(
+    headers(1, [[':method', 'POST'], [':scheme', 'https'], [':authority', 'localhost'], [':path', '/v1/pets'], ['content-type', 'application/json'], ['content-length', '50'], ['authorization', `Bearer ${KEY}`]], false),
+    frame(T.DATA, 0, 1, Buffer.from('{"name":')),
+  );
+  await waitFor('the stream to be reset', () => conn.seen.resets.length > 0, 5000).catch(() => undefined);
+  const reset = conn.seen.resets[0];
+  t.equal(reset?.code, 8, 'RST_STREAM CANCEL');
+  t.ok(reset !== undefined && reset.at >= REQUEST_MS - 50 && reset.at < REQUEST_MS + 1500, `at ${Math.round(reset?.at ?? -1)} ms (requestTimeoutMs ${REQUEST_MS})`);
+  t.equal(stub.requests.length, calls, 'the upstream got nothing');
+  t.notOk(conn.seen.closed, 'the session goes on');
 });
 
 // parity: the HTTP/2 sessions' shutdown belongs to the listening server that createNodeServer makes for every engine
