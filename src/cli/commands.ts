@@ -19,7 +19,7 @@ import { primaryOps, serveWorkerOps } from '../ops/cluster.js';
 import { exitWhenWritten, processLogger } from '../ops/access-log.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
-import { builtinExposureProblem, warnAtStart, warnWeakenings } from '../config/security-notices.js';
+import { builtinExposureProblem, perClientBoundsNotice, warnAtStart, warnWeakenings } from '../config/security-notices.js';
 import { perKeyNotes, perWorkerNotice } from '../policies/rate-limit/index.js';
 import { maskUrl } from '../stores/connection-schema.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
@@ -429,6 +429,8 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   void probeUpstream(config, log);
   const notice = perWorkerNotice(config.policies['rate-limit'], workers);
   if (notice !== undefined) log.warn({ workers }, notice);
+  const perClient = perClientBoundsNotice(config, workers);
+  if (perClient !== undefined) log.warn({ workers }, perClient);
   if (config.upstream.url === 'builtin') {
     const line = `the built-in backend keeps its pets per process: with --workers ${workers} each worker has its own (ids repeat, a pet created through one worker is unknown to the others); run \`petstore-gateway backend\` and point --upstream at it, or use one worker`;
     log.warn({ workers }, line);

@@ -135,3 +135,21 @@ export function warnWeakenings(prev: PolicyConfig, next: PolicyConfig, log: { wa
   // The list is in the message so that two different weakenings are two lines (warnings are throttled per message).
   if (weakened.length > 0) log.warn({ weakened }, `policy reload weakens security: ${weakened.join('; ')}`);
 }
+
+/**
+ * With `--workers N` (N > 1): the per-client bounds each worker keeps in its own memory, and what
+ * they become for the group, as one line for the primary to log at start (src/cli/commands.ts),
+ * or undefined with one worker. The rate limit's memory store has its own notice
+ * (`perWorkerNotice` in src/policies/rate-limit).
+ */
+export function perClientBoundsNotice(config: PolicyConfig, workers: number): string | undefined {
+  if (workers <= 1) return undefined;
+  const bf = config.policies.auth.bruteForce;
+  const bounds = [
+    ...(bf === null ? [] : [`auth.bruteForce allows ${workers} x ${bf.maxFailures} failed guesses per ${bf.windowSeconds} s from one address`]),
+    `server.maxConnectionsPerAddress is ${workers} x the share`,
+    ...(config.server.maxInFlightPerConsumer === null ? [] : [`server.maxInFlightPerConsumer is ${workers} x ${config.server.maxInFlightPerConsumer}`]),
+    `the pipelining refusal holds on the worker that saw the overflow only`,
+  ];
+  return `per-client bounds are kept per worker: with --workers ${workers}, ${bounds.join('; ')} (the kernel spreads one client's connections over the workers); divide them by ${workers} for one bound across the group, or run one worker per instance`;
+}

@@ -9,6 +9,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { GatewayError } from '../core/errors.js';
 
+/** RST_STREAM's NO_ERROR (RFC 9113 section 7). */
+const NGHTTP2_NO_ERROR = 0;
+
 const EMPTY = Buffer.alloc(0);
 
 /**
@@ -57,6 +60,7 @@ function announcesBody(req: IncomingMessage): boolean {
  * after the answer, for at most `REFUSED_LINGER_MS`. Call it before the answer is written.
  */
 export function refuseBody(req: IncomingMessage, res: ServerResponse): void {
+  if (req.httpVersionMajor === 2) return refuseStreamBody(req);
   if (req.complete || !announcesBody(req)) {
     req.resume();
     return;
@@ -68,6 +72,32 @@ export function refuseBody(req: IncomingMessage, res: ServerResponse): void {
     return;
   }
   closeAfterAnswer(req, res);
+}
+
+/**
+ * HTTP/2: a stream, not the connection, carries the body. What comes is dropped, and once the
+ * answer is sent whole a stream whose client has not ended its side is reset with NO_ERROR
+ * (RFC 9113 section 8.1: the client keeps the answer and stops sending). Without it, a client
+ * that never ends its side (HEADERS without END_STREAM, no body) kept every such stream, and
+ * what it holds, open after its answer.
+ */
+function refuseStreamBody(req: IncomingMessage): void {
+  awaitingContinue.delete(req);
+  req.resume();
+  const stream = (req as IncomingMessage & { stream?: H2Stream }).stream;
+  if (req.complete || stream === undefined) return;
+  // The stream's 'finish' (its answer sent whole): the compatibility response emits its own only
+  // when the stream closes.
+  stream.once('finish', () => {
+    if (!req.complete && !stream.destroyed) stream.close(NGHTTP2_NO_ERROR);
+  });
+}
+
+/** What `refuseStreamBody` uses of node's Http2Stream. */
+interface H2Stream {
+  readonly destroyed: boolean;
+  once(event: 'finish', listener: () => void): unknown;
+  close(code: number): void;
 }
 
 /** Tells the client the connection closes with the answer, then closes it, reading little of what still comes. */
@@ -119,7 +149,16 @@ export function readBody(stream: Readable, declaredLength: string | undefined, l
       chunks.push(chunk);
     };
     stream.on('data', onData);
-    stream.on('end', () => resolve(size === 0 ? EMPTY : Buffer.concat(chunks, size)));
+    stream.on('end', () => {
+      // HTTP/1.1's parser waits for every byte a Content-Length announces; an HTTP/2 stream can
+      // end early (END_STREAM). Such a request is malformed (RFC 9113 section 8.1.1): nghttp2
+      // resets the stream, and the body read so far must never reach the upstream.
+      if (declaredLength !== undefined && size !== Number(declaredLength)) {
+        reject(new GatewayError('invalid_request', { message: 'The request body is shorter than its Content-Length.' }));
+        return;
+      }
+      resolve(size === 0 ? EMPTY : Buffer.concat(chunks, size));
+    });
     stream.on('error', reject);
   });
 }

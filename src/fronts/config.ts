@@ -14,16 +14,16 @@ export const LISTENER_SCHEMA = {
     host: { type: 'string', minLength: 1, default: '127.0.0.1', description: 'Address to listen on; 127.0.0.1 by default, 0.0.0.0 to expose it.' },
     port: { type: 'integer', minimum: 0, maximum: 65535, default: 8080, description: 'TCP port; 0 picks a free one.' },
     headersTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 10000, description: 'A client must send its request headers within this time (slowloris): 408, then the connection is closed.' },
-    requestTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 30000, description: 'A client must send its whole request within this time: 408, then the connection is closed.' },
+    requestTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 30000, description: 'A client must send its whole request within this time: 408, then the connection is closed (HTTP/2: a stream not answered yet whose request has not ended is reset, RST_STREAM CANCEL).' },
     keepAliveTimeoutMs: { type: 'integer', minimum: 100, maximum: 600000, default: 5000, description: 'An idle keep-alive connection is closed after this time.' },
     maxConnections: { type: 'integer', minimum: 1, maximum: 1000000, default: 10000, description: 'Most client connections at once; more are refused at the socket.' },
     maxConnectionsPerAddress: {
-      type: 'integer',
+      type: ['integer', 'null'],
       minimum: 1,
       maximum: 1000000,
-      default: 1000,
+      default: null,
       description:
-        "Most client connections at once from one client (an IPv4 address, or an IPv6 /64) (idle, half-sent or busy), so one client cannot take all of maxConnections; more are refused at the socket. Addresses in trustedProxies are exempt (a load balancer's connections carry many clients).",
+        "Most client connections at once from one client (an IPv4 address, or an IPv6 /64) (idle, half-sent or busy), so one client cannot take all of maxConnections; more are refused at the socket. null (default): a quarter of maxConnections (rounded up), at most 1000 (2,500 capped to 1000 with the default maxConnections; 5 with maxConnections 20). Addresses in trustedProxies are exempt (a load balancer's connections carry many clients).",
     },
     maxInFlightPerConnection: {
       type: 'integer',
@@ -88,6 +88,14 @@ export const LISTENER_SCHEMA = {
       },
     },
     http2: { type: 'boolean', default: true, description: 'With tls: HTTP/2 and HTTP/1.1 on the same port (ALPN); false: HTTP/1.1 only. No cleartext HTTP/2.' },
+    streamStallTimeoutMs: {
+      type: 'integer',
+      minimum: 100,
+      maximum: 600000,
+      default: 20000,
+      description:
+        'HTTP/2: a stream whose client takes nothing of its answer for this long (its flow-control window kept shut, or a byte now and then), or keeps its side of the stream open this long after a complete answer, is reset (RST_STREAM) and its session takes no new stream (GOAWAY). Besides, at most 8 streams of a session may wait on their client at once (see docs/limits.md).',
+    },
     hsts: {
       type: ['object', 'null'],
       default: null,
@@ -115,3 +123,15 @@ export type ListenerConfig = SchemaType<typeof LISTENER_SCHEMA>;
 
 /** TLS on the API listener (src/tls/listener.ts). */
 export type ServerTlsConfig = NonNullable<ListenerConfig['tls']>;
+
+/** Most connections of one client when `maxConnectionsPerAddress` is null: a quarter of `maxConnections`, at most this. */
+export const DEFAULT_ADDRESS_SHARE_MAX = 1000;
+
+/**
+ * The connections one client (address or IPv6 /64) may hold at once: `maxConnectionsPerAddress`
+ * when set, else a quarter of `maxConnections` (rounded up, at least 1, at most 1000), so that at
+ * least four clients fill the server and a small `maxConnections` is not one client's alone.
+ */
+export function addressShare(limits: Pick<ListenerConfig, 'maxConnections' | 'maxConnectionsPerAddress'>): number {
+  return limits.maxConnectionsPerAddress ?? Math.min(DEFAULT_ADDRESS_SHARE_MAX, Math.max(1, Math.ceil(limits.maxConnections / 4)));
+}

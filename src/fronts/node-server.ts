@@ -4,11 +4,12 @@
  */
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { ListenerConfig } from './config.js';
+import { addressShare, type ListenerConfig } from './config.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { markAwaitingContinue } from './body.js';
 import { boundInFlight, PIPELINE_OVERFLOW, shareConnections } from './connections.js';
 import { attachListenerTls, ListenerTls } from '../tls/listener.js';
+import { admitStream } from '../tls/h2-streams.js';
 import { secureServer } from '../tls/server.js';
 
 /**
@@ -49,11 +50,18 @@ function rawErrorResponse(error: GatewayError): string {
   );
 }
 
-/** Answers `res` with an Error and closes the connection once it is sent. */
+/**
+ * Answers `res` with an Error and closes the connection once it is sent (HTTP/1.x; over HTTP/2
+ * the stream ends with the answer: a Connection field is not allowed there, RFC 9113 section 8.2.2).
+ */
 function answerAndClose(res: ServerResponse, error: GatewayError): void {
   const body = renderError(error);
-  res.shouldKeepAlive = false;
-  res.writeHead(error.status, { 'content-type': ERROR_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
+  const headers: Record<string, string | number> = { 'content-type': ERROR_CONTENT_TYPE, 'content-length': Buffer.byteLength(body) };
+  if (res.req.httpVersionMajor !== 2) {
+    res.shouldKeepAlive = false;
+    headers.connection = 'close';
+  }
+  res.writeHead(error.status, headers);
   res.end(body);
 }
 
@@ -82,6 +90,29 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
   return undefined;
 }
 
+/** An authority (host[:port]) as compared: lower case, without the port https implies (RFC 3986 section 6.2). */
+function normalAuthority(value: string): string {
+  const v = value.toLowerCase();
+  return v.endsWith(':443') ? v.slice(0, -4) : v;
+}
+
+/**
+ * HTTP/2 names the host in `:authority` (RFC 9113 section 8.3.1), which becomes the request's
+ * Host here. A request that also carries a Host field naming another authority is malformed
+ * ("SHOULD treat as malformed"): refused, or a client could have the upstream told one host
+ * (X-Forwarded-Host) while the connection was made for another.
+ */
+function authorityProblem(req: IncomingMessage): GatewayError | undefined {
+  const authority = req.headers[':authority'] as string | undefined;
+  const host = req.headers.host;
+  if (host === undefined) {
+    req.headers.host = authority;
+    return undefined;
+  }
+  if (authority === undefined || normalAuthority(host) === normalAuthority(authority)) return undefined;
+  return new GatewayError('invalid_request', { message: 'The Host field names another authority than :authority (RFC 9113 section 8.3.1).' });
+}
+
 /**
  * A node:http server with the policy's limits. node checks its header and request timeouts every
  * connectionsCheckingInterval (30 s by default): every 250 ms here, so a slow client gets its 408
@@ -90,7 +121,8 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
  * Connection accounting (src/fronts/connections.ts): at most `maxInFlightPerConnection` requests
  * of a connection served at once (pipelined ones wait, the socket unread), a connection with more
  * than `maxPipelinedPerConnection` waiting is closed (the server emits PIPELINE_OVERFLOW with its
- * socket) and its address refused for `pipelineOverflowRefuseMs`, and at most `maxConnectionsPerAddress` connections per peer address.
+ * socket) and its address refused for `pipelineOverflowRefuseMs`, and at most `addressShare(limits)`
+ * connections per client (`maxConnectionsPerAddress`, by default a quarter of `maxConnections`).
  *
  * node's own answers are replaced by Error-shape ones, the same for every engine (Fastify's
  * serverFactory uses this function too), before the engine's handler runs:
@@ -116,9 +148,7 @@ export function hostProblem(req: IncomingMessage): GatewayError | undefined {
 export function createNodeServer(limits: ListenerConfig, handler: (req: IncomingMessage, res: ServerResponse) => void): Server {
   const hsts = limits.tls === null ? undefined : hstsValue(limits);
   const serve = (req: IncomingMessage, res: ServerResponse) => {
-    // HTTP/2 has no Host field: :authority is its host (RFC 9113 section 8.3.1).
-    if (req.httpVersionMajor === 2 && req.headers.host === undefined) req.headers.host = req.headers[':authority'] as string | undefined;
-    const problem = hostProblem(req);
+    const problem = req.httpVersionMajor === 2 ? authorityProblem(req) ?? hostProblem(req) : hostProblem(req);
     if (hsts !== undefined) res.setHeader('strict-transport-security', hsts);
     if (problem !== undefined) return answerAndClose(res, problem);
     if (req.headers.upgrade !== undefined && connectionListsUpgrade(req.headers.connection)) res.shouldKeepAlive = false;
@@ -131,7 +161,12 @@ export function createNodeServer(limits: ListenerConfig, handler: (req: Incoming
     share.refuse(socket.remoteAddress);
     server.emit(PIPELINE_OVERFLOW, socket);
   });
-  const entry = (req: IncomingMessage, res: ServerResponse) => (req.httpVersionMajor === 2 ? serve(req, res) : gated(req, res));
+  // An HTTP/2 stream of a session whose client leaves too many answers unread is refused before
+  // anything is made for it (src/tls/h2-streams.ts).
+  const entry = (req: IncomingMessage, res: ServerResponse) => {
+    if (req.httpVersionMajor !== 2) return gated(req, res);
+    if (admitStream(req)) serve(req, res);
+  };
   const server: Server = createListener(limits, entry);
   // With a listener, node does not send `100 Continue` by itself on receipt of the head: the front
   // sends it once the request phase passed (src/fronts/body.ts), so an unauthenticated client is
@@ -152,7 +187,7 @@ export function createNodeServer(limits: ListenerConfig, handler: (req: Incoming
     (socket as Socket).end(rawErrorResponse(error));
   });
   server.maxConnections = limits.maxConnections;
-  const share = shareConnections(server, limits.maxConnectionsPerAddress, limits.trustedProxies, limits.pipelineOverflowRefuseMs);
+  const share = shareConnections(server, addressShare(limits), limits.trustedProxies, limits.pipelineOverflowRefuseMs);
   return server;
 }
 

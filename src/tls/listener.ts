@@ -32,16 +32,20 @@ export const CIPHERS = [
 /** When `serve` warns that the certificate is about to expire. */
 export const EXPIRY_WARNING_DAYS = 14;
 
-/**
- * The session ticket keys of this process, kept across reloads: a context made by
- * `setSecureContext` would otherwise get new keys and every client would lose its resumption
- * (RFC 5077; TLS 1.3 tickets are PSKs, RFC 8446 section 2.2). Per process: with --workers, a
- * ticket resumes only at the worker that issued it.
- */
-const TICKET_KEYS = randomBytes(48);
-
 /** The listener's TLS material in force. */
 export class ListenerTls {
+  /**
+   * The session ticket keys (RFC 5077; TLS 1.3 tickets are PSKs, RFC 8446 section 2.2). Kept
+   * across a reload that changes only the server's certificate: a context made by
+   * `setSecureContext` would otherwise get new keys and every client would lose its resumption.
+   * New ones when the client CA changes (`clientCaFile`'s content): OpenSSL does not verify a
+   * client certificate again when a session resumes, so a ticket issued under the old CA would
+   * let a client the new CA refuses resume without any certificate (the new context also starts
+   * with an empty session-ID cache). Per process: with --workers, a ticket resumes only at the
+   * worker that issued it.
+   */
+  private ticketKeys: Buffer = randomBytes(48);
+
   private constructor(
     readonly config: ServerTlsConfig,
     private current: KeyPair,
@@ -61,7 +65,7 @@ export class ListenerTls {
   /** The options of `tls.createServer` / `http2.createSecureServer` for the material in force. */
   options(): SecureContextOptions & { requestCert: boolean; rejectUnauthorized: boolean; ticketKeys: Buffer } {
     const mtls = this.clientCa !== undefined;
-    return { ...this.contextOptions(), requestCert: mtls, rejectUnauthorized: mtls, ticketKeys: TICKET_KEYS };
+    return { ...this.contextOptions(), requestCert: mtls, rejectUnauthorized: mtls, ticketKeys: this.ticketKeys };
   }
 
   private contextOptions(): SecureContextOptions {
@@ -75,7 +79,7 @@ export class ListenerTls {
       // finite-field groups, slower and offered by no client that lacks these three.
       ecdhCurve: 'X25519:prime256v1:secp384r1',
       honorCipherOrder: true,
-      ticketKeys: TICKET_KEYS,
+      ticketKeys: this.ticketKeys,
     };
   }
 
@@ -86,18 +90,27 @@ export class ListenerTls {
   reload(server: TlsServer): Read<KeyPair> {
     const read = readMaterial(this.config);
     if (!read.ok) return read;
-    const previous = { pair: this.current, ca: this.clientCa };
+    const previous = { pair: this.current, ca: this.clientCa, ticketKeys: this.ticketKeys };
     this.current = read.value.pair;
     this.clientCa = read.value.clientCa;
+    const caChanged = !sameBytes(previous.ca, this.clientCa);
+    if (caChanged) this.ticketKeys = randomBytes(48);
     try {
       server.setSecureContext(this.contextOptions());
+      // node keeps the server's own ticket keys apart from the context's: set both.
+      if (caChanged) server.setTicketKeys(this.ticketKeys);
     } catch (err) {
       this.current = previous.pair;
       this.clientCa = previous.ca;
+      this.ticketKeys = previous.ticketKeys;
       return { ok: false, problem: `the new certificate was refused by TLS (${(err as Error).message})` };
     }
     return { ok: true, value: read.value.pair };
   }
+}
+
+function sameBytes(a: Buffer | undefined, b: Buffer | undefined): boolean {
+  return a === undefined || b === undefined ? a === b : a.equals(b);
 }
 
 function readMaterial(config: ServerTlsConfig): Read<{ pair: KeyPair; clientCa: Buffer | undefined }> {

@@ -4,10 +4,11 @@
  * finish or floods the connection with frames.
  */
 import { Server as HttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { constants as h2constants, createSecureServer, type Http2Session, type SecureServerOptions, type ServerHttp2Stream } from 'node:http2';
+import { createSecureServer, type SecureServerOptions } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { ListenerConfig } from '../config/types.js';
+import { watchSessions } from './h2-streams.js';
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -23,7 +24,11 @@ const MAX_CONCURRENT_STREAMS = 100;
  * - Rapid reset (CVE-2023-44487): opening and resetting streams at once never lets them count
  *   against `maxConcurrentStreams`. Node 20.8.1 and later carry nghttp2 1.57, which rate-limits
  *   stream resets per connection and answers a flood with GOAWAY; node also closes a session once
- *   `maxSessionRejectedStreams` of its streams were refused for going over the limit.
+ *   `maxSessionRejectedStreams` of its streams were refused for going over the limit. The
+ *   gateway's own bound, the same on every node, is in h2-streams.ts.
+ * - A client that does not read its answers (flow-control window kept shut) or keeps its streams
+ *   open after them: h2-streams.ts bounds how many of a session's streams may wait on their
+ *   client and for how long (`server.streamStallTimeoutMs`).
  * - CONTINUATION flood (CVE-2024-27983 and nghttp2's CVE-2024-28182): node 20.12.1 and later carry
  *   nghttp2 1.61, which caps the CONTINUATION frames of one header block; `maxHeaderListSize`
  *   bounds the decoded size, `maxHeaderListPairs` the number of fields.
@@ -65,63 +70,6 @@ function applyHttp1Settings(server: object, http: Record<string, unknown>): void
 }
 
 /**
- * Streams a client may reset before their answer within RESET_WINDOW_MS before its session is
- * ended (GOAWAY ENHANCE_YOUR_CALM, RFC 9113 section 11.4; CVE-2023-44487). nghttp2 has a reset
- * rate limit of its own, but whether and when it ends the session differs between the nghttp2
- * versions node ships (node 20 ends a rapid-reset flood with GOAWAY; node 24 stops reading the session's streams
- * after about 1,000 resets without ending it):
- * this bound is the gateway's, the same on every node. A browser cancels a few streams when a
- * page navigates away, far below it.
- */
-const MAX_RESETS = 500;
-const RESET_WINDOW_MS = 10_000;
-
-/** Ends a session whose client resets more than MAX_RESETS streams within RESET_WINDOW_MS. */
-function limitResets(session: Http2Session): void {
-  let windowStart = 0;
-  let resets = 0;
-  const closed = function (this: ServerHttp2Stream): void {
-    // A stream that ended with RST_STREAM (a client's CANCEL, mostly; the gateway resets a stream
-    // only when its upstream call failed, which the circuit breaker bounds).
-    if (this.rstCode === undefined || this.rstCode === h2constants.NGHTTP2_NO_ERROR) return;
-    const now = performance.now();
-    if (now - windowStart > RESET_WINDOW_MS) {
-      windowStart = now;
-      resets = 0;
-    }
-    if (++resets === MAX_RESETS + 1 && !session.destroyed) {
-      // GOAWAY first, so the client learns why; the streams still open may finish, no new one starts.
-      session.goaway(h2constants.NGHTTP2_ENHANCE_YOUR_CALM);
-      session.close();
-    }
-  };
-  session.on('stream', (stream: ServerHttp2Stream) => stream.once('close', closed));
-}
-
-/**
- * node:http2's server lacks two connection methods the gateway's shutdown uses: here
- * `closeIdleConnections` also tells every HTTP/2 session to finish its streams and close (GOAWAY,
- * RFC 9113 section 6.8), and `closeAllConnections` destroys them.
- */
-function trackSessions(server: Server): void {
-  const sessions = new Set<Http2Session>();
-  server.on('session', (session: Http2Session) => {
-    limitResets(session);
-    sessions.add(session);
-    session.once('close', () => sessions.delete(session));
-  });
-  const closeIdle = server.closeIdleConnections.bind(server);
-  server.closeIdleConnections = () => {
-    closeIdle();
-    for (const s of sessions) s.close();
-  };
-  server.closeAllConnections = () => {
-    HttpServer.prototype.closeAllConnections.call(server);
-    for (const s of sessions) s.destroy();
-  };
-}
-
-/**
  * A TLS server for `listener`. `options` holds the secure context and node:http's settings.
  * A TLS handshake that fails (plain HTTP sent to this port, a client certificate refused) closes
  * the socket without a byte: node's http2 server would hand it to `clientError`, whose answer is
@@ -137,7 +85,10 @@ export function secureServer(limits: ListenerConfig, options: Record<string, unk
     h2.setTimeout(Math.max(limits.requestTimeoutMs, limits.keepAliveTimeoutMs));
     // The compatibility API's events and objects are those the fronts use (see createListener).
     server = h2 as unknown as Server;
-    trackSessions(server);
+    // node:http2's server lacks closeAllConnections: node:http's, for its HTTP/1.1 connections;
+    // watchSessions adds its sessions to both shutdown methods.
+    server.closeAllConnections = HttpServer.prototype.closeAllConnections.bind(server);
+    watchSessions(server, limits.streamStallTimeoutMs, limits.requestTimeoutMs);
   } else {
     // node:https is node:http's Server over TLS: the same settings and methods.
     server = createHttpsServer(options, listener) as unknown as Server;

@@ -220,3 +220,24 @@ t.test('serve: a reload that removes the rate limit and turns the contract off i
   t.equal(entry.level, 40);
   t.strictSame(entry.weakened, ['rate-limit: limit removed', 'response-contract.mode enforce -> off']);
 });
+
+// parity: the per-address share is counted by the listening server that createNodeServer makes for every engine, at accept, before any engine sees a byte
+t.test('the per-address share scales with maxConnections: with 20, one address holds 5', async (t) => {
+  const { connect } = await import('node:net');
+  const held = async (port: number, n: number): Promise<number> => {
+    const sockets = Array.from({ length: n }, () => connect({ host: '127.0.0.1', port }).on('error', () => undefined));
+    t.teardown(() => sockets.forEach((s) => s.destroy()));
+    await Promise.all(sockets.map((s) => new Promise((r) => (s.readyState === 'open' ? r(undefined) : s.once('connect', r).once('close', r)))));
+    // A refused connection is closed at accept, at once; a held one waits for its head (10 s).
+    await sleep(300);
+    return sockets.filter((s) => !s.destroyed && !s.readableEnded).length;
+  };
+  const small = await startGateway(t, { server: { maxConnections: 20 } });
+  const portOf = (gw: { url: string }) => Number(new URL(gw.url).port);
+  t.equal(await held(portOf(small), 8), 5, 'maxConnections 20, maxConnectionsPerAddress unset: 5 of 8 held, 3 refused');
+  const explicit = await startGateway(t, { server: { maxConnections: 20, maxConnectionsPerAddress: 20 } });
+  t.equal(await held(portOf(explicit), 8), 8, 'an explicit maxConnectionsPerAddress is honoured');
+  const { addressShare } = await import('../../src/fronts/config.js');
+  t.equal(addressShare({ maxConnections: 10_000, maxConnectionsPerAddress: null }), 1000, 'the default maxConnections: 1000 a client, as before');
+  t.equal(addressShare({ maxConnections: 3, maxConnectionsPerAddress: null }), 1, 'at least 1');
+});

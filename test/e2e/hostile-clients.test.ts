@@ -324,7 +324,8 @@ for (const engine of ENGINES) {
     });
 
     t.test('server.maxConnections: 5: a 6th connection is refused while 5 are open', async (t) => {
-      const gw = await startEngine(t, engine, { server: { maxConnections: 5 } });
+      // One address here: its share (a quarter of maxConnections by default) raised to the whole.
+      const gw = await startEngine(t, engine, { server: { maxConnections: 5, maxConnectionsPerAddress: 5 } });
       const agent = new Agent({ keepAlive: true, maxSockets: 5 });
       t.teardown(() => agent.destroy());
       const get = () =>

@@ -449,9 +449,10 @@ t.test('serve --workers 2 on Redis: one limit for both workers', { skip: REDIS_S
 
 // parity: the notice is logged by the cluster primary from the policy file, before any worker
 // loads an engine; the per-engine behaviour of the memory store is tested above on every engine.
-t.test('serve --workers 2 with the memory store says at start that limits are per worker', async (t) => {
+t.test('serve --workers 2 with the memory store says at start that limits and per-client bounds are per worker', async (t) => {
   const file = policyFile(t, { policies: { 'rate-limit': { limit: 10, windowSeconds: 60 } } });
-  const { match } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0', '--workers', '2'], /(\{[^\n]*per worker[^\n]*\})\n/, {
+  const both = /(\{[^\n]*memory store counts per worker[^\n]*\})\n(?:[^\n]*\n)*?(\{[^\n]*per-client bounds are kept per worker[^\n]*\})\n/;
+  const { match } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0', '--workers', '2'], both, {
     env: { PETSTORE_API_KEYS: testKey(), LOG_LEVEL: 'warn' },
     timeoutMs: START_MS,
     stream: 'stdout',
@@ -460,4 +461,7 @@ t.test('serve --workers 2 with the memory store says at start that limits are pe
   t.equal(line.level, 40, 'a warning');
   t.equal(line.workers, 2);
   t.match(line.msg, /memory store counts per worker: with --workers 2 a consumer may make up to 2x its limit; use store: \{redis: \{url\}\}/);
+  const bounds = JSON.parse(match[2]!) as { level: number; msg: string };
+  t.equal(bounds.level, 40, 'the per-client bounds: a warning too');
+  t.match(bounds.msg, /auth\.bruteForce allows 2 x 100 failed guesses per 60 s from one address/);
 });

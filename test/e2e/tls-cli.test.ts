@@ -174,6 +174,67 @@ t.test('SIGHUP rotates the certificate; a bad pair is refused and the old one ke
   t.notMatch(handle.output().stdout, /BEGIN|PRIVATE KEY/, 'no key material in the log');
 });
 
+/** One HTTP/1.1 GET over a TLS connection: whether the session was resumed, the status line, the session to resume later. */
+function tlsGet(port: number, options: { maxVersion: 'TLSv1.2' | 'TLSv1.3'; session?: Buffer; cert?: CertFiles }): Promise<{ reused: boolean; status: string; session?: Buffer; error?: string }> {
+  return new Promise((resolve) => {
+    const client = options.cert === undefined ? {} : { cert: pki.read(options.cert.cert), key: pki.read(options.cert.key) };
+    const socket = tlsConnect({ host: '127.0.0.1', port, ca: pki.read(pki.ca), servername: 'localhost', ALPNProtocols: ['http/1.1'], maxVersion: options.maxVersion, session: options.session, ...client });
+    let reused = false;
+    let got = '';
+    let session: Buffer | undefined;
+    let error: string | undefined;
+    socket.on('session', (s: Buffer) => (session = s));
+    socket.on('secureConnect', () => {
+      reused = socket.isSessionReused();
+      socket.write(`GET /v1/pets HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`);
+    });
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    socket.on('error', (e: NodeJS.ErrnoException) => (error = e.code ?? e.message));
+    socket.setTimeout(5000, () => socket.destroy(new Error('timed out')));
+    // TLS 1.3 tickets come after the handshake: a moment after the close, they have.
+    socket.on('close', () => setTimeout(() => resolve({ reused, status: got.split('\r\n')[0] ?? '', session, error }), 50));
+  });
+}
+
+// parity: the CLI's reload acts on the listening server that createNodeServer makes for every engine (tls.test.ts runs each engine)
+t.test('SIGHUP with a new clientCaFile: a session saved under the old CA no longer resumes (TLS 1.2 and 1.3)', async (t) => {
+  const clientCa = join(pki.dir, 'live-client-ca.pem');
+  copyFileSync(pki.ca, clientCa);
+  const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile('client-ca', pki.server, { tls: { certFile: pki.server.cert, keyFile: pki.server.key, clientCaFile: clientCa } }), '--port', '0'], READY, { env, timeoutMs: 30_000 });
+  const port = Number(match[1]);
+  const reload = async (): Promise<LogEntry> => {
+    const since = handle.output().stdout.length;
+    handle.child.kill('SIGHUP');
+    return waitFor('a certificate reload outcome', () => logEntries(handle, since).find((e) => String(e.msg).startsWith('TLS certificate reload')), 5000);
+  };
+  const versions = ['TLSv1.2', 'TLSv1.3'] as const;
+  const saved = new Map<string, Buffer>();
+  for (const maxVersion of versions) {
+    const first = await tlsGet(port, { maxVersion, cert: pki.client });
+    t.equal(first.status, 'HTTP/1.1 200 OK', `${maxVersion}: served with the client certificate`);
+    saved.set(maxVersion, first.session!);
+  }
+  // A reload that leaves the client CA as it is keeps the sessions (as for a server certificate rotation).
+  t.match(await reload(), { msg: 'TLS certificate reloaded' });
+  for (const maxVersion of versions) {
+    const again = await tlsGet(port, { maxVersion, session: saved.get(maxVersion) });
+    t.match(again, { reused: true, status: 'HTTP/1.1 200 OK' }, `${maxVersion}: the same client CA, the session resumes`);
+    if (again.session !== undefined) saved.set(maxVersion, again.session);
+  }
+  // The client CA replaced: the old client certificate is refused, and so is a session of it.
+  copyFileSync(join(pki.dir, 'foreign-ca.pem'), clientCa);
+  t.match(await reload(), { msg: 'TLS certificate reloaded' });
+  for (const maxVersion of versions) {
+    const fresh = await tlsGet(port, { maxVersion, cert: pki.client });
+    t.not(fresh.status, 'HTTP/1.1 200 OK', `${maxVersion}: a new handshake with the old certificate is refused`);
+    const resumed = await tlsGet(port, { maxVersion, session: saved.get(maxVersion) });
+    t.equal(resumed.reused, false, `${maxVersion}: the session saved under the old CA is not resumed`);
+    t.not(resumed.status, 'HTTP/1.1 200 OK', `${maxVersion}: and without a certificate nothing is served (${resumed.error ?? resumed.status})`);
+  }
+  const foreign = await tlsGet(port, { maxVersion: 'TLSv1.3', cert: pki.foreignClient });
+  t.equal(foreign.status, 'HTTP/1.1 200 OK', 'a certificate of the new CA is served');
+});
+
 // parity: the CLI's file watch and reload act on the listening server that createNodeServer makes for every engine (tls.test.ts runs each engine)
 t.test('--watch: a certificate file replaced is reloaded without a signal', async (t) => {
   const live: CertFiles = { cert: join(pki.dir, 'watched.pem'), key: join(pki.dir, 'watched.key') };
