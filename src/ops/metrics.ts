@@ -25,6 +25,7 @@
  * under a number computed from small indices, so recording a request builds no label object and no
  * key string, and costs a few additions on plain counts (src/ops/series.ts).
  */
+import type { RegistryStatus } from '../registry/index.js';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { CATALOGUE } from '../core/errors.js';
@@ -179,17 +180,8 @@ function registryGauges(registry: Registry, read: (() => RegistryGauges | undefi
 export const OVERFLOW_EVENTS = ['pipeline_closed', 'overflow_refused', 'address_share_refused', 'consumer_queued', 'consumer_expired'] as const;
 export type OverflowEvent = (typeof OVERFLOW_EVENTS)[number];
 
-/** What the key registry's gauges read (src/registry: `KeyRegistry.status()`), at each scrape. */
-export interface RegistryGauges {
-  /** Which Redis (its URL without a password, or the Sentinel or Cluster nodes): the series' `redis` label. */
-  readonly redis: string;
-  readonly connected: boolean;
-  readonly confirmedAgeSeconds: number | null;
-  readonly fresh: boolean;
-  readonly keys: number;
-  readonly dataLoss: boolean;
-  readonly dataLossDetected: number;
-}
+/** What the key registry's gauges read (`KeyRegistry.status()`), at each scrape. */
+export type RegistryGauges = RegistryStatus;
 
 export interface GatewayMetricsOptions {
   /** Whether the upstream is reachable, as the traffic and readiness re-checks show it; read at each scrape. */

@@ -18,19 +18,9 @@ import t from 'tap';
 import { parseExposition, value } from '../helpers/prom.js';
 import { startRedis } from '../helpers/redis.js';
 import { bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir } from '../helpers/servers.js';
+import { until } from '../helpers/wait.js';
 
 ensureBuilt();
-
-/** Polls an async condition every 50 ms until it holds; throws after `ms` (bounded: at most ms / 50 + 1 tries). */
-async function until(what: string, pred: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  for (let i = 0; i <= ms / 50; i++) {
-    if (await pred()) return;
-    if (Date.now() > end) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${what}: not within ${ms} ms`);
-}
 
 const READY = /^(?=[\s\S]*petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) )(?=[\s\S]*"url":"(http:\/\/[^"]+)","msg":"admin listening)/;
 

@@ -10,19 +10,9 @@ import { KeyRegistry } from '../../src/registry/registry.js';
 import { closeRegistries } from '../../src/registry/index.js';
 import { startRedis } from '../helpers/redis.js';
 import { bearer, ensureBuilt, request, runCli, startGateway, tempDir } from '../helpers/servers.js';
+import { until } from '../helpers/wait.js';
 
 ensureBuilt();
-
-/** Polls an async condition every 50 ms until it holds; throws after `ms` (bounded: at most ms / 50 + 1 tries). */
-async function until(what: string, pred: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  for (let i = 0; i <= ms / 50; i++) {
-    if (await pred()) return;
-    if (Date.now() > end) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${what}: not within ${ms} ms`);
-}
 
 // parity: rate-limit and auth are core-chain policies, the same in every engine (rate-limit.test.ts runs perKey on each)
 t.test('perKey names a registry id: check notes it, the gateway limits that consumer', async (t) => {

@@ -14,19 +14,9 @@ import { parse, parseAllDocuments } from 'yaml';
 import { KeyRegistry } from '../../src/registry/registry.js';
 import { REDIS_SERVER } from '../helpers/redis.js';
 import { PROJECT_ROOT, tempDir } from '../helpers/servers.js';
+import { until } from '../helpers/wait.js';
 
 type Doc = Record<string, unknown>;
-
-/** Polls an async condition every 50 ms until it holds; throws after `ms` (bounded: at most ms / 50 + 1 tries). */
-async function until(what: string, pred: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  for (let i = 0; i <= ms / 50; i++) {
-    if (await pred()) return;
-    if (Date.now() > end) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${what}: not within ${ms} ms`);
-}
 
 function shippedArgs(): Array<[string, string[]]> {
   const k8s = parseAllDocuments(readFileSync(join(PROJECT_ROOT, 'deploy/kubernetes-redis.yaml'), 'utf8')).map((d) => d.toJS() as Doc);

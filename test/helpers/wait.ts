@@ -15,6 +15,17 @@ export async function waitFor<T>(what: string, pred: () => T | undefined | false
   }
 }
 
+/** Polls an async condition every 50 ms until it holds; throws after `ms` (bounded: at most ms / 50 + 1 tries). */
+export async function until(what: string, pred: () => Promise<boolean>, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  for (let i = 0; i <= ms / 50; i++) {
+    if (await pred()) return;
+    if (Date.now() > end) break;
+    await sleep(50);
+  }
+  throw new Error(`${what}: not within ${ms} ms`);
+}
+
 /**
  * `promise`'s value, or `fallback` once `ms` have passed, whichever comes first. The timer is
  * cleared as soon as the race is decided: a pending timer keeps the test process alive until it
