@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parseDocument } from 'yaml';
 import { checkHeaderRules } from '../core/headers.js';
+import { listenerProblems } from '../fronts/config.js';
 import { toJsonPath } from '../core/json-path.js';
 import type { CheckContext, PolicyEnv, PolicyModule, Problem, RunRequirement } from '../core/policy.js';
 import { POLICY_MODULES, type PolicyName } from '../policies/index.js';
@@ -262,6 +263,7 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   const v = value as { headers?: unknown; server?: unknown };
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
   problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
+  if (isMapping(v.server) && clean('/server')) problems.push(...listenerProblems(v.server));
   if (problems.length > 0) return { ok: false, problems };
   // No problem at all: the schema and every cross-field check accepted the whole document.
   const config = value as unknown as PolicyConfig;

@@ -4,6 +4,7 @@
  * admin listener's part (src/ops) to make the whole section; this folder may not import src/ops.
  */
 import type { SchemaType } from '../core/options.js';
+import type { Problem } from '../core/policy.js';
 
 export const LISTENER_SCHEMA = {
   type: 'object',
@@ -134,4 +135,15 @@ export const DEFAULT_ADDRESS_SHARE_MAX = 1000;
  */
 export function addressShare(limits: Pick<ListenerConfig, 'maxConnections' | 'maxConnectionsPerAddress'>): number {
   return limits.maxConnectionsPerAddress ?? Math.min(DEFAULT_ADDRESS_SHARE_MAX, Math.max(1, Math.ceil(limits.maxConnections / 4)));
+}
+
+/**
+ * The rules between the listener's options that the schema cannot say. node:http refuses a
+ * `headersTimeout` longer than its `requestTimeout` when the server is made (Node 24 throws at
+ * start), so `check` says it first, with the options' names.
+ */
+export function listenerProblems(server: Partial<Pick<ListenerConfig, 'headersTimeoutMs' | 'requestTimeoutMs'>>): Problem[] {
+  const { headersTimeoutMs, requestTimeoutMs } = server;
+  if (headersTimeoutMs === undefined || requestTimeoutMs === undefined || headersTimeoutMs <= requestTimeoutMs) return [];
+  return [{ path: '$.server.requestTimeoutMs', message: `must be at least server.headersTimeoutMs (${headersTimeoutMs}): the whole request cannot have less time than its headers` }];
 }

@@ -429,6 +429,11 @@ const REJECTED: [name: string, text: string, problems: Problem[], env?: Env][] =
     [{ path: '$.policies.auth.upstreamAuthorization.fromEnv', message: 'environment variable UPSTREAM_AUTHORIZATION is not set or empty' }],
     { OTHER: 'x' },
   ],
+  [
+    'requestTimeoutMs shorter than headersTimeoutMs (node:http refuses it at start)',
+    'server: { requestTimeoutMs: 5000 }',
+    [{ path: '$.server.requestTimeoutMs', message: 'must be at least server.headersTimeoutMs (10000): the whole request cannot have less time than its headers' }],
+  ],
 ];
 
 t.test('rejected files: exact problems', async (t) => {
