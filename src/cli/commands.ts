@@ -38,6 +38,7 @@ import { adminKeyRoutes, keysCommand, KEYS_HELP, KeysUsageError } from './keys.j
 import { adminProblems, adminTls, adminWatchFiles, reloadAdmin } from './admin.js';
 import { closeRegistries, registriesReady, setRegistryLog } from '../registry/index.js';
 import { connectionCountsOf, PIPELINE_OVERFLOW } from '../fronts/connections.js';
+import { h2CountsOf } from '../tls/h2-streams.js';
 import type { OverflowEvent } from '../ops/metrics.js';
 
 export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
@@ -503,12 +504,16 @@ interface ProcessState {
 function overflowsOf(server: Server | undefined, holder: GatewayHolder): Record<OverflowEvent, number> {
   const c = server === undefined ? undefined : connectionCountsOf(server);
   const g = holder.gate?.counts;
+  const h2 = server === undefined ? undefined : h2CountsOf(server);
   return {
     pipeline_closed: c?.pipelineClosed ?? 0,
     overflow_refused: c?.overflowRefused ?? 0,
     address_share_refused: c?.shareRefused ?? 0,
     consumer_queued: g?.queued ?? 0,
     consumer_expired: g?.expired ?? 0,
+    h2_stream_stalled: h2?.streamStalled ?? 0,
+    h2_session_not_reading: h2?.sessionNotReading ?? 0,
+    h2_rapid_reset: h2?.rapidReset ?? 0,
   };
 }
 

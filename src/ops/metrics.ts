@@ -177,7 +177,7 @@ function registryGauges(registry: Registry, read: (() => RegistryGauges | undefi
  * that waited for a place of their consumer (server.maxInFlightPerConsumer), and those of them
  * answered 429 too_many_in_flight. No address and no consumer is a label: a flood creates no series.
  */
-export const OVERFLOW_EVENTS = ['pipeline_closed', 'overflow_refused', 'address_share_refused', 'consumer_queued', 'consumer_expired'] as const;
+export const OVERFLOW_EVENTS = ['pipeline_closed', 'overflow_refused', 'address_share_refused', 'consumer_queued', 'consumer_expired', 'h2_stream_stalled', 'h2_session_not_reading', 'h2_rapid_reset'] as const;
 export type OverflowEvent = (typeof OVERFLOW_EVENTS)[number];
 
 /** What the key registry's gauges read (`KeyRegistry.status()`), at each scrape. */
@@ -347,7 +347,7 @@ export class GatewayMetrics implements ExchangeObserver {
     const overflowCounts = options.overflowCounts;
     new Counter({
       name: 'petstore_gateway_overflows_total',
-      help: 'What the connection and consumer bounds did, by event: pipeline_closed (a connection closed past server.maxPipelinedPerConnection), overflow_refused (a connection refused during server.pipelineOverflowRefuseMs), address_share_refused (past server.maxConnectionsPerAddress), consumer_queued (a request waited for a place of its consumer, server.maxInFlightPerConsumer), consumer_expired (it waited server.consumerQueueMs and got 429).',
+      help: 'What the connection and consumer bounds did, by event: pipeline_closed (a connection closed past server.maxPipelinedPerConnection), overflow_refused (a connection refused during server.pipelineOverflowRefuseMs), address_share_refused (past server.maxConnectionsPerAddress), consumer_queued (a request waited for a place of its consumer, server.maxInFlightPerConsumer), consumer_expired (it waited server.consumerQueueMs and got 429), h2_stream_stalled (an HTTP/2 stream reset after server.streamStallTimeoutMs without progress), h2_session_not_reading (an HTTP/2 session ended for answers its client does not read), h2_rapid_reset (an HTTP/2 session ended for resetting too many streams).',
       labelNames: ['event'],
       registers: [registry],
       collect() {

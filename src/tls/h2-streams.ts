@@ -54,6 +54,23 @@ const MARK_MS = 1000;
 export const MAX_RESETS = 500;
 const RESET_WINDOW_MS = 10_000;
 
+/** What the HTTP/2 bounds did so far (the overflow metric reads them, as `h2_*` events). */
+export interface H2Counts {
+  /** Streams reset after `streamStallTimeoutMs` without progress. */
+  streamStalled: number;
+  /** Sessions ended for holding more than MAX_WAITING_STREAMS answers their client does not read. */
+  sessionNotReading: number;
+  /** Sessions ended for resetting more than MAX_RESETS streams (rapid reset). */
+  rapidReset: number;
+}
+
+const COUNTS = new WeakMap<object, H2Counts>();
+
+/** A watched server's HTTP/2 counts; undefined for a server without HTTP/2. */
+export function h2CountsOf(server: object): Readonly<H2Counts> | undefined {
+  return COUNTS.get(server);
+}
+
 const WATCH = Symbol('petstore-gateway stream watch');
 type WatchedStream = ServerHttp2Stream & { [WATCH]?: StreamWatch | undefined };
 
@@ -68,7 +85,10 @@ class SessionWatch {
   ending = false;
   /** Its TLS socket (see watchSessions). */
   socket: Socket | undefined = undefined;
-  constructor(readonly session: Http2Session) {}
+  constructor(
+    readonly session: Http2Session,
+    readonly counts: H2Counts,
+  ) {}
 
   /**
    * Destroys the session, and its socket a moment later whatever the client does: node ends the
@@ -181,7 +201,10 @@ function closed(this: WatchedStream): void {
     s.resets = 0;
   }
   // GOAWAY first, so the client learns why; the streams still open may finish, no new one starts.
-  if (++s.resets === MAX_RESETS + 1) s.calm();
+  if (++s.resets === MAX_RESETS + 1) {
+    s.counts.rapidReset++;
+    s.calm();
+  }
 }
 
 /** What a stream's answer looks like now: bytes handed to it and not yet sent, -1 once it is complete. */
@@ -207,6 +230,8 @@ export interface SessionServer {
  * RFC 9113 section 6.8), and `closeAllConnections` destroys them.
  */
 export function watchSessions(server: SessionServer, stallTimeoutMs: number, requestTimeoutMs: number): void {
+  const counts: H2Counts = { streamStalled: 0, sessionNotReading: 0, rapidReset: 0 };
+  COUNTS.set(server, counts);
   const step = Math.max(1, Math.min(STEP_MS, Math.floor(stallTimeoutMs / 4)));
   const mark = Math.min(MARK_MS, stallTimeoutMs);
   const due = (w: StreamWatch, now: number): number | undefined => {
@@ -229,6 +254,7 @@ export function watchSessions(server: SessionServer, stallTimeoutMs: number, req
     }
     const idle = now - w.since;
     if (idle >= stallTimeoutMs) {
+      counts.streamStalled++;
       w.reset(token === -1 ? h2constants.NGHTTP2_NO_ERROR : h2constants.NGHTTP2_CANCEL);
       // A client that keeps its window shut gets no new stream (GOAWAY NO_ERROR); the session
       // ends when its streams have, each under this same deadline.
@@ -238,6 +264,7 @@ export function watchSessions(server: SessionServer, stallTimeoutMs: number, req
     if (idle >= mark && !w.waiting) {
       w.setWaiting(true);
       if (w.owner.waiting > MAX_WAITING_STREAMS) {
+        counts.sessionNotReading++;
         w.reset(h2constants.NGHTTP2_ENHANCE_YOUR_CALM);
         w.owner.calm();
         return undefined;
@@ -255,7 +282,7 @@ export function watchSessions(server: SessionServer, stallTimeoutMs: number, req
     latest = undefined;
   });
   server.on('session', (session: Http2Session) => {
-    const s = new SessionWatch(session);
+    const s = new SessionWatch(session, counts);
     latest = s;
     sessions.add(s);
     session.once('close', () => sessions.delete(s));
@@ -309,6 +336,7 @@ export function admitStream(req: IncomingMessage): boolean {
     // GOAWAY and left to finish, so that the rest of a burst already read (up to 100 streams) is
     // not made into streams, requests and responses only to be refused one by one.
     watch.ours = true;
+    s.counts.sessionNotReading++;
     s.abort();
     return false;
   }

@@ -110,11 +110,20 @@ writeFileSync(
     policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } },
   }),
 );
-const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile, '--host', '127.0.0.1', '--port', '0'], /petstore-gateway listening on https:\/\/127\.0\.0\.1:(\d+) /, {
-  env: { PETSTORE_API_KEYS: KEY },
+const READY = /^(?=[\s\S]*petstore-gateway listening on https:\/\/127\.0\.0\.1:(\d+) )(?=[\s\S]*"url":"(http:\/\/127\.0\.0\.1:\d+)","msg":"admin listening)/;
+const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policyFile, '--host', '127.0.0.1', '--port', '0'], READY, {
+  env: { PETSTORE_API_KEYS: KEY, LOG_LEVEL: 'info' },
   timeoutMs: 30_000,
 });
 const port = Number(match[1]);
+const admin = match[2]!;
+
+/** What the overflow counter says of one event, from the admin listener's /metrics. */
+async function overflows(event: string): Promise<number> {
+  const text = await (await fetch(`${admin}/metrics`)).text();
+  const m = new RegExp(`^petstore_gateway_overflows_total\\{event="${event}"\\} (\\d+)$`, 'm').exec(text);
+  return m === null ? -1 : Number(m[1]);
+}
 const pid = handle.child.pid!;
 const origin = `https://127.0.0.1:${port}`;
 
@@ -145,11 +154,13 @@ t.test('a client that never reads (window 0, 100 streams a connection, no key): 
   // At once when its answers are written as its streams arrive (GOAWAY ENHANCE_YOUR_CALM), else by
   // the deadline list a second later (the streams past 8 reset, GOAWAY).
   t.ok(conns.filter((c) => c.seen.goaways.includes(11)).length >= CONNECTIONS / 2, 'with GOAWAY ENHANCE_YOUR_CALM');
+  t.ok((await overflows('h2_session_not_reading')) >= CONNECTIONS / 2, 'counted: overflows_total{event="h2_session_not_reading"}');
   t.equal(await served(), 200, 'another client is served');
 });
 
 // parity: the stall deadline is kept by the listening server that createNodeServer makes for every engine, on node's stream, whatever wrote the answer
 t.test('a stalled stream is reset within streamStallTimeoutMs, also with 1-byte WINDOW_UPDATEs, and its session ends', async (t) => {
+  const stalledBefore = await overflows('h2_stream_stalled');
   const silent = await rawH2(port, 0);
   const trickled = await rawH2(port, 0);
   const ids = [1, 3, 5, 7];
@@ -167,6 +178,7 @@ t.test('a stalled stream is reset within streamStallTimeoutMs, also with 1-byte 
     t.ok(last >= STALL_MS - 50 && last < STALL_MS + 1500, `${name}: at ${Math.round(last)} ms (deadline ${STALL_MS} ms)`);
     t.ok(conn.seen.closed && conn.seen.goaways.length > 0, `${name}: session ended with GOAWAY`);
   }
+  t.equal((await overflows('h2_stream_stalled')) - stalledBefore, 2 * ids.length, 'each reset counted: overflows_total{event="h2_stream_stalled"}');
 });
 
 // parity: the stall deadline is kept by the listening server that createNodeServer makes for every engine, on node's stream, whatever wrote the answer
