@@ -4,7 +4,7 @@
  * (`reusePortSupported`), each listen on the port themselves so that the kernel balances the
  * connections and no primary is in their path;
  * hands each the environment of the moment (an ephemeral key, the policy in force), reports once
- * when all listen, passes messages on to every worker (a reload: commands.ts), passes a stop on
+ * when all listen, passes messages on to every worker (a reload: serve.ts), passes a stop on
  * (`stop`: the caller's SIGTERM/SIGINT, signals.ts; each worker stops gracefully), and exits 0 once
  * all have. SIGHUP is the caller's too: the primary validates a reload before any worker sees it.
  *

@@ -138,7 +138,7 @@ export function warnWeakenings(prev: PolicyConfig, next: PolicyConfig, log: { wa
 
 /**
  * With `--workers N` (N > 1): the per-client bounds each worker keeps in its own memory, and what
- * they become for the group, as one line for the primary to log at start (src/cli/commands.ts),
+ * they become for the group, as one line for the primary to log at start (src/cli/serve.ts),
  * or undefined with one worker. The rate limit's memory store has its own notice
  * (`perWorkerNotice` in src/policies/rate-limit).
  */
