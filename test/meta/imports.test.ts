@@ -14,7 +14,7 @@ import { PROJECT_ROOT } from '../helpers/servers.js';
 const SRC = join(PROJECT_ROOT, 'src');
 
 /** A unit of the tree: a folder under src/, or one of the two files at its top. */
-type Layer = 'core' | 'stores' | 'registry' | 'cache' | 'tls' | 'policies' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
+type Layer = 'core' | 'stores' | 'registry' | 'tls' | 'policies' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
 
 interface Rule {
   /** Layers whose modules this one may import (values and types). Its own layer is always allowed. */
@@ -28,7 +28,6 @@ export const RULES: Readonly<Record<Layer, Rule>> = {
   core: { may: [] },
   stores: { may: [], typesOf: ['core'] },
   registry: { may: ['core', 'stores'] },
-  cache: { may: ['core', 'stores'], typesOf: ['policies'] },
   tls: { may: ['core'], typesOf: ['config'] },
   policies: { may: ['core', 'stores', 'registry'] },
   ops: { may: ['core', 'stores', 'registry'] },
@@ -36,10 +35,10 @@ export const RULES: Readonly<Record<Layer, Rule>> = {
   fronts: { may: ['core', 'tls'] },
   upstreams: { may: ['core', 'backend', 'tls'] },
   config: { may: ['core', 'stores', 'registry', 'policies', 'ops', 'fronts', 'upstreams'] },
-  gateway: { may: ['core', 'stores', 'cache', 'policies', 'backend', 'config'] },
+  gateway: { may: ['core', 'stores', 'policies', 'backend', 'config'] },
   engines: { may: ['core', 'stores', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway'] },
-  cli: { may: ['core', 'stores', 'registry', 'cache', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
-  index: { may: ['core', 'stores', 'registry', 'cache', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  cli: { may: ['core', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  index: { may: ['core', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
 };
 
 /** Libraries the framework-free layers never load: the core and the policies see no HTTP stack. */
@@ -207,7 +206,10 @@ t.test('the rules refuse what the table forbids, and say which rule', async (t) 
     ['src/policies/rate-limit/index.ts', 'src/policies/auth/facts.ts', false, undefined],
     ['src/policies/rate-limit/index.ts', 'src/policies/auth/keys.ts', false, /a policy imports no other policy \(policies\/rate-limit -> policies\/auth\)/],
     ['src/ops/access-log.ts', 'src/policies/list-pets/facts.ts', true, /^ops may import core, stores, registry, not policies \(even types\)$/],
-    ['src/core/forward/cache.ts', 'src/policies/auth/facts.ts', false, /^core may import nothing outside core, not policies$/],
+    ['src/core/forward/index.ts', 'src/policies/cache/layer.ts', false, /^core may import nothing outside core, not policies$/],
+    ['src/policies/cache/layer.ts', 'src/core/forward/layer.ts', false, undefined],
+    ['src/policies/cache/redis.ts', 'src/stores/connection.ts', false, undefined],
+    ['src/policies/cache/redis.ts', 'redis', false, /policies imports no HTTP or Redis library \(redis\)/],
     ['src/policies/index.ts', 'src/policies/auth/index.ts', false, undefined],
     ['src/policies/index.ts', 'src/config/types.ts', true, /^policies may import core, stores, registry, not config \(even types\)$/],
     ['src/ops/index.ts', 'src/config/types.ts', true, /^ops may import/],
