@@ -3,7 +3,8 @@
  * src/**\/*.ts is parsed with the TypeScript compiler API and each `import`, `import type`,
  * `export ... from`, dynamic `import()` and `import('...').T` type reference is held against the
  * table below. A type-only import is still a dependency (it ties the two folders' vocabularies),
- * so it obeys the same table unless a row says a folder may import another's types only.
+ * so it obeys the same table unless a row says a folder may import another's types only. No file
+ * may reach itself through its imports (type-only ones included): the graph has no cycle.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -163,6 +164,30 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
+/**
+ * The import cycles of a graph (file -> the files it imports), each once, as the path that closes
+ * it (`a -> b -> a`): a depth-first search that reports an edge back to a file still on its path.
+ */
+export function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const found: string[][] = [];
+  const visit = (file: string): void => {
+    state.set(file, 'open');
+    path.push(file);
+    for (const to of graph.get(file) ?? []) {
+      if (!graph.has(to)) continue;
+      const seen = state.get(to);
+      if (seen === 'open') found.push([...path.slice(path.indexOf(to)), to]);
+      else if (seen === undefined) visit(to);
+    }
+    path.pop();
+    state.set(file, 'done');
+  };
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file);
+  return found;
+}
+
 t.test('the parser sees every form of import', async (t) => {
   const text = [
     "import { a } from '../stores/a.js';",
@@ -288,4 +313,23 @@ t.test('every import in src/ keeps the dependency rules', async (t) => {
   t.same(broken, [], 'no import breaks a rule');
   const stale = PENDING.filter((p) => !seenPending.has(`${p.from} -> ${p.to}`)).map((p) => `${p.from} -> ${p.to}`);
   t.same(stale, [], 'every pending exception is still needed (remove the ones that are not)');
+});
+
+t.test('the cycle search finds a cycle, and only a cycle', async (t) => {
+  const g = (edges: Record<string, string[]>) => new Map(Object.entries(edges));
+  t.same(cyclesOf(g({ a: ['b'], b: ['c'], c: [] })), [], 'a chain is no cycle');
+  t.same(cyclesOf(g({ a: ['b', 'c'], b: ['d'], c: ['d'], d: [] })), [], 'a diamond is no cycle');
+  t.same(cyclesOf(g({ a: ['b'], b: ['c'], c: ['a'] })), [['a', 'b', 'c', 'a']]);
+  t.same(cyclesOf(g({ a: ['a'] })), [['a', 'a']], 'a file importing itself');
+  t.same(cyclesOf(g({ a: ['x'], x: ['y'], y: ['x'] })), [['x', 'y', 'x']]);
+});
+
+t.test('no file of src/ imports itself through others (type-only imports count)', async (t) => {
+  const graph = new Map<string, string[]>();
+  for (const file of sourceFiles(SRC)) {
+    const to = importsOf(file, readFileSync(join(PROJECT_ROOT, file), 'utf8')).map((r) => resolveSpecifier(file, r.specifier)).filter((p) => p.startsWith('src/'));
+    graph.set(file, [...new Set(to)]);
+  }
+  t.ok(graph.size > 50, `a graph of ${graph.size} files`);
+  t.same(cyclesOf(graph).map((c) => c.join(' -> ')), [], 'no import cycle');
 });
