@@ -5,7 +5,7 @@
 //   npm run build && node --expose-gc bench/cache.mjs
 //
 // Environment: BENCH_CACHE_KEYS (1000000), BENCH_CACHE_MAX_BYTES (67108864).
-import { MemoryCacheStore } from '../dist/cache/memory.js';
+import { MemoryCacheStore } from '../dist/policies/cache/memory.js';
 import { envNum, isMain } from './lib.mjs';
 
 const gc = globalThis.gc;

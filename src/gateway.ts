@@ -9,11 +9,12 @@ import { Chain } from './core/chain.js';
 import { CircuitBreaker } from './core/breaker.js';
 import { ConsumerGate } from './core/consumer-gate.js';
 import type { ForwardSettings } from './core/exchange.js';
+import type { SendWrapper } from './core/forward/index.js';
 import type { Policy, PolicyEnv, PolicyModule, Problem } from './core/policy.js';
 import { gatewayPolicyEnv, POLICY_MODULES, type PolicyName } from './policies/index.js';
 import { compileHeaderRules, type HeaderRules } from './core/headers.js';
 import { SecretSet } from './core/redact.js';
-import { openResponseCache, type ResponseCache } from './cache/index.js';
+import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';
 
 export interface Gateway {
@@ -119,6 +120,8 @@ export class GatewayHolder {
   readonly breaker: CircuitBreaker | undefined;
   /** The response cache in front of a URL upstream; none for the built-in backend (nothing to shield). */
   readonly cache: ResponseCache | undefined;
+  /** The cache as the exchange gets it: a wrapper of the composed send (src/policies/cache/layer.ts). */
+  readonly cacheLayer: SendWrapper | undefined;
   /**
    * The per-consumer in-flight bound (`server.maxInFlightPerConsumer`), shared by every server of
    * this holder; like the `server` section, it changes only on a restart.
@@ -135,6 +138,7 @@ export class GatewayHolder {
       initial.backend !== undefined
         ? undefined
         : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
+    this.cacheLayer = this.cache === undefined ? undefined : responseCache(this.cache);
     const { maxInFlightPerConsumer, consumerQueueMs } = initial.config.server;
     this.gate = maxInFlightPerConsumer === null ? undefined : new ConsumerGate({ maxInFlight: maxInFlightPerConsumer, queueMs: consumerQueueMs });
   }

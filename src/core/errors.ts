@@ -7,7 +7,7 @@
  * the set of codes open ("The set of values of `code`: not shown"); the catalogue below is ours and
  * stable: codes are never renamed, only added. docs/errors.md is generated from it (`npm run docs`).
  */
-import type { ResponseBody } from './policy.js';
+import type { ResponseBody } from './message.js';
 
 export interface CatalogueEntry {
   readonly status: number;

@@ -21,8 +21,8 @@ import type { Chain, OpenExchange } from './chain.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from './errors.js';
 import type { Clock } from './deadlines.js';
 import type { ConsumerGate, GateEntry, Waiting } from './consumer-gate.js';
-import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from './forward/index.js';
-import { fieldAt, storedFields, type CacheEntry, type HitPlan, type ResponseCache } from './forward/cache.js';
+import { forwarding, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send, type SendWrapper } from './forward/index.js';
+import { fieldAt, storedFields, type CacheEntry, type HitPlan } from './forward/answer.js';
 import { requestIdOf, traceContextOf } from './request-id.js';
 import { clientResponseHeaders, mergeVary, tooManyHeaders, upstreamRequestHeaders, type HeaderRules } from './headers.js';
 import { operationPath, paramOf, type Operation, type OperationId } from './operations.js';
@@ -62,8 +62,11 @@ export interface GatewayView {
 export interface GatewaySource {
   readonly current: GatewayView;
   readonly breaker: CircuitBreaker | undefined;
-  /** The response cache in front of the upstream (the `cache` policy); it outlives reloads. */
-  readonly cache?: ResponseCache | undefined;
+  /**
+   * The response cache in front of the upstream (the `cache` policy, src/policies/cache), as a
+   * wrapper of the composed send: it may answer a call itself (`onStored`). It outlives reloads.
+   */
+  readonly cacheLayer?: SendWrapper | undefined;
   /** The per-consumer in-flight bound (`server.maxInFlightPerConsumer`); it outlives reloads. */
   readonly gate?: ConsumerGate | undefined;
 }
@@ -267,7 +270,7 @@ export class Pipeline {
     this.front = options.front;
     this.log = options.log;
     this.observer = options.observer;
-    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.cache);
+    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.cacheLayer);
     this.send = f.send;
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;
@@ -709,7 +712,7 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
       // of this request's own fields (they are added per request, as on a hit).
       const shared = clientResponseHeaders(this.rules, upstreamHeaders, { responseHeaders: NO_FIELDS, consumerId: this.ex.consumerId }, true);
       const entry = keeper.keep(200, shared, out.body, this.ex.responseHeaders);
-      // The cache's head says this request's Age and Cache-Status (forward/cache.ts, `answerHead`).
+      // The cache's head says this request's Age and Cache-Status (src/policies/cache/flight.ts, `answerHead`).
       if (entry !== undefined) return this.writeStored(entry, String(headers.age ?? '0'), String(headers['cache-status'] ?? ''));
     }
     this.answer(out, upstreamHeaders);
@@ -749,7 +752,7 @@ export class ActiveRequest implements ForwardHandler, GateEntry {
     const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
     // The response cache's account of the call (RFC 9211: `fwd=uri-miss; fwd-status=404`) is the
     // gateway's own field, so an answer a policy rewrote (a 404 into pet_not_found) keeps it.
-    if (out.headers !== upstreamHeaders && this.pipeline.gateways.cache !== undefined && upstreamHeaders['cache-status'] !== undefined) headers['cache-status'] = upstreamHeaders['cache-status'];
+    if (out.headers !== upstreamHeaders && this.pipeline.gateways.cacheLayer !== undefined && upstreamHeaders['cache-status'] !== undefined) headers['cache-status'] = upstreamHeaders['cache-status'];
     this.send(out.status, headers, out.body);
   }
 

@@ -8,12 +8,14 @@
  * never throw and never write to a socket.
  */
 import type { GatewayError } from './errors.js';
+import type { HeaderValue, ResponseBody } from './message.js';
 import type { Declarations, FactReader, Slot } from './facts.js';
 import type { Operation, RouteMatch } from './operations.js';
 import type { SecretSet } from './redact.js';
 import type { RateLimitStore, StoreConfig } from './store.js';
 
-export type HeaderValue = string | string[] | undefined;
+export type { HeaderValue, ResponseBody } from './message.js';
+
 /** Request headers as node:http gives them: lower-case names. */
 export type IncomingHeaders = Readonly<Record<string, HeaderValue>>;
 
@@ -100,17 +102,6 @@ export interface UpstreamResponse {
   status: number;
   /** Response headers, lower-case names; policies may rewrite them. */
   headers: Record<string, HeaderValue | number>;
-}
-
-/** A complete response body a policy rewrote, or the body it passes on. */
-export interface ResponseBody {
-  status: number;
-  headers: Record<string, HeaderValue | number>;
-  body: Buffer;
-  /** True when the upstream sent more than the gateway buffers (`body` holds the first part). */
-  truncated: boolean;
-  /** The catalogue code when `body` is an Error the gateway wrote (for the access log and metrics). */
-  code?: string;
 }
 
 export interface Policy {

@@ -7,7 +7,7 @@
 // uncached 404 says what the cache did; a hostile invalidation message freezes nothing.
 import type { AddressInfo } from 'node:net';
 import tap from 'tap';
-import { RedisCacheStore } from '../../src/cache/index.js';
+import { RedisCacheStore } from '../../src/policies/cache/open.js';
 import { formatProblems, parsePolicy } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { createRedisClient, type RedisConnection } from '../../src/stores/connection.js';

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import tap from 'tap';
-import { RedisCacheStore } from '../../src/cache/index.js';
+import { RedisCacheStore } from '../../src/policies/cache/open.js';
 import { parsePolicy, formatProblems } from '../../src/config/load.js';
 import { createGateway, GatewayHolder } from '../../src/gateway.js';
 import { assertError, type TapTest } from '../helpers/assert.js';

@@ -3,7 +3,8 @@
  * src/**\/*.ts is parsed with the TypeScript compiler API and each `import`, `import type`,
  * `export ... from`, dynamic `import()` and `import('...').T` type reference is held against the
  * table below. A type-only import is still a dependency (it ties the two folders' vocabularies),
- * so it obeys the same table unless a row says a folder may import another's types only.
+ * so it obeys the same table unless a row says a folder may import another's types only. No file
+ * may reach itself through its imports (type-only ones included): the graph has no cycle.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -14,7 +15,7 @@ import { PROJECT_ROOT } from '../helpers/servers.js';
 const SRC = join(PROJECT_ROOT, 'src');
 
 /** A unit of the tree: a folder under src/, or one of the two files at its top. */
-type Layer = 'core' | 'stores' | 'registry' | 'cache' | 'tls' | 'policies' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
+type Layer = 'core' | 'stores' | 'registry' | 'tls' | 'policies' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
 
 interface Rule {
   /** Layers whose modules this one may import (values and types). Its own layer is always allowed. */
@@ -28,7 +29,6 @@ export const RULES: Readonly<Record<Layer, Rule>> = {
   core: { may: [] },
   stores: { may: [], typesOf: ['core'] },
   registry: { may: ['core', 'stores'] },
-  cache: { may: ['core', 'stores'], typesOf: ['policies'] },
   tls: { may: ['core'], typesOf: ['config'] },
   policies: { may: ['core', 'stores', 'registry'] },
   ops: { may: ['core', 'stores', 'registry'] },
@@ -36,10 +36,10 @@ export const RULES: Readonly<Record<Layer, Rule>> = {
   fronts: { may: ['core', 'tls'] },
   upstreams: { may: ['core', 'backend', 'tls'] },
   config: { may: ['core', 'stores', 'registry', 'policies', 'ops', 'fronts', 'upstreams'] },
-  gateway: { may: ['core', 'stores', 'cache', 'policies', 'backend', 'config'] },
+  gateway: { may: ['core', 'stores', 'policies', 'backend', 'config'] },
   engines: { may: ['core', 'stores', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway'] },
-  cli: { may: ['core', 'stores', 'registry', 'cache', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
-  index: { may: ['core', 'stores', 'registry', 'cache', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  cli: { may: ['core', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  index: { may: ['core', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
 };
 
 /** Libraries the framework-free layers never load: the core and the policies see no HTTP stack. */
@@ -164,6 +164,30 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
+/**
+ * The import cycles of a graph (file -> the files it imports), each once, as the path that closes
+ * it (`a -> b -> a`): a depth-first search that reports an edge back to a file still on its path.
+ */
+export function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const found: string[][] = [];
+  const visit = (file: string): void => {
+    state.set(file, 'open');
+    path.push(file);
+    for (const to of graph.get(file) ?? []) {
+      if (!graph.has(to)) continue;
+      const seen = state.get(to);
+      if (seen === 'open') found.push([...path.slice(path.indexOf(to)), to]);
+      else if (seen === undefined) visit(to);
+    }
+    path.pop();
+    state.set(file, 'done');
+  };
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file);
+  return found;
+}
+
 t.test('the parser sees every form of import', async (t) => {
   const text = [
     "import { a } from '../stores/a.js';",
@@ -207,7 +231,10 @@ t.test('the rules refuse what the table forbids, and say which rule', async (t) 
     ['src/policies/rate-limit/index.ts', 'src/policies/auth/facts.ts', false, undefined],
     ['src/policies/rate-limit/index.ts', 'src/policies/auth/keys.ts', false, /a policy imports no other policy \(policies\/rate-limit -> policies\/auth\)/],
     ['src/ops/access-log.ts', 'src/policies/list-pets/facts.ts', true, /^ops may import core, stores, registry, not policies \(even types\)$/],
-    ['src/core/forward/cache.ts', 'src/policies/auth/facts.ts', false, /^core may import nothing outside core, not policies$/],
+    ['src/core/forward/index.ts', 'src/policies/cache/layer.ts', false, /^core may import nothing outside core, not policies$/],
+    ['src/policies/cache/layer.ts', 'src/core/forward/layer.ts', false, undefined],
+    ['src/policies/cache/redis.ts', 'src/stores/connection.ts', false, undefined],
+    ['src/policies/cache/redis.ts', 'redis', false, /policies imports no HTTP or Redis library \(redis\)/],
     ['src/policies/index.ts', 'src/policies/auth/index.ts', false, undefined],
     ['src/policies/index.ts', 'src/config/types.ts', true, /^policies may import core, stores, registry, not config \(even types\)$/],
     ['src/ops/index.ts', 'src/config/types.ts', true, /^ops may import/],
@@ -286,4 +313,23 @@ t.test('every import in src/ keeps the dependency rules', async (t) => {
   t.same(broken, [], 'no import breaks a rule');
   const stale = PENDING.filter((p) => !seenPending.has(`${p.from} -> ${p.to}`)).map((p) => `${p.from} -> ${p.to}`);
   t.same(stale, [], 'every pending exception is still needed (remove the ones that are not)');
+});
+
+t.test('the cycle search finds a cycle, and only a cycle', async (t) => {
+  const g = (edges: Record<string, string[]>) => new Map(Object.entries(edges));
+  t.same(cyclesOf(g({ a: ['b'], b: ['c'], c: [] })), [], 'a chain is no cycle');
+  t.same(cyclesOf(g({ a: ['b', 'c'], b: ['d'], c: ['d'], d: [] })), [], 'a diamond is no cycle');
+  t.same(cyclesOf(g({ a: ['b'], b: ['c'], c: ['a'] })), [['a', 'b', 'c', 'a']]);
+  t.same(cyclesOf(g({ a: ['a'] })), [['a', 'a']], 'a file importing itself');
+  t.same(cyclesOf(g({ a: ['x'], x: ['y'], y: ['x'] })), [['x', 'y', 'x']]);
+});
+
+t.test('no file of src/ imports itself through others (type-only imports count)', async (t) => {
+  const graph = new Map<string, string[]>();
+  for (const file of sourceFiles(SRC)) {
+    const to = importsOf(file, readFileSync(join(PROJECT_ROOT, file), 'utf8')).map((r) => resolveSpecifier(file, r.specifier)).filter((p) => p.startsWith('src/'));
+    graph.set(file, [...new Set(to)]);
+  }
+  t.ok(graph.size > 50, `a graph of ${graph.size} files`);
+  t.same(cyclesOf(graph).map((c) => c.join(' -> ')), [], 'no import cycle');
 });

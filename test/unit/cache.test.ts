@@ -2,9 +2,11 @@
 import t from 'tap';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { MemoryCacheStore, entrySize } from '../../src/cache/memory.js';
-import { openResponseCache } from '../../src/cache/index.js';
-import { cacheKey, directives, hitPlan, httpDate, storedFields, varyKeyed, type CacheEntry } from '../../src/core/forward/cache.js';
+import { MemoryCacheStore, entrySize } from '../../src/policies/cache/memory.js';
+import { openResponseCache } from '../../src/policies/cache/open.js';
+import { hitPlan, storedFields, type CacheEntry } from '../../src/core/forward/answer.js';
+import { directives, httpDate, varyKeyed } from '../../src/policies/cache/directives.js';
+import { cacheKey } from '../../src/policies/cache/key.js';
 import type { UpstreamRequest } from '../../src/core/upstream.js';
 
 function entry(body: Buffer, now: number): CacheEntry {

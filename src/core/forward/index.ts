@@ -4,9 +4,9 @@
  *   exchange -> [response cache] -> breaker accounting -> buffering -> total deadline -> body idle
  *            -> head deadline -> retry -> transport
  *
- * The cache (when the policy file has one) is outermost, around the composed call (src/core/forward/
- * layer.ts): a hit is no upstream call, so no other layer sees it, and a flight's one call is under
- * every deadline. The breaker admits a call before it is made and learns each call's outcome once,
+ * The cache (when the policy file has one: src/policies/cache/layer.ts, which the gateway hands in as
+ * a wrapper of send) is outermost, around the composed call (src/core/forward/layer.ts): a hit is
+ * no upstream call, so no other layer sees it, and a flight's one call is under every deadline. The breaker admits a call before it is made and learns each call's outcome once,
  * whatever layer ended it; the head deadline sits outside the retry, so a retried read stays
  * under the one deadline its request started with. An upstream whose answers conform by
  * construction (the in-process reference backend) gets no layer at all: it answers before `send`
@@ -18,10 +18,9 @@ import type { Upstream } from '../upstream.js';
 import { bodyIdle } from './body-idle.js';
 import { breakerAccounting } from './breaker.js';
 import { buffering } from './buffer.js';
-import { responseCache, type ResponseCache } from './cache.js';
 import { headDeadline } from './head-deadline.js';
 import { totalDeadline } from './total-deadline.js';
-import { compose, type Layer, type Send } from './layer.js';
+import { compose, type Layer, type Send, type SendWrapper } from './layer.js';
 import { retryReads } from './retry.js';
 
 export type { AnswerKeeper, CallClass, ForwardHandler, Layer, Outcome, Send, SendWrapper } from './layer.js';
@@ -43,7 +42,11 @@ export interface Forwarding {
   readonly breaker: CircuitBreaker | undefined;
 }
 
-export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, cache?: ResponseCache): Forwarding {
+/**
+ * `outer`: a wrapper of the composed call the caller hands in (the gateway's response cache,
+ * src/policies/cache), outermost; the core knows only that it wraps `send`.
+ */
+export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, outer?: SendWrapper): Forwarding {
   const send: Send = (request, handler) => upstream.send(request, handler);
   if (upstream.conforms) return { send, policed: false, breaker: undefined };
   const layers: Layer[] = [];
@@ -51,5 +54,5 @@ export function forwarding(upstream: Upstream, settings: LayerSettings, breaker:
   layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
   if (settings.retryIdempotent) layers.push(retryReads());
   const call = compose(send, layers);
-  return { send: cache === undefined ? call : responseCache(cache)(call), policed: true, breaker };
+  return { send: outer === undefined ? call : outer(call), policed: true, breaker };
 }

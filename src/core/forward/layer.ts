@@ -18,7 +18,7 @@
  */
 import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
-import type { CacheEntry } from './cache.js';
+import type { CacheEntry } from './answer.js';
 import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamHandler, UpstreamRequest } from '../upstream.js';
 
 /**

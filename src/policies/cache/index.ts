@@ -1,6 +1,8 @@
 /**
- * The `cache` policy: only its config. The cache itself is a forwarding layer
- * (src/core/forward/cache.ts) built once with the upstream (src/cache), because what it stores is
+ * The `cache` policy: only its config. The cache itself is a forwarding layer (layer.ts, with
+ * flight.ts, key.ts, directives.ts and its stores beside it), built once with the upstream
+ * (open.ts, called by src/gateway.ts, which hands it to the exchange as a wrapper of the composed
+ * send), because what it stores is
  * the upstream's answer before the response phase: a hit is replayed through the same response
  * phase, header allowlist and access line as a miss. Authentication, scopes, the rate limit and
  * deprecation headers are request-phase policies, so they run before the layer, for hits as for

@@ -1,15 +1,20 @@
 /**
  * The response cache of one upstream, built once from the `cache` policy's section (a reload that
  * changes it is refused, as for the upstream section: the cache outlives reloads). The layer is
- * src/core/forward/cache.ts; the stores are here.
+ * layer.ts; the stores are memory.ts and redis.ts. The gateway (src/gateway.ts) hands the layer to
+ * the exchange as a wrapper of the composed send: the core does not know the cache.
  */
 import { createHash } from 'node:crypto';
-import { KeyMemo, type CacheEvent, type CacheStore, type ResponseCache } from '../core/forward/cache.js';
-import type { CacheConfig } from '../policies/cache/index.js';
+import type { ResponseCache } from './flight.js';
+import { KeyMemo } from './key.js';
+import type { CacheEvent, CacheStore } from './types.js';
+import type { CacheConfig } from './schema.js';
 import { MemoryCacheStore } from './memory.js';
 import { RedisCacheStore } from './redis.js';
 
-export type { CacheEvent, CacheStore, ResponseCache } from '../core/forward/cache.js';
+export type { ResponseCache } from './flight.js';
+export { responseCache } from './layer.js';
+export type { CacheEvent, CacheStore } from './types.js';
 export { MemoryCacheStore } from './memory.js';
 export { RedisCacheStore } from './redis.js';
 

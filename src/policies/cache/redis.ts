@@ -17,11 +17,12 @@
  * each command touches one key, so a Cluster needs no hash tag here.
  */
 import { createHash } from 'node:crypto';
-import { storedFields, type CacheEntry, type CacheStore } from '../core/forward/cache.js';
-import type { CacheRedisConfig } from '../policies/cache/index.js';
-import { acquireRedis, describeConnection, type SharedRedis } from '../stores/connection.js';
-import { deploymentPrefix } from '../stores/connection-schema.js';
-import { withDeadline } from '../stores/redis.js';
+import { storedFields, type CacheEntry } from '../../core/forward/answer.js';
+import type { CacheStore } from './types.js';
+import type { CacheRedisConfig } from './schema.js';
+import { acquireRedis, describeConnection, type SharedRedis } from '../../stores/connection.js';
+import { deploymentPrefix } from '../../stores/connection-schema.js';
+import { withDeadline } from '../../stores/redis.js';
 
 /** A cache read that takes longer than this is a miss: the upstream is asked instead. */
 const COMMAND_MS = 250;
