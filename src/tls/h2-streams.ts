@@ -38,6 +38,8 @@ import { DeadlineList, type DeadlineOwner, type Deadlined } from '../core/deadli
 export const MAX_WAITING_STREAMS = 8;
 /** How long a session the gateway ended may take to write its last frames before its socket is destroyed. */
 const SOCKET_LINGER_MS = 1000;
+/** How long a session the gateway ends keeps its socket after its GOAWAY was queued, before it is destroyed. */
+const GOAWAY_FLUSH_MS = 250;
 /** How often a stream that lives is looked at (shorter when the stall timeout is). */
 const STEP_MS = 250;
 /** A stream whose answer has not moved for this long waits on its client (shorter when the stall timeout is). */
@@ -85,6 +87,8 @@ class SessionWatch {
   ending = false;
   /** Its TLS socket (see watchSessions). */
   socket: Socket | undefined = undefined;
+  /** Set once `destroySoon` has been asked. */
+  destroyTimer: NodeJS.Timeout | undefined = undefined;
   constructor(
     readonly session: Http2Session,
     readonly counts: H2Counts,
@@ -116,7 +120,19 @@ class SessionWatch {
     // node's close() sends it (a goaway() alone may wait for other output), refuses new streams,
     // and destroys the session once its streams are done; `destroy` sees to the socket then.
     this.session.close();
-    if (this.streams.size === 0) this.destroy();
+    if (this.streams.size === 0) this.destroySoon();
+  }
+
+  /**
+   * Destroys the session a moment after its GOAWAY was queued, so that the frame is written first:
+   * destroyed in the same turn (or the next, on a loaded process), the frame was seen to be dropped,
+   * and a client flooding the session (rapid reset) learnt nothing and kept its connection. No new
+   * stream starts meanwhile (the session is closed). One timer per session the gateway ends.
+   */
+  destroySoon(): void {
+    if (this.destroyTimer !== undefined) return;
+    this.destroyTimer = setTimeout(() => this.destroy(), GOAWAY_FLUSH_MS);
+    this.destroyTimer.unref();
   }
 
   /** Ends the session now: GOAWAY ENHANCE_YOUR_CALM, every stream reset. */
@@ -193,7 +209,7 @@ function closed(this: WatchedStream): void {
   const s = watch.owner;
   s.streams.delete(watch);
   watch.setWaiting(false);
-  if (s.ending && s.streams.size === 0) s.destroy();
+  if (s.ending && s.streams.size === 0) s.destroySoon();
   if (watch.ours || !resetByClient(this)) return;
   const now = performance.now();
   if (now - s.resetWindowStart > RESET_WINDOW_MS) {
