@@ -561,6 +561,26 @@ export class KeyRegistry {
   }
 
   /**
+   * The first record of `records` with a secret hash that a record of Redis holds under another
+   * id (one `records` does not replace), or undefined: `keys import` refuses such a file, as the
+   * key would authenticate as either.
+   */
+  async hashClash(records: readonly KeyRecord[]): Promise<{ imported: string; existing: string } | undefined> {
+    const replaced = new Set(records.map((r) => r.id));
+    const held = new Map<string, string>();
+    for (const r of (await this.exportAll()).records) {
+      if (!replaced.has(r.id)) for (const sec of r.secrets) held.set(sec.hash, r.id);
+    }
+    for (const r of records) {
+      for (const sec of r.secrets) {
+        const existing = held.get(sec.hash);
+        if (existing !== undefined) return { imported: r.id, existing };
+      }
+    }
+    return undefined;
+  }
+
+  /**
    * An operator's act after a data loss (or a move): writes `records` (each replaces the id's
    * record in Redis; others stay) and a new explicit epoch, so every gateway takes Redis as the
    * registry again. With no records, this is `keys reset-epoch`: accept what Redis holds.
