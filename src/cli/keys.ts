@@ -105,7 +105,7 @@ export function readExport(text: string): KeyRecord[] {
     throw new KeysUsageError(`the file to import is not a keys export (format "${EXPORT_FORMAT}", records [...])`);
   }
   const id = new RegExp(ID_PATTERN);
-  return e.records.map((r: unknown, i: number) => {
+  const records = e.records.map((r: unknown, i: number) => {
     const record = parseRecord(JSON.stringify(r));
     if (record === undefined || !id.test(record.id)) throw new KeysUsageError(`record ${i + 1} of the file to import is not a key record (id, created, secrets: [{hash: sha256:...}])`);
     // What a gateway reads of it must mean what it says: a date it cannot read would never expire.
@@ -117,6 +117,26 @@ export function readExport(text: string): KeyRecord[] {
     if (record.secrets.some((sec) => sec.until !== undefined && !Number.isSafeInteger(sec.until))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a secret whose end is not epoch milliseconds`);
     return record;
   });
+  refuseRepeats(records);
+  return records;
+}
+
+/**
+ * An id twice would store one record of two; a hash under two ids would authenticate its key as
+ * whichever a gateway met first (perhaps the broader one). Either refuses the whole file.
+ */
+function refuseRepeats(records: readonly KeyRecord[]): void {
+  const ids = new Set<string>();
+  const hashes = new Map<string, string>();
+  for (const r of records) {
+    if (ids.has(r.id)) throw new KeysUsageError(`the file to import has the id '${r.id}' twice; nothing was imported`);
+    ids.add(r.id);
+    for (const sec of r.secrets) {
+      const other = hashes.get(sec.hash);
+      if (other !== undefined && other !== r.id) throw new KeysUsageError(`the file to import has one secret hash under two records ('${other}', '${r.id}'); nothing was imported`);
+      hashes.set(sec.hash, r.id);
+    }
+  }
 }
 
 function parseKeysArgs(args: string[]): Parsed {
@@ -222,6 +242,10 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig, recor
       return 0;
     }
     case 'import': {
+      const clash = await registry.hashClash(records);
+      if (clash !== undefined) {
+        throw new KeysUsageError(`record '${clash.imported}' of the file to import has the secret hash of the key '${clash.existing}' in the registry; nothing was imported (revoke '${clash.existing}' first if it is the same key)`);
+      }
       await registry.restore(records);
       audit('imported', '*', { keys: records.length });
       err.write(`${records.length} key record(s) imported; every gateway takes Redis as the registry again\n`);

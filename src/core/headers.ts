@@ -294,6 +294,20 @@ export function isValidHost(value: string | string[] | undefined): boolean {
   return true;
 }
 
+/**
+ * How many Host fields a request carried (RFC 9112 section 3.2: more than one is a 400). node keeps
+ * only the first in `req.headers`, so the raw list is counted: one comparison of length per field,
+ * a lower-casing only for the 4-letter names.
+ */
+export function hostFieldCount(rawHeaders: readonly string[]): number {
+  let hosts = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!; // i < rawHeaders.length: noUncheckedIndexedAccess cannot follow the loop's bound
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
+  }
+  return hosts;
+}
+
 /** The names a Connection header lists, lower-case (RFC 9110 section 7.6.1); undefined when absent. */
 function connectionNamed(value: HeaderValue | number | undefined): Set<string> | undefined {
   if (value === undefined || typeof value === 'number') return undefined;

@@ -6,6 +6,7 @@ import { createServer, STATUS_CODES, type IncomingMessage, type Server, type Ser
 import type { Socket } from 'node:net';
 import { addressShare, type ListenerConfig } from './config.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
+import { hostFieldCount } from '../core/headers.js';
 import { markAwaitingContinue } from './body.js';
 import { boundInFlight, PIPELINE_OVERFLOW, shareConnections } from './connections.js';
 import { attachListenerTls, ListenerTls } from '../tls/listener.js';
@@ -77,12 +78,7 @@ function connectionListsUpgrade(value: string | undefined): boolean {
  * raw header list is counted.
  */
 export function hostProblem(req: IncomingMessage): GatewayError | undefined {
-  let hosts = 0;
-  const raw = req.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!; // i < raw.length: noUncheckedIndexedAccess cannot follow the loop's bound
-    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
-  }
+  const hosts = hostFieldCount(req.rawHeaders);
   if (hosts > 1) return new GatewayError('invalid_request', { message: 'The request has more than one Host header (RFC 9112 section 3.2).' });
   if (hosts === 0 && req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
     return new GatewayError('invalid_request', { message: 'An HTTP/1.1 request must carry a Host header (RFC 9112 section 3.2).' });

@@ -115,7 +115,7 @@ function registryError(err: unknown): GatewayError {
     case 'conflict':
       return new GatewayError('conflict', { message: 'The key was changed by another request at the same time; try again.' });
     case 'unknown':
-      return new GatewayError('not_found', { message: 'No key with this id.' });
+      return new GatewayError('not_found', { message: err.hint === undefined ? 'No key with this id.' : `No key with this id in Redis, ${err.hint}.` });
     default:
       return new GatewayError('service_unavailable', { message: 'The key registry (Redis) is not reachable; nothing was changed.', headers: { 'retry-after': '1' } });
   }

@@ -16,13 +16,15 @@
  *
  * The Host header is checked first (`hostChecker`): a page a browser loaded from a name the
  * attacker controls, re-pointed at this port by DNS rebinding, sends that name, and is refused
- * (400 `invalid_request`), so it cannot read /metrics or /deprecations (which name consumers).
+ * (400 `invalid_request`), so it cannot read /metrics or /deprecations (which name consumers). A
+ * request with more than one Host field is refused the same way (RFC 9112 section 3.2).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import { isIP, type AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
+import { hostFieldCount } from '../core/headers.js';
 import type { DeprecationReport } from './deprecations.js';
 
 /** Why the gateway should not get traffic now (the /readyz body's `reason`). */
@@ -163,7 +165,15 @@ const MISDIRECTED = new GatewayError('invalid_request', {
   message: 'The Host header names no address of this admin listener (server.admin.allowedHosts lists the names it accepts).',
 });
 
+const TWO_HOSTS = new GatewayError('invalid_request', { message: 'The request has more than one Host header (RFC 9112 section 3.2).' });
+
 async function route(options: AdminOptions, req: IncomingMessage, res: ServerResponse, hostOk: (host: string | undefined) => boolean): Promise<void> {
+  // node keeps the first Host only: `Host: 127.0.0.1` then `Host: evil.example` would pass the
+  // check below on the first while a proxy in front may have routed on the second.
+  if (hostFieldCount(req.rawHeaders) > 1) {
+    sendError(res, TWO_HOSTS);
+    return;
+  }
   if (!hostOk(req.headers.host)) {
     sendError(res, MISDIRECTED);
     return;

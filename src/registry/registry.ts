@@ -63,6 +63,8 @@ export class RegistryError extends Error {
   constructor(
     readonly reason: 'exists' | 'unknown' | 'unavailable' | 'conflict',
     message: string,
+    /** What the operator can do about it, for the admin API's message (a kept key after a data loss). */
+    readonly hint?: string,
   ) {
     super(message);
     this.name = 'RegistryError';
@@ -157,6 +159,10 @@ export interface RegistryStatus {
   /** Data losses detected since the process started. */
   readonly dataLossDetected: number;
 }
+
+/** Why revoking a kept key's id answers 404 during a data loss, and the way out. */
+const KEPT_HINT =
+  "but the gateways still accept it: Redis lost the registry's data and they keep the keys they knew. To end it: `keys import` a backup, then revoke it; or `keys reset-epoch` to drop every key Redis does not hold (docs/keys.md)";
 
 /** The format line of an export file (`keys export`, `keys import`). */
 export const EXPORT_FORMAT = 'petstore-gateway-keys/1';
@@ -530,7 +536,12 @@ export class KeyRegistry {
   /** Removes the key and every one of its secrets. */
   async revoke(id: string): Promise<void> {
     const { text, record } = await this.read(id);
-    if (record === undefined) throw new RegistryError('unknown', `no key with id '${id}'`);
+    if (record === undefined) {
+      // After a data loss this process may still answer a key Redis no longer has: a 404 alone
+      // would let the operator believe it ended (docs/keys.md, "When Redis loses the registry").
+      if (this.lost !== undefined && idsOf(this.local).includes(id)) throw new RegistryError('unknown', `no key with id '${id}' in Redis, ${KEPT_HINT}`, KEPT_HINT);
+      throw new RegistryError('unknown', `no key with id '${id}'`);
+    }
     await this.write(id, text, undefined);
   }
 
@@ -558,6 +569,26 @@ export class KeyRegistry {
     }
     records.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return { format: EXPORT_FORMAT, exported: new Date(this.now()).toISOString(), records };
+  }
+
+  /**
+   * The first record of `records` with a secret hash that a record of Redis holds under another
+   * id (one `records` does not replace), or undefined: `keys import` refuses such a file, as the
+   * key would authenticate as either.
+   */
+  async hashClash(records: readonly KeyRecord[]): Promise<{ imported: string; existing: string } | undefined> {
+    const replaced = new Set(records.map((r) => r.id));
+    const held = new Map<string, string>();
+    for (const r of (await this.exportAll()).records) {
+      if (!replaced.has(r.id)) for (const sec of r.secrets) held.set(sec.hash, r.id);
+    }
+    for (const r of records) {
+      for (const sec of r.secrets) {
+        const existing = held.get(sec.hash);
+        if (existing !== undefined) return { imported: r.id, existing };
+      }
+    }
+    return undefined;
   }
 
   /**

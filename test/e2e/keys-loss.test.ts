@@ -79,6 +79,14 @@ t.test('Redis loses the registry: detected, kept, restored; cut off: visible', a
   t.equal(refused.code, 2, refused.stderr);
   t.match(refused.stderr, /record 1 \('x'\) has a date that is not RFC 3339/);
   t.equal(await metric('data_loss'), 1, 'nothing changed');
+  // One hash under two ids (one scoped, one not): the key would authenticate as either. Refused.
+  const record = JSON.parse(exported.stdout).records[0];
+  const twice = join(dir, 'twice.json');
+  writeFileSync(twice, JSON.stringify({ format: 'petstore-gateway-keys/1', records: [{ ...record, operations: ['listPets'] }, { ...record, id: 'partner-broad' }] }));
+  const doubled = await runCli(t, ['keys', 'import', twice, '--policy', file]);
+  t.equal(doubled.code, 2, doubled.stderr);
+  t.match(doubled.stderr, /one secret hash under two records \('partner-gamma', 'partner-broad'\); nothing was imported/);
+  t.equal(await metric('data_loss'), 1, 'nothing changed');
 
   const imported = await runCli(t, ['keys', 'import', backup, '--policy', file]);
   t.equal(imported.code, 0, imported.stderr);
@@ -87,6 +95,14 @@ t.test('Redis loses the registry: detected, kept, restored; cut off: visible', a
   t.equal(await pets(), 200, 'the key works from Redis again');
   const list = await runCli(t, ['keys', 'list', '--json', '--policy', file]);
   t.match(JSON.parse(list.stdout), { keys: [{ id: 'partner-gamma' }] }, 'keys list shows it again');
+  // The hash of a key Redis holds, under another id: refused too, nothing written.
+  const broad = join(dir, 'broad.json');
+  writeFileSync(broad, JSON.stringify({ format: 'petstore-gateway-keys/1', records: [{ ...record, id: 'partner-broad', operations: undefined }] }));
+  const clash = await runCli(t, ['keys', 'import', broad, '--policy', file]);
+  t.equal(clash.code, 2, clash.stderr);
+  t.match(clash.stderr, /record 'partner-broad' .*the secret hash of the key 'partner-gamma' in the registry; nothing was imported/);
+  const after = await runCli(t, ['keys', 'list', '--json', '--policy', file]);
+  t.strictSame(JSON.parse(after.stdout).keys.map((k: { id: string }) => k.id), ['partner-gamma'], 'partner-broad was not written');
 
   spawnSync('redis-cli', ['-p', String(redis.port), 'FLUSHALL'], { timeout: 5000 });
   await until('the second loss', async () => (await metric('data_loss_total')) === 2, 5000);

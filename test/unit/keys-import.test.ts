@@ -25,6 +25,8 @@ t.test('anything else is refused, with the record it is about', async (t) => {
     ['an expiry that is no date', file([record(), record({ id: 'p2', expires: 'tomorrow' })]), /record 2 \('p2'\) has a date/],
     ['an unknown operation', file([record({ operations: ['deletePet'] })]), /names an operation/],
     ['an overlap end that is no number', file([record({ secrets: [{ hash: HASH, until: 'soon' }] })]), /end is not epoch milliseconds/],
+    ['an id twice', file([record(), record({ secrets: [{ hash: HASH.replace(/a$/, 'b') }] })]), /the id 'partner' twice; nothing was imported/],
+    ['a hash under two ids', file([record({ operations: ['listPets'] }), record({ id: 'partner-all' })]), /one secret hash under two records \('partner', 'partner-all'\)/],
   ];
   for (const [what, text, message] of refused) {
     let err: unknown;

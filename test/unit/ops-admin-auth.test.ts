@@ -237,6 +237,13 @@ t.test('the admin listener refuses a Host that names none of its addresses, in t
   t.equal(raw.status, 200, 'HTTP/1.0 without Host');
   const bad = parseRawResponse(await rawExchange(port, 'GET /metrics HTTP/1.0\r\nHost: evil.example\r\n\r\n'));
   t.equal(bad.status, 400, 'HTTP/1.0 with a foreign Host');
+  // Two Host fields (RFC 9112 section 3.2): node keeps the first only, so a good first one must not
+  // let a second pass, in either order, whatever the case of the names.
+  for (const hosts of ['Host: 127.0.0.1\r\nhost: evil.example', 'HOST: evil.example\r\nHost: 127.0.0.1', 'Host: 127.0.0.1\r\nHost: 127.0.0.1']) {
+    const two = parseRawResponse(await rawExchange(port, `GET /healthz HTTP/1.1\r\n${hosts}\r\nConnection: close\r\n\r\n`));
+    t.equal(two.status, 400, `two Host fields: ${hosts.replace('\r\n', ', ')}`);
+    t.match(JSON.parse(two.body), { code: 'invalid_request', status: 400, message: /more than one Host header/ });
+  }
 });
 
 t.test('serve warns once when admin tokens put /keys on a listener other machines may reach', async (t) => {

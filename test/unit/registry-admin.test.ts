@@ -3,6 +3,7 @@
  * bearer admin tokens (none configured: 404 as any unknown path), validation before any change,
  * the Error shape, one audit line per change without the secret, 503 while Redis is away.
  */
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import type { TapTest as Tap } from '../helpers/assert.js';
@@ -13,6 +14,7 @@ import { AdminTokens, adminTokens } from '../../src/ops/admin-tokens.js';
 import { KeyRegistry } from '../../src/registry/registry.js';
 import { startRedis } from '../helpers/redis.js';
 import { request, type Response } from '../helpers/servers.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Admin tokens must be strong (src/ops/admin-tokens.ts): 32 random bytes, 43 characters. */
 const strongToken = (): string => randomBytes(32).toString('base64url');
@@ -157,6 +159,18 @@ t.test('the key API: tokens, validation, changes, audit, Redis away', async (t) 
     );
     const text = JSON.stringify(audit);
     for (const secret of [made.key, rotated.key, TOKEN]) t.notOk(text.includes(secret), 'no secret in the audit');
+  });
+
+  t.test('Redis lost its data: revoking a key the gateway keeps says it still works, and the way out', async (t) => {
+    const kept = await registry.create({ id: 'kept-after-loss' });
+    await waitFor('the key in the copy', () => registry.knows(kept.key), 3000);
+    spawnSync('redis-cli', ['-p', String(redis.port), 'FLUSHALL'], { timeout: 5000 });
+    await waitFor('the loss detected', () => registry.status().dataLoss, 5000);
+    const r = await call('DELETE', '/keys/kept-after-loss');
+    t.strictSame(errorOf(r), { code: 'not_found', status: 404 });
+    t.match((r.json as { message: string }).message, /^No key with this id in Redis, but the gateways still accept it.*`keys import` a backup, then revoke it.*`keys reset-epoch`.*docs\/keys\.md\)\.$/);
+    t.ok(registry.knows(kept.key), 'still kept: the message is true');
+    t.match((await call('DELETE', '/keys/never-made')).json, { message: 'No key with this id.' }, 'an id nobody keeps: the plain 404');
   });
 
   t.test('Redis away: create refused with 503, nothing half-done', async (t) => {

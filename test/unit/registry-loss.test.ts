@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import type { TapTest as Tap } from '../helpers/assert.js';
 import { digestOf, hashKey } from '../../src/policies/auth/keys.js';
-import { KeyRegistry, type RegistryConfig } from '../../src/registry/registry.js';
+import { KeyRegistry, type RegistryConfig, type RegistryError } from '../../src/registry/registry.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -66,6 +66,12 @@ t.test('FLUSHALL: the copy keeps answering, one error, counted; keys import rest
   const errors = logged.filter((l) => l.level === 'error');
   t.equal(errors.length, 1, 'one error line');
   t.match(errors[0], { fields: { keysKept: ['a', 'b'] }, message: /lost the registry's data.*keys import.*keys reset-epoch/ });
+  // Revoking a kept key cannot work (Redis has no record of it): the refusal says the key still
+  // works and the way out, where the process keeps it; a process that keeps nothing says no more.
+  const refusal = async (r: KeyRegistry, id: string) => r.revoke(id).then(() => undefined, (err: unknown) => err as RegistryError);
+  t.match(await refusal(reader, 'a'), { reason: 'unknown', message: /^no key with id 'a' in Redis, but the gateways still accept it.*keys import.*then revoke.*keys reset-epoch/, hint: /keys import/ });
+  t.match(await refusal(reader, 'zz'), { reason: 'unknown', message: "no key with id 'zz'", hint: undefined }, 'an id it does not keep');
+  t.match(await refusal(writer, 'a'), { reason: 'unknown', message: "no key with id 'a'" }, 'a CLI process keeps no copy');
 
   // keys import of the backup: Redis is the registry again (a, b from the backup; c as it is).
   await writer.restore(backup.records);
