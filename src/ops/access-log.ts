@@ -68,7 +68,40 @@ export function logDestination(dest: number | string = 1): DestinationStream {
 function ownDestination(dest: number | string): LineStream & DestinationStream {
   const stream = pino.destination({ dest, sync: false, maxWrite: LOG_MAX_WRITE, maxLength: LOG_MAX_PENDING });
   stream.on('drop', countDropped);
+  // A reader of the pipe that went away (EPIPE): pino has the destination drop every later write
+  // (its write becomes a no-op); these are counted too. Any other error stays uncaught, as before.
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    stream.write = (data: string) => {
+      countDropped(data);
+      return true;
+    };
+  });
   return stream;
+}
+
+/**
+ * Keeps the process serving when whoever reads its stdout or stderr goes away. Node emits a
+ * failed write to process.stderr / process.stdout (EPIPE: the reader of the pipe exited) as an
+ * 'error' event; with no listener it is an uncaught exception and the process exits, and hung
+ * there: pino's exit hook calls sonic-boom's `flushSync`, which retries a write failing with
+ * EPIPE forever (100 ms of Atomics.wait at a time), so SIGTERM went unheard. The banner and
+ * notices on stderr are dropped instead (counted in `droppedLogLines`) and the gateway goes on
+ * serving, as nginx does when the reader of its log goes. Installed once, by `processLogger`.
+ */
+let stdioGuarded = false;
+export function guardStdio(): void {
+  if (stdioGuarded) return;
+  stdioGuarded = true;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE' || err.code === 'ECONNRESET') {
+        droppedLines++;
+        return;
+      }
+      throw err;
+    });
+  }
 }
 
 /** The destination of each logger `processLogger` made, which `exitWhenWritten` ends. */
@@ -76,6 +109,7 @@ const destinations = new WeakMap<Logger, LineStream>();
 
 /** The process's logger on its own `logDestination` (stdout by default), known to `exitWhenWritten`. */
 export function processLogger(options: LoggerOptions, dest: number | string = 1): Logger {
+  guardStdio();
   const stream = ownDestination(dest);
   const logger = pino(options, stream);
   destinations.set(logger, stream);
