@@ -63,3 +63,22 @@ t.test('stdout and stderr on one pipe whose reader is gone: serves, counts, stop
   const end = await within(exited, 8000, 'still running 8 s after SIGTERM');
   t.equal(end, 0, 'SIGTERM stops it with code 0');
 });
+
+t.test('an exit with lines pending on a stdout without reader ends (sonic-boom flushSync bounded)', async (t) => {
+  // Two lines: the first is an asynchronous write in flight, the second waits in the destination;
+  // process.exit then has pino's exit hook write it synchronously to the pipe without reader.
+  const script = [
+    `import { processLogger } from ${JSON.stringify(join(PROJECT_ROOT, 'dist', 'ops', 'access-log.js'))};`,
+    `const log = processLogger({ level: 'info' });`,
+    `log.info('one');`,
+    `log.info('two');`,
+    `process.exit(3);`,
+  ].join('\n');
+  const child = spawn(...nodeCommand(['--input-type=module', '-e', script]), { cwd: PROJECT_ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'ignore'] });
+  const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  child.stdout.destroy();
+  t.equal(await within(exited, 8000, 'still running 8 s after process.exit(3)'), 3, 'exits with its own code');
+});
