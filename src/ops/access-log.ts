@@ -19,6 +19,7 @@
  * past it are dropped and counted). `flush()` hands over what is pending at once
  * (close() and the process's exit do it), so an exit loses no line.
  */
+import fs from 'node:fs';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
 import { declaredValues, type RecordFacts } from '../core/facts.js';
@@ -66,9 +67,88 @@ export function logDestination(dest: number | string = 1): DestinationStream {
 }
 
 function ownDestination(dest: number | string): LineStream & DestinationStream {
-  const stream = pino.destination({ dest, sync: false, maxWrite: LOG_MAX_WRITE, maxLength: LOG_MAX_PENDING });
+  const guard = { flushing: false, giveUp: false, deadline: 0 };
+  const stream = pino.destination({
+    dest,
+    sync: false,
+    maxWrite: LOG_MAX_WRITE,
+    maxLength: LOG_MAX_PENDING,
+    // Asynchronous writes keep sonic-boom's retry of EAGAIN (a slow reader); a flushSync gives up.
+    retryEAGAIN: () => !guard.flushing || (!guard.giveUp && Date.now() < guard.deadline),
+  });
   stream.on('drop', countDropped);
+  boundFlushSync(stream, guard);
+  // A reader of the pipe that went away (EPIPE): pino has the destination drop every later write
+  // (its write becomes a no-op); these are counted too. Any other error stays uncaught, as before.
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    stream.write = (data: string) => {
+      countDropped(data);
+      return true;
+    };
+  });
   return stream;
+}
+
+/**
+ * sonic-boom (4.2) `flushSync` retries a failed write forever, 100 ms of Atomics.wait at a time,
+ * unless the error is EAGAIN and `retryEAGAIN` says stop: an EPIPE (the reader of stdout went away
+ * and the destination has not seen it yet) held a process at exit for ever, SIGTERM unheard
+ * (pino's exit hook and `AccessLog.flush(true)` call it). While it runs, a write failing with any
+ * other error is reported to it as EAGAIN and `retryEAGAIN` says stop; EAGAIN itself is retried
+ * for 2 s at most. What could not be written is dropped (the process is exiting).
+ */
+function boundFlushSync(stream: LineStream, guard: { flushing: boolean; giveUp: boolean; deadline: number }): void {
+  const original = stream.flushSync?.bind(stream);
+  if (original === undefined) return;
+  stream.flushSync = () => {
+    const writeSync = fs.writeSync;
+    guard.flushing = true;
+    guard.giveUp = false;
+    guard.deadline = Date.now() + 2000;
+    fs.writeSync = function boundedWriteSync(this: unknown, ...args: unknown[]): number {
+      try {
+        return (writeSync as (...a: unknown[]) => number).apply(fs, args);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'EAGAIN' || code === 'EBUSY') throw err;
+        guard.giveUp = true;
+        throw Object.assign(new Error(`log destination: ${code ?? String(err)}`), { code: 'EAGAIN' });
+      }
+    } as typeof fs.writeSync;
+    try {
+      original();
+    } catch {
+      droppedLines++; // at least one line; the destination cannot say how many it held
+    } finally {
+      fs.writeSync = writeSync;
+      guard.flushing = false;
+    }
+  };
+}
+
+/**
+ * Keeps the process serving when whoever reads its stdout or stderr goes away. Node emits a
+ * failed write to process.stderr / process.stdout (EPIPE: the reader of the pipe exited) as an
+ * 'error' event; with no listener it is an uncaught exception and the process exits, and hung
+ * there: pino's exit hook calls sonic-boom's `flushSync`, which retries a write failing with
+ * EPIPE forever (100 ms of Atomics.wait at a time), so SIGTERM went unheard. The banner and
+ * notices on stderr are dropped instead (counted in `droppedLogLines`) and the gateway goes on
+ * serving, as nginx does when the reader of its log goes. Installed once, by `processLogger`.
+ */
+let stdioGuarded = false;
+export function guardStdio(): void {
+  if (stdioGuarded) return;
+  stdioGuarded = true;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EPIPE' || err.code === 'ECONNRESET') {
+        droppedLines++;
+        return;
+      }
+      throw err;
+    });
+  }
 }
 
 /** The destination of each logger `processLogger` made, which `exitWhenWritten` ends. */
@@ -76,6 +156,7 @@ const destinations = new WeakMap<Logger, LineStream>();
 
 /** The process's logger on its own `logDestination` (stdout by default), known to `exitWhenWritten`. */
 export function processLogger(options: LoggerOptions, dest: number | string = 1): Logger {
+  guardStdio();
   const stream = ownDestination(dest);
   const logger = pino(options, stream);
   destinations.set(logger, stream);

@@ -320,7 +320,7 @@ export class GatewayMetrics implements ExchangeObserver {
     countedElsewhere(
       registry,
       'petstore_gateway_log_dropped_lines_total',
-      'Log lines (access lines and operator messages) dropped because the log destination held its most unwritten bytes (64 MiB).',
+      'Log lines (access lines and operator messages) dropped because the log destination held its most unwritten bytes (64 MiB) or its reader went away.',
       options.logDropped,
     );
 
