@@ -26,6 +26,7 @@ function freePort(): Promise<number> {
   });
 }
 
+// parity: the log destination is the process's (src/ops/access-log.ts), the same whatever engine serves
 t.test('stdout and stderr on one pipe whose reader is gone: serves, counts, stops on SIGTERM', async (t) => {
   const dir = tempDir(t, 'stdio-pipe');
   const policy = join(dir, 'policy.yaml');
@@ -64,6 +65,7 @@ t.test('stdout and stderr on one pipe whose reader is gone: serves, counts, stop
   t.equal(end, 0, 'SIGTERM stops it with code 0');
 });
 
+// parity: the exit flush is the logger's, before and outside any engine
 t.test('an exit with lines pending on a stdout without reader ends (sonic-boom flushSync bounded)', async (t) => {
   // Two lines: the first is an asynchronous write in flight, the second waits in the destination;
   // process.exit then has pino's exit hook write it synchronously to the pipe without reader.
