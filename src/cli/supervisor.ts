@@ -125,7 +125,12 @@ function firstSetListening(states: ReadonlyMap<Worker, WorkerState>, n: number):
   return all.length === n && all.every((s) => s.listeningAt !== undefined);
 }
 
-const alive = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+/**
+ * The workers not yet dead. node's cluster removes a worker from `cluster.workers` once it has both
+ * exited and disconnected, in either order: at its 'exit' it may still be listed, so a dead one is
+ * left out here, or the group's last exit would not be seen as the last.
+ */
+const alive = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
 
 export interface WorkerGroup {
   /** Sends `message` to every running worker (one that is starting gets the state through `env`). */
