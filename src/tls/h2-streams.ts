@@ -107,7 +107,7 @@ class SessionWatch {
   }
 
   /**
-   * No new stream for this session (GOAWAY `code`); the streams it has may finish, then it is
+   * No new stream for the session (GOAWAY `code`); the streams it has may finish, then it is
    * destroyed, and its socket soon after: a session closed by node's `session.close()` alone
    * waits, once its streams are done, for its client to close the connection, and a client that
    * never does (or one that vanished: node does not always notice) kept the socket, and the
@@ -144,7 +144,7 @@ class SessionWatch {
     this.destroy();
   }
 
-  /** No new stream for this session: GOAWAY ENHANCE_YOUR_CALM, its open streams may finish. */
+  /** No new stream for the session: GOAWAY ENHANCE_YOUR_CALM, its open streams may finish. */
   calm(): void {
     this.end(h2constants.NGHTTP2_ENHANCE_YOUR_CALM);
   }
