@@ -15,7 +15,7 @@ import { ADMIN_AUTH_FAILURES_METRIC } from '../../src/ops/admin-guard.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
 import { httpsRequest, makeTestPki } from '../helpers/certs.js';
 import { parseExposition, value } from '../helpers/prom.js';
-import { bearer, ensureBuilt, rawExchange, request, runCli, spawnCliUntil, tempDir, testKey, type ProcessHandle } from '../helpers/servers.js';
+import { bearer, ensureBuilt, rawExchange, request, runCli, spawnCliUntil, tempDir, testKey, type ProcessHandle, adminUrl } from '../helpers/servers.js';
 
 ensureBuilt();
 
@@ -37,15 +37,6 @@ function policy(name: string, tokensFile: string, extra: Record<string, unknown>
 function writeTokens(file: string, text: string): void {
   writeFileSync(`${file}.tmp`, text);
   renameSync(`${file}.tmp`, file);
-}
-
-function adminUrl(handle: ProcessHandle): string {
-  for (const line of handle.output().stdout.split('\n')) {
-    if (!line.includes('"msg":"admin listening')) continue;
-    const url = (JSON.parse(line) as { url?: unknown }).url;
-    if (typeof url === 'string') return url;
-  }
-  throw new Error(`no admin line:\n${handle.output().stdout}`);
 }
 
 /** Polls an async condition at most 100 times within `ms`. */

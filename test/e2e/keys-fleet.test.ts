@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { hashKey } from '../../src/policies/auth/keys.js';
 import { startRedis } from '../helpers/redis.js';
-import { bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir, testKey, waitFor, type ProcessHandle } from '../helpers/servers.js';
+import { bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir, testKey, waitFor, type ProcessHandle, adminUrl } from '../helpers/servers.js';
 
 ensureBuilt();
 
@@ -24,15 +24,6 @@ interface Gw {
   readonly url: string;
   readonly admin: string;
   readonly handle: ProcessHandle;
-}
-
-function adminUrl(handle: ProcessHandle): string {
-  for (const line of handle.output().stdout.split('\n')) {
-    if (!line.includes('"msg":"admin listening')) continue;
-    const url = (JSON.parse(line) as { url?: unknown }).url;
-    if (typeof url === 'string') return url;
-  }
-  throw new Error(`no admin line:\n${handle.output().stdout}`);
 }
 
 async function serve(file: string, args: string[]): Promise<Gw> {

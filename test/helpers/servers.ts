@@ -588,3 +588,13 @@ export function parseRawResponse(text: string): { status: number; headers: Recor
   }
   return { status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0), headers, body: end === -1 ? '' : text.slice(end + 4) };
 }
+
+/** The admin listener's URL, from the `admin listening` line a `serve` process printed. */
+export function adminUrl(handle: ProcessHandle): string {
+  for (const line of handle.output().stdout.split('\n')) {
+    if (!line.includes('"msg":"admin listening')) continue;
+    const url = (JSON.parse(line) as { url?: unknown }).url;
+    if (typeof url === 'string') return url;
+  }
+  throw new Error(`no admin line:\n${handle.output().stdout}`);
+}
