@@ -3,6 +3,7 @@
  * the exchange needs to forward (the upstream, the body limit, the built-in backend).
  */
 import { createHash } from 'node:crypto';
+import { shippedApi } from './api/index.js';
 import { ReferenceBackend } from './backend/service.js';
 import type { PolicyConfig, UpstreamConfig } from './config/types.js';
 import { Chain } from './core/chain.js';
@@ -63,13 +64,14 @@ function createPolicy<K extends PolicyName>(m: PolicyModule<PolicyConfig['polici
  * upstream. The library's `createGateway` (src/engines/index.ts) wraps this in what serves it.
  */
 export function compileGateway(config: PolicyConfig, env: PolicyEnv, backend?: ReferenceBackend): Gateway {
-  const penv = gatewayPolicyEnv(config, env);
+  const api = config.api ?? shippedApi();
+  const penv = { ...gatewayPolicyEnv(config, env), api };
   const policies = POLICY_MODULES.map((m) => createPolicy(m, config, penv));
   const builtin = config.upstream.url === 'builtin';
   const url = builtin ? undefined : new URL(config.upstream.url);
   return {
     config,
-    chain: new Chain(policies),
+    chain: new Chain(policies, api.router),
     headerRules: compileHeaderRules(config),
     secrets: penv.secrets ?? SecretSet.EMPTY,
     bodyLimit: config.policies['new-pet'].maxBytes,

@@ -3,7 +3,7 @@
  * the operations with the facts each check needs, read once at load. Nothing here is interpreted
  * per request: the policies build their checks from these values when they are created.
  */
-import type { Operation } from '../core/operations.js';
+import type { Interface, Operation, Router } from '../core/operations.js';
 
 /** The type of a field or parameter the compiled checks support (others are refused at load). */
 export type FieldType =
@@ -64,12 +64,16 @@ export interface ApiOperation extends Operation {
   readonly statuses: readonly number[];
   /** `x-error-code` of a response: the gateway's code for that status on this operation. */
   readonly errorCodes: Readonly<Partial<Record<number, string>>>;
-  /** `deprecated: true`, with `x-sunset` (RFC 3339) and `x-successor` (a URI reference). */
-  readonly deprecation: { readonly sunset: string | undefined; readonly successor: string | undefined } | undefined;
+  /**
+   * `deprecated: true`, with `x-sunset` (RFC 3339), `x-successor` (a URI reference) and
+   * `x-successor-description` (what to use instead, in words, for the 410's message).
+   */
+  readonly deprecation: { readonly sunset: string | undefined; readonly successor: string | undefined; readonly advice: string | undefined } | undefined;
 }
 
-/** A compiled interface document. */
-export interface Api {
+/** A compiled interface document: the core's `Interface` and what the policies read. */
+export interface Api extends Interface {
+  readonly router: Router;
   readonly title: string;
   readonly version: string;
   /** The path prefix of the base address (`servers[0].url`): `/v1`. */

@@ -7,7 +7,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isJsonMediaType } from '../core/contract.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
-import { matchRoute, splitTarget } from '../core/operations.js';
+import { shippedApi } from '../api/index.js';
+import { splitTarget } from '../core/operations.js';
 import { ReferenceBackend } from './service.js';
 
 export interface BackendServerOptions {
@@ -56,7 +57,7 @@ export function createBackendServer(options: BackendServerOptions = {}): Server 
 
   async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { path, query } = splitTarget(req.url ?? '/');
-    const route = matchRoute(req.method ?? 'GET', path);
+    const route = shippedApi().router.match(req.method ?? 'GET', path);
     if (route.kind === 'not_found') return sendError(res, new GatewayError('not_found'));
     if (route.kind === 'method_not_allowed') {
       return sendError(res, new GatewayError('method_not_allowed', { headers: { allow: route.allow } }));

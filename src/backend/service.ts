@@ -7,13 +7,24 @@
  * `limit` outside 1..100 or a `status` outside PetStatus is a 400, a petId that is not an int64 is
  * an unknown animal (404).
  */
-import { compileNewPet, isInt64Text, parseListQuery, parseLossless, type LosslessNumber, type PetStatus } from '../core/contract.js';
+import { shippedApi } from '../api/index.js';
+import { compileBody } from '../api/body.js';
+import type { ApiOperation } from '../api/model.js';
+import { compileQuery } from '../api/query.js';
+import { isInt64Text, parseLossless, type LosslessNumber } from '../core/contract.js';
 import { GatewayError, renderError, type ErrorCode } from '../core/errors.js';
-import type { OperationId } from '../core/operations.js';
-import { PetStore } from './store.js';
+import { PetStore, type PetStatus } from './store.js';
+
+/** An operation of the shipped interface (openapi/pet-store.yaml), which the backend implements. */
+function operation(id: string): ApiOperation {
+  const op = shippedApi().operations.find((o) => o.id === id);
+  if (op === undefined) throw new Error(`the shipped interface has no ${id}`);
+  return op;
+}
 
 export interface BackendRequest {
-  readonly operation: OperationId;
+  /** The operation's id; one the backend does not implement is answered 501. */
+  readonly operation: string;
   readonly petId?: string | undefined;
   /** The raw query string, without '?'. */
   readonly query: string;
@@ -40,7 +51,8 @@ function error(code: ErrorCode, message?: string): BackendResponse {
 
 export class ReferenceBackend {
   readonly store: PetStore;
-  private readonly validate = compileNewPet('reject');
+  private readonly validate = compileBody(operation('createPet').body!, 'reject');
+  private readonly query = compileQuery(operation('listPets').query, false);
 
   constructor(options: BackendOptions = {}) {
     this.store = new PetStore(options.maxPets ?? 100_000);
@@ -54,13 +66,16 @@ export class ReferenceBackend {
         return this.create(req.body ?? Buffer.alloc(0));
       case 'getPet':
         return this.get(req.petId ?? '');
+      default:
+        return error('not_implemented', `The reference backend implements listPets, createPet and getPet, not ${req.operation.slice(0, 64)}.`);
     }
   }
 
   private list(query: string): BackendResponse {
-    const parsed = parseListQuery(query, false);
+    const parsed = this.query(query);
     if ('error' in parsed) return error('invalid_query', parsed.error);
-    return { status: 200, body: this.store.list(parsed.limit, parsed.status) };
+    const [limit, status] = parsed.values as [number, PetStatus | undefined];
+    return { status: 200, body: this.store.list(limit, status) };
   }
 
   private create(body: Buffer): BackendResponse {

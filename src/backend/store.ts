@@ -5,7 +5,8 @@
  * 9223372036854775807 goes out exactly as it came in. A list, once encoded, is kept until the next
  * createPet (at most one per limit and status: 400).
  */
-import type { PetStatus } from '../core/contract.js';
+/** PetStatus (docs/interface.md): the values openapi/pet-store.yaml lists. */
+export type PetStatus = 'available' | 'pending' | 'sold';
 
 export interface NewPetInput {
   readonly name: string;

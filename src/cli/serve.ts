@@ -14,6 +14,8 @@ import { exitWhenWritten, processLogger } from '../ops/access-log.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
 import { perClientBoundsNotice, warnAtStart } from '../config/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';
+import { shippedApi } from '../api/index.js';
+import { deprecatedOperations } from '../api/lifecycle.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { closeRegistries, setRegistryLog } from '../registry/index.js';
 import { listenerTlsFiles } from '../tls/ops.js';
@@ -148,7 +150,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     const group = primaryOps({
       workers,
       readiness: () => (draining ? { ready: false, reason: 'draining' } : READY),
-      deprecated: [{ operation: 'getPet', sunset: config.policies.deprecation.sunset }],
+      deprecated: deprecatedOperations((config.api ?? shippedApi()).operations, config.policies.deprecation),
       sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
     });
     const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log) }, log);

@@ -4,6 +4,8 @@
  * problem at once, each with its JSON path and a plain message.
  */
 import { readFileSync } from 'node:fs';
+import { dirname, resolve as resolvePath } from 'node:path';
+import { loadInterface, shippedApi, type Api } from '../api/index.js';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parseDocument } from 'yaml';
 import { checkHeaderRules } from '../core/headers.js';
@@ -129,6 +131,8 @@ export interface LoadOptions {
    * `yaml` (default): YAML 1.2, of which JSON is a subset.
    */
   readonly format?: 'json' | 'yaml';
+  /** The folder a relative `interface:` path is read from: the policy file's; the working directory when absent. */
+  readonly baseDir?: string;
 }
 
 /** The format a policy file is read in, from its name: `.json` is strict JSON, anything else YAML. */
@@ -264,10 +268,26 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
   problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
   if (isMapping(v.server) && clean('/server')) problems.push(...listenerProblems(v.server));
+  const api = interfaceOf(value.interface, options.baseDir, problems);
   if (problems.length > 0) return { ok: false, problems };
   // No problem at all: the schema and every cross-field check accepted the whole document.
   const config = value as unknown as PolicyConfig;
+  // The compiled interface rides along, not enumerable: the config stays the file's data.
+  Object.defineProperty(config, 'api', { value: api, enumerable: false });
   return { ok: true, config: deepFreeze(config) };
+}
+
+/**
+ * The interface the policy file names (`interface:`, relative to the policy file's folder),
+ * compiled, or the shipped one; its problems are named under `$.interface` with the document's
+ * own JSON path.
+ */
+function interfaceOf(path: unknown, baseDir: string | undefined, problems: Problem[]): Api {
+  if (typeof path !== 'string') return shippedApi();
+  const r = loadInterface(resolvePath(baseDir ?? process.cwd(), path));
+  if (r.ok) return r.api;
+  for (const p of r.problems) problems.push({ path: '$.interface', message: `${path}: ${p.path}: ${p.message}` });
+  return shippedApi();
 }
 
 /** The text of a policy file, or the one problem of reading it. */
@@ -284,7 +304,7 @@ export function readPolicyText(file: string): { ok: true; text: string } | { ok:
 export function loadPolicyFile(file: string, env: PolicyEnv, overrides: Overrides = {}, options: LoadOptions = {}): LoadResult {
   const read = readPolicyText(file);
   if (!read.ok) return read;
-  return parsePolicy(read.text, env, overrides, { format: formatOf(file), ...options });
+  return parsePolicy(read.text, env, overrides, { format: formatOf(file), baseDir: dirname(file), ...options });
 }
 
 /** One line per problem, as the CLI prints them: `FILE: PATH: MESSAGE`. */

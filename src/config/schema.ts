@@ -96,6 +96,12 @@ export function policyFileSchema(): Record<string, unknown> {
     additionalProperties: false,
     properties: {
       version: { const: 1, default: 1, description: 'The policy file format version.' },
+      interface: {
+        type: 'string',
+        minLength: 1,
+        description:
+          'The interface the gateway enforces: an OpenAPI 3.1 document (YAML or JSON), relative to this file. Absent: the shipped pet store document, openapi/pet-store.yaml (docs/interface-document.md).',
+      },
       upstream: UPSTREAM_SCHEMA,
       server: SERVER_SCHEMA,
       headers: HEADERS_SCHEMA,

@@ -1,4 +1,5 @@
 /** The shape of a policy file once it is validated and its defaults filled in. */
+import type { Api } from '../api/index.js';
 import type { LogConfig } from '../ops/access-log.js';
 import type { HeadersConfig } from '../core/headers.js';
 import type { SchemaType } from '../core/options.js';
@@ -11,6 +12,10 @@ export type ServerConfig = SchemaType<typeof SERVER_SCHEMA>;
 
 export interface PolicyConfig {
   readonly version: 1;
+  /** The interface document the file names (`interface:`), as written; absent: the shipped one. */
+  readonly interface?: string;
+  /** The compiled interface (src/api): set by the loader, not enumerable; the shipped one when absent. */
+  readonly api?: Api;
   readonly upstream: UpstreamConfig;
   readonly server: ServerConfig;
   readonly headers: HeadersConfig;

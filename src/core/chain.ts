@@ -1,10 +1,10 @@
 /**
  * The chain: runs the policies in their stated order and stops at the first denial. It knows
- * nothing of HTTP frameworks; the exchange gives it a RequestHead and, for createPet, the raw body.
+ * nothing of HTTP frameworks; the exchange gives it a RequestHead and, for an operation with a body, the raw body.
  */
 import type { GatewayError } from './errors.js';
 import { DeclaredFacts, type LogField, type Slot } from './facts.js';
-import { matchRoute, splitTarget, type Operation, type RouteMatch } from './operations.js';
+import { splitTarget, type Operation, type RouteMatch, type Router } from './operations.js';
 import { LocalReply, type Decision, type Exchange, type Policy, type RequestDecision, type RequestHead, type ResponseBody, type UpstreamResponse } from './policy.js';
 
 /** What the chain's policies declared for observers, gathered once per chain. */
@@ -19,8 +19,8 @@ interface Declared {
  */
 export class OpenExchange extends DeclaredFacts implements Exchange {
   readonly operation: Operation | undefined;
-  // Only listPets has query parameters ("Endpoints"); `list-pets` rebuilds them from the
-  // validated values. Nothing of the client's query reaches the upstream otherwise.
+  // `list-pets` rebuilds the query from the validated values of the operation's parameters.
+  // Nothing of the client's query reaches the upstream otherwise.
   upstreamQuery = '';
   readonly upstreamHeaders: Record<string, string | null> = {};
   readonly responseHeaders: Record<string, string> = {};
@@ -59,7 +59,11 @@ export class Chain {
   private readonly responders: ReadonlyArray<With<'onResponseBody'>>;
   private readonly declared: Declared;
 
-  constructor(readonly policies: ReadonlyArray<Policy>) {
+  /** `router`: the interface's (src/api), handed in by the gateway. */
+  constructor(
+    readonly policies: ReadonlyArray<Policy>,
+    readonly router: Router,
+  ) {
     this.annotators = policies.filter((p): p is With<'annotate'> => p.annotate !== undefined);
     this.onRequest = policies.filter((p): p is With<'onRequest'> => p.onRequest !== undefined);
     this.onBody = policies.filter((p): p is With<'onBody'> => p.onBody !== undefined);
@@ -73,7 +77,7 @@ export class Chain {
   /** A fresh exchange for a request head: its route, nothing decided yet. */
   open(head: RequestHead): OpenExchange {
     const { path, query } = splitTarget(head.target);
-    return new OpenExchange(head, matchRoute(head.method, path), query, this.declared);
+    return new OpenExchange(head, this.router.match(head.method, path), query, this.declared);
   }
 
   /**

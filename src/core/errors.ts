@@ -18,7 +18,7 @@ export interface CatalogueEntry {
 export const CATALOGUE = {
   // 400
   malformed_json: { status: 400, message: 'The request body is not valid JSON.' },
-  invalid_body: { status: 400, message: 'The request body does not match the NewPet schema.' },
+  invalid_body: { status: 400, message: "The request body does not match the operation's schema." },
   invalid_request: { status: 400, message: 'The request is malformed.' },
   invalid_query: { status: 400, message: 'The query parameters are not valid.' },
   // 401 (RFC 6750 section 3)
@@ -33,7 +33,7 @@ export const CATALOGUE = {
   pet_not_found: { status: 404, message: 'The requested animal could not be found.' },
   method_not_allowed: { status: 405, message: 'This method is not allowed on this path.' },
   conflict: { status: 409, message: 'The request conflicts with the state of the service.' },
-  operation_removed: { status: 410, message: 'This operation has been removed: use GET /v1/pets with the status filter.' },
+  operation_removed: { status: 410, message: 'This operation has been removed.' },
   // 408 / 413 / 415 / 431
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },

@@ -10,7 +10,7 @@
 import type { GatewayError } from './errors.js';
 import type { HeaderValue, ResponseBody } from './message.js';
 import type { Declarations, FactReader, Slot } from './facts.js';
-import type { Operation, RouteMatch } from './operations.js';
+import type { Interface, Operation, RouteMatch } from './operations.js';
 import type { SecretSet } from './redact.js';
 import type { RateLimitStore, StoreConfig } from './store.js';
 
@@ -110,7 +110,7 @@ export interface Policy {
   readonly declares?: Declarations;
   /**
    * Runs first, for every exchange, before any decision: sets response headers that every response
-   * of the operation carries, denials included (e.g. getPet's Deprecation). Cannot deny.
+   * of the operation carries, denials included (e.g. a deprecated operation's Deprecation). Cannot deny.
    */
   annotate?(ex: Exchange): void;
   /**
@@ -171,6 +171,8 @@ export interface PolicyEnv {
    * absent. Injected so tests can give a fake clock, and so a reload reuses the open connection.
    */
   readonly openStore?: (config: StoreConfig) => RateLimitStore;
+  /** The interface the policies enforce (src/api compiles it); the shipped one when absent. */
+  readonly api?: Interface;
 }
 
 /** A problem found in a policy file: a JSON path (e.g. `$.policies.auth.keys[0]`) and a plain message. */

@@ -4,11 +4,10 @@
  * The exchange builds it once, when the response closed; observers only read it.
  */
 import type { RecordFacts } from './facts.js';
-import type { OperationId } from './operations.js';
 import type { FailureKind } from './upstream.js';
 
-/** The route label: the operation's template, or one value for every other path (bounded). */
-export type RouteLabel = '/v1/pets' | '/v1/pets/{petId}' | 'unknown';
+/** The route label: the operation's path template, or `unknown` for every other path (bounded by the interface). */
+export type RouteLabel = string;
 
 export interface ExchangeRecord {
   /** Epoch milliseconds when the request arrived. */
@@ -19,7 +18,8 @@ export interface ExchangeRecord {
   /** The request method as sent (bounded for metrics by the observer: unknown methods fold). */
   readonly method: string;
   readonly route: RouteLabel;
-  readonly operation: OperationId | undefined;
+  /** The operation's id (the document's operationId), when the request named one. */
+  readonly operation: string | undefined;
   /** The status the client got; 0 when the connection closed before any status was sent. */
   readonly status: number;
   /** The catalogue code when the client got an Error. */
@@ -44,8 +44,8 @@ export interface ExchangeRecord {
    */
   readonly consumer: string | undefined;
   /**
-   * The facts the chain's policies declared for the access log (`list-pets`: `limit` as applied,
-   * `statusFilter`), in the chain's order, and their values for this request.
+   * The facts the chain's policies declared for the access log (`list-pets`: each query parameter
+   * as applied, such as `limit`), in the chain's order, and their values for this request.
    */
   readonly facts: RecordFacts;
 }

@@ -6,7 +6,6 @@
  * buffering and error mapping); a transport only moves bytes and names what went wrong with a
  * neutral failure kind, never its library's codes.
  */
-import type { OperationId } from './operations.js';
 
 /**
  * What went wrong with an upstream call, in words of the exchange, not of a library:
@@ -36,11 +35,11 @@ export class UpstreamFailure extends Error {
 
 /** One upstream request, as the exchange built it. */
 export interface UpstreamRequest {
-  readonly method: 'GET' | 'POST';
+  readonly method: string;
   /** The operation (for the in-process backend, which needs no path). */
-  readonly operation: OperationId;
+  readonly operation: string;
   /**
-   * The raw value of the operation's path parameter (`Operation.paramName`: getPet's petId), for a
+   * The raw value of the operation's path parameter (`Operation.paramName`), for a
    * transport that needs no path (the in-process backend) and for the response cache's key.
    */
   readonly param: string | undefined;

@@ -10,7 +10,8 @@ import type { DeprecationLedger, DeprecationUse } from '../stores/types.js';
 /** A deprecated operation and its sunset (ISO 8601), as the deprecation policy knows them. */
 export interface DeprecatedOperation {
   readonly operation: string;
-  readonly sunset: string;
+  /** Undefined when neither the document nor the policy gives one. */
+  readonly sunset: string | undefined;
 }
 
 export interface DeprecationReport {
@@ -18,7 +19,8 @@ export interface DeprecationReport {
   readonly generatedAt: string;
   readonly operations: ReadonlyArray<{
     readonly operation: string;
-    readonly sunset: string;
+    /** null when the operation has no sunset yet. */
+    readonly sunset: string | null;
     /** Every consumer (API key id) that called it, most calls first. */
     readonly consumers: ReadonlyArray<{ readonly consumer: string; readonly count: number; readonly firstSeen: string; readonly lastSeen: string }>;
   }>;
@@ -85,7 +87,7 @@ export function deprecationReport(uses: ReadonlyArray<DeprecationUse>, deprecate
     generatedAt: new Date(now).toISOString(),
     operations: deprecated.map((d) => ({
       operation: d.operation,
-      sunset: d.sunset,
+      sunset: d.sunset ?? null,
       consumers: uses
         .filter((u) => u.operation === d.operation)
         .sort((a, b) => b.count - a.count || (a.consumer < b.consumer ? -1 : a.consumer > b.consumer ? 1 : 0))

@@ -11,6 +11,9 @@ import { openDeprecationLedger, openStores } from '../stores/index.js';
 import type { DeprecationLedger, StoreConfig } from '../stores/types.js';
 import { AccessLog, droppedLogLines, type ConsumerInfo, type LogConfig } from './access-log.js';
 import { READY, type Readiness } from './admin.js';
+import { shippedApi } from '../api/index.js';
+import { deprecatedOperations, type LifecycleOverrides } from '../api/lifecycle.js';
+import type { ApiOperation } from '../api/model.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics, type GatewayMetricsOptions } from './metrics.js';
 import { openRegistries, type RegistryStatus } from '../registry/index.js';
@@ -165,8 +168,10 @@ export interface OpsConfig {
   readonly policies: {
     readonly auth: { readonly keys: ReadonlyArray<{ readonly id: string; readonly expires?: string; readonly operations?: ReadonlyArray<string> }> };
     readonly 'rate-limit': { readonly store: StoreConfig; readonly onStoreError: 'open' | 'closed' };
-    readonly deprecation: { readonly sunset: string };
+    readonly deprecation: LifecycleOverrides;
   };
+  /** The compiled interface (the loader sets it); the shipped one when absent. */
+  readonly api?: { readonly operations: readonly ApiOperation[] };
 }
 
 /** The key registry's part of /readyz's detail (docs/keys.md); never a key or a hash. */
@@ -204,7 +209,10 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     }
     return consumers.get(id);
   };
-  const deprecatedNow = (): DeprecatedOperation[] => [{ operation: 'getPet', sunset: current().policies.deprecation.sunset }];
+  const deprecatedNow = (): DeprecatedOperation[] => {
+    const c = current();
+    return deprecatedOperations((c.api ?? shippedApi()).operations, c.policies.deprecation);
+  };
   const deprecated = deprecatedNow();
   const health = new UpstreamHealth(upstreamAddress(config.upstream.url, config.upstream.timeouts.connectMs));
   // The registry the policy in force names: the newest opened (a reload may open another).
@@ -219,9 +227,10 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,
+    deprecatedOperations: deprecated.map((d) => d.operation),
   });
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
-  const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger), health];
+  const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger, deprecated.map((d) => d.operation)), health];
   if (accessLog !== undefined) list.push(accessLog);
   return {
     observer: new Observers(list),

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Fastify, { type FastifyInstance } from 'fastify';
 import t from 'tap';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import type { OperatorLog } from '../../src/core/exchange.js';
 import type { Exchange, Policy } from '../../src/core/policy.js';
 import type { Upstream } from '../../src/core/upstream.js';

@@ -1,5 +1,5 @@
 /** Exchanges for policy unit tests that need one without running the whole chain. */
-import { Chain, type OpenExchange } from '../../src/core/chain.js';
+import { Chain, type OpenExchange } from './chain.js';
 import { KEY_ID } from '../../src/policies/auth/facts.js';
 
 /** A listPets exchange that `auth` has already accepted under key id `id` (its `KEY_ID` fact). */

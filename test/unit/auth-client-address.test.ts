@@ -3,7 +3,7 @@
  * proxies, IPv6 grouped by /64, never the proxy; and the start-up warning for an exposed listener.
  */
 import t from 'tap';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { auth, bruteForceExposureWarning, clientKey, hashKey, type AuthConfig } from '../../src/policies/auth/index.js';
 
 const GOOD = 'psg_good-key-0123456789';

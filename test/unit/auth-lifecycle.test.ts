@@ -4,7 +4,7 @@
  * address (429 with Retry-After, bounded memory), and `describeKeys` for `check`.
  */
 import t from 'tap';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import type { Exchange } from '../../src/core/policy.js';
 import { parsePolicy } from '../../src/config/load.js';
 import { CONSUMER, KEY_ID } from '../../src/policies/auth/facts.js';

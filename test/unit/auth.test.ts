@@ -3,7 +3,7 @@
  * WWW-Authenticate), what the upstream receives as Authorization, and the key helpers.
  */
 import t from 'tap';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { Facts } from '../../src/core/facts.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
 import { auth, buildKeyRing, hashKey, KeyRing, newKey, type AuthConfig } from '../../src/policies/auth/index.js';

@@ -5,7 +5,7 @@
 // parse or filter the body; they write the miss's bytes with their own request id, Age and Cache-Status.
 import t, { type Test } from 'tap';
 import { parsePolicy, formatProblems } from '../../src/config/load.js';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { Pipeline, type ClientResponse, type FrontHooks, type GatewayView } from '../../src/core/exchange.js';
 import type { HeaderValue, Policy, RequestHead, ResponseBody } from '../../src/core/policy.js';
 import type { ExchangeRecord } from '../../src/core/record.js';

@@ -8,7 +8,7 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
 import type { GatewayError } from '../../src/core/errors.js';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { paramOf } from '../../src/core/operations.js';
 import type { IncomingHeaders, Policy, PolicyEnv } from '../../src/core/policy.js';
 import { compileGateway } from '../../src/gateway.js';

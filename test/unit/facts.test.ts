@@ -6,7 +6,7 @@
 import { inspect } from 'node:util';
 import { pino } from 'pino';
 import t from 'tap';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { DeclaredFacts, declaredValues, Facts, NO_FACTS, slot, type Slot } from '../../src/core/facts.js';
 import type { Exchange, Policy } from '../../src/core/policy.js';
 import { AccessLog } from '../../src/ops/access-log.js';

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { KeyRing, hashKey } from '../../src/policies/auth/keys.js';
 import { auth } from '../../src/policies/auth/index.js';
 import { KEY_ID } from '../../src/policies/auth/facts.js';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { LocalReply, type Exchange } from '../../src/core/policy.js';
 
 const ROUNDS = 20;

@@ -7,7 +7,7 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
 import { ERROR_CONTENT_TYPE, type GatewayError } from '../../src/core/errors.js';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import type { Exchange, Policy, PolicyEnv, ResponseBody } from '../../src/core/policy.js';
 import { LIMIT, STATUS } from '../../src/policies/list-pets/facts.js';
 import { listPets, type ListPetsConfig } from '../../src/policies/list-pets/index.js';

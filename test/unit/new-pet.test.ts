@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { parseLossless, stringifyLossless, type UnknownFields } from '../../src/core/contract.js';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import type { IncomingHeaders } from '../../src/core/policy.js';
 import { newPet } from '../../src/policies/new-pet/index.js';
 

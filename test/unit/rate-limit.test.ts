@@ -4,7 +4,7 @@
  * counters decide, with a throttled warning; closed: 503).
  */
 import t from 'tap';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import type { GatewayError } from '../../src/core/errors.js';
 import type { Exchange, PolicyEnv } from '../../src/core/policy.js';
 import { parsePolicy } from '../../src/config/load.js';

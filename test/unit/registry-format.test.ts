@@ -3,7 +3,7 @@
  * mistyped key is refused by the auth policy without a lookup; keys of the older forms still work.
  */
 import t from 'tap';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { auth, hashKey, type AuthConfig } from '../../src/policies/auth/index.js';
 import { claimsRegistryFormat, isWellFormedKey, KEY_LENGTH, KEY_PREFIX, KEY_REGEX_SOURCE, newRegistryKey } from '../../src/registry/format.js';
 

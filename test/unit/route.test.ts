@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import { matchRoute, operationPath, paramOf, OPERATIONS, splitTarget, type RouteMatch } from '../../src/core/operations.js';
 import type { IncomingHeaders } from '../../src/core/policy.js';
 import { compileGateway } from '../../src/gateway.js';

@@ -7,7 +7,7 @@
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { CATALOGUE, ERROR_CONTENT_TYPE, type ErrorCode } from '../../src/core/errors.js';
-import { Chain } from '../../src/core/chain.js';
+import { Chain } from '../helpers/chain.js';
 import type { HeaderValue, PolicyEnv, ResponseBody } from '../../src/core/policy.js';
 import { gatewayPolicyEnv } from '../../src/policies/index.js';
 import { extractMessage, upstreamErrors, type UpstreamErrorsConfig } from '../../src/policies/upstream-errors/index.js';

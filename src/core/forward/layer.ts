@@ -24,8 +24,8 @@ import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamHandler, Up
 /**
  * Bodies up to this size end the response as one latin1 string (the same bytes): node joins a
  * string with the response head, so head and body leave in one write instead of a writev of two
- * buffers. That pays for the copy into a string only while the body is small: getPet's body is
- * faster as a string, listPets' bodies (limit=20 and limit=100) faster as buffers; larger limits
+ * buffers. That pays for the copy into a string only while the body is small: one object of the
+ * shipped interface is faster as a string, lists of 20 and 100 of them faster as buffers; larger limits
  * measured worse (co-scheduled, bench/ab.mjs).
  */
 export const ONE_WRITE_MAX = 1024;

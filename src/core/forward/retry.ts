@@ -1,6 +1,6 @@
 /**
  * The retry rule: a read (GET) is sent once more when its connection failed before any byte of an
- * answer (`refused` or `reset`): never createPet, never on an answer such as a 503, never after a
+ * answer (`refused` or `reset`): never a write, never on an answer such as a 503, never after a
  * timeout, at most once. As Envoy splits them, the retry state (this layer's part of the call) and
  * the retry (the second call to the transport, `Retry`) are separate; the first call reports to the state.
  */

@@ -29,7 +29,7 @@
  * - Invalidation: a 2xx to createPet moves the store to a new list generation (RFC 9111 section
  *   4.4): every list entry is then unreachable at once, in O(1), and ages out of the LRU.
  */
-import type { OperationId } from '../../core/operations.js';
+
 import type { HeaderValue } from '../../core/policy.js';
 import type { UpstreamRequest } from '../../core/upstream.js';
 import { Call, start, type ForwardHandler, type Send, type SendWrapper } from '../../core/forward/layer.js';
@@ -117,7 +117,7 @@ function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key:
     return running.join(sub);
   }
   cache.counts.miss++;
-  const op = request.operation as Exclude<OperationId, 'createPet'>;
+  const op = request.operation as 'listPets' | 'getPet';
   const stale = entry !== undefined && now < entry.staleUntil ? entry : undefined;
   const flight = new Flight(cache, key, op, request, next, stale);
   cache.flights.set(key, flight);

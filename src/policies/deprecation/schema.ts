@@ -1,4 +1,4 @@
-/** The options of the `deprecation` policy (getPet's lifecycle): its JSON Schema, and the type derived from it. */
+/** The options of the `deprecation` policy (the lifecycle of deprecated operations, getPet's in the shipped interface): its JSON Schema, and the type derived from it. */
 import type { SchemaType } from '../../core/options.js';
 
 /** RFC 3339 date-time, with a zone. */
@@ -8,26 +8,24 @@ const URI_REFERENCE = '^[^\\s<>"]+$';
 
 export const schema = {
   type: 'object',
-  description: 'getPet is deprecated and removed on 5 December 2030 (docs/interface.md, "Versioning"): its headers, its removal and rehearsals of it.',
+  description: 'Operations the interface document marks deprecated (getPet: removed on 5 December 2030, docs/interface.md, "Versioning"): their headers, their removal and rehearsals of it.',
   additionalProperties: false,
   properties: {
     deprecatedAt: {
       type: 'string',
       pattern: DATE_TIME,
       default: '2026-01-01T00:00:00Z',
-      description: 'When getPet became deprecated (RFC 3339), sent as `Deprecation: @<unix-seconds>` (RFC 9745). The interface gives no date; set yours.',
+      description: 'When the deprecated operations became deprecated (RFC 3339), sent as `Deprecation: @<unix-seconds>` (RFC 9745). The interface gives no date; set yours.',
     },
     sunset: {
       type: 'string',
       pattern: DATE_TIME,
-      default: '2030-12-05T00:00:00Z',
-      description: 'When getPet is removed (RFC 3339), sent as the `Sunset` HTTP-date (RFC 8594). The interface says 5 December 2030.',
+      description: 'When a deprecated operation is removed (RFC 3339), sent as the `Sunset` HTTP-date (RFC 8594). Absent: the document\'s `x-sunset` (getPet: 2030-12-05T00:00:00Z, as the interface says).',
     },
     successor: {
       type: 'string',
       pattern: URI_REFERENCE,
-      default: '/v1/pets',
-      description: 'The replacement, sent as `Link: <...>; rel="successor-version"`: GET /v1/pets with the status filter.',
+      description: 'The replacement, sent as `Link: <...>; rel="successor-version"`. Absent: the document\'s `x-successor` (getPet: /v1/pets).',
     },
     links: {
       type: 'array',
@@ -47,12 +45,12 @@ export const schema = {
     removeAfterSunset: {
       type: 'boolean',
       default: true,
-      description: 'From the sunset moment on, answer getPet with 410 operation_removed without calling the upstream.',
+      description: 'From the sunset moment on, answer a deprecated operation with 410 operation_removed without calling the upstream.',
     },
     brownouts: {
       type: 'array',
       default: [],
-      description: 'Scheduled windows before the sunset in which getPet already answers 410, so clients find out while it can still be undone.',
+      description: 'Scheduled windows before the sunset in which the deprecated operations already answer 410, so clients find out while it can still be undone.',
       items: {
         type: 'object',
         additionalProperties: false,

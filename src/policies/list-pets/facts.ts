@@ -1,19 +1,24 @@
 /**
- * What `list-pets` learns of a listPets request, in slots of its own (src/core/facts.ts): the
- * page size and status filter the upstream was asked for, once validated. It offers both to the
- * access log; no other value of the client's query is kept.
+ * What `list-pets` learns of a request's query, in slots of its own (src/core/facts.ts): each
+ * query parameter of the interface, once validated, as applied (a default included). It offers
+ * them to the access log: a parameter under its own name (`limit`), a list filter as
+ * `<name>Filter` (`statusFilter`: the line's `status` is the HTTP status). No other value of the
+ * client's query is kept.
  */
-import { slot, type Declarations } from '../../core/facts.js';
+import { slot, type Declarations, type LogField, type Slot } from '../../core/facts.js';
 
-/** `limit` as applied: 20 when the client sent none. */
-export const LIMIT = slot<number>('limit');
+const slots = new Map<string, Slot<number | string>>();
 
-/** The `status` filter, a PetStatus, when the client sent one. */
-export const STATUS = slot<string>('status');
+/** The slot of a query parameter, one per name for the process (a reload makes no new slot). */
+export function paramSlot(name: string): Slot<number | string> {
+  let s = slots.get(name);
+  if (s === undefined) slots.set(name, (s = slot<number | string>(name)));
+  return s;
+}
 
-export const DECLARES: Declarations = Object.freeze({
-  logFields: Object.freeze([
-    { name: 'limit', slot: LIMIT },
-    { name: 'statusFilter', slot: STATUS },
-  ]),
-});
+/** The access-log fields of the parameters `params` (unique names, in order; filters named apart). */
+export function declaresOf(params: readonly string[], filters: ReadonlySet<string>): Declarations {
+  const fields: LogField[] = [];
+  for (const name of new Set(params)) fields.push(Object.freeze({ name: filters.has(name) ? `${name}Filter` : name, slot: paramSlot(name) as Slot<string> }));
+  return Object.freeze({ logFields: Object.freeze(fields) });
+}

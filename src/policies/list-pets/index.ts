@@ -1,18 +1,22 @@
 /**
- * The `list-pets` policy: listPets' query (docs/interface.md, "listPets": `limit` integer
- * 1..100, default 20; `status` a PetStatus) and, because a legacy backend may ignore both, its
- * response. The upstream always receives an explicit `limit`, so a backend with another default
- * still honours the contract. Response enforcement copies the kept animals as their original
- * bytes and scans no further than it must: nothing is parsed and re-stringified. When the
- * response contract asked for it (PETS_CHECK), the same pass checks each kept Pet for it.
+ * The `list-pets` policy: the query of every operation that has one (the document's parameters:
+ * bounds, defaults, enums; docs/interface.md, "listPets": `limit` 1..100, default 20, `status` a
+ * PetStatus) and, because a legacy backend may ignore them, the list it answers (`x-list-limit`:
+ * never more items than the limit; `x-list-filter`: only items matching the filter). The upstream
+ * always receives the parameters as applied, defaults included, so a backend with another default
+ * still honours the contract. Response enforcement copies the kept items as their original bytes
+ * and scans no further than it must: nothing is parsed and re-stringified. When the response
+ * contract asked for it (LIST_CHECK), the same pass checks each kept item for it.
  */
-import { parseListQuery } from '../../core/contract.js';
+import { apiOf } from '../../api/index.js';
+import { compileQuery, unknownParams } from '../../api/query.js';
+import { filterArray, LIST_CHECK, ScanError, scannerOf } from '../../api/scan/index.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
-import { filterArray, ScanError } from '../../core/json-scan.js';
-import { PETS_CHECK, scanPetPage } from '../../core/pet-scan.js';
+import type { Slot } from '../../core/facts.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
-import { DECLARES, LIMIT, STATUS } from './facts.js';
+import { declaresOf, paramSlot } from './facts.js';
 import { schema, type ListPetsConfig } from './schema.js';
+import type { ApiOperation } from '../../api/model.js';
 
 export type { ListPetsConfig } from './schema.js';
 
@@ -25,53 +29,77 @@ function sampled(count: number): boolean {
   return Number.isInteger(Math.log10(count));
 }
 
+/** What the policy does for one operation, compiled when it is created. */
+function planOf(op: ApiOperation, clamp: boolean) {
+  if (op.query.length === 0) return undefined;
+  const list = op.success?.list === true && (op.listLimit !== undefined || op.listFilter !== undefined);
+  return {
+    op,
+    parse: compileQuery(op.query, clamp),
+    slots: op.query.map((p) => paramSlot(p.name)),
+    limit: list && op.listLimit !== undefined ? (paramSlot(op.listLimit) as Slot<number>) : undefined,
+    filter: list && op.listFilter !== undefined ? (paramSlot(op.listFilter.param) as Slot<string>) : undefined,
+    field: op.listFilter?.field,
+    list,
+  };
+}
+
 function create(config: ListPetsConfig, env: PolicyEnv) {
+  const api = apiOf(env);
   const clamp = config.outOfRange === 'clamp';
+  const plans = api.operations.map((op) => planOf(op, clamp));
+  const params = api.operations.flatMap((op) => op.query.map((p) => p.name));
+  const filters = new Set(api.operations.flatMap((op) => (op.listFilter === undefined ? [] : [op.listFilter.param])));
+  const violation = new GatewayError('upstream_contract_violation', { message: 'The upstream service sent an invalid list.' });
   let enforced = 0;
+  const planFor = (ex: Exchange) => plans[(ex.operation as ApiOperation | undefined)?.index ?? -1];
   return {
     name: 'list-pets',
-    declares: DECLARES,
+    declares: declaresOf(params, filters),
     onRequest(ex: Exchange): Decision {
-      if (ex.operation?.id !== 'listPets') return undefined;
+      const plan = planFor(ex);
+      if (plan === undefined) return undefined;
       if (config.unknownParams === 'reject') {
-        for (const name of new URLSearchParams(ex.rawQuery).keys()) {
-          if (name !== 'limit' && name !== 'status') return new GatewayError('invalid_query', { message: `unknown query parameter '${name.slice(0, 64)}'` });
-        }
+        const name = unknownParams(plan.op.query, ex.rawQuery);
+        if (name !== undefined) return new GatewayError('invalid_query', { message: `unknown query parameter '${name.slice(0, 64)}'` });
       }
-      const query = parseListQuery(ex.rawQuery, clamp);
+      const query = plan.parse(ex.rawQuery);
       if ('error' in query) return new GatewayError('invalid_query', { message: query.error });
-      const { limit, status } = query;
-      ex.set(LIMIT, limit);
-      ex.set(STATUS, status);
+      for (let i = 0; i < plan.slots.length; i++) {
+        const value = query.values[i];
+        if (value !== undefined) ex.set(plan.slots[i]!, value);
+      }
       // Only what the interface defines, normalised: no client text reaches the upstream query.
-      ex.upstreamQuery = status === undefined ? `limit=${limit}` : `limit=${limit}&status=${status}`;
+      ex.upstreamQuery = query.upstream;
       return undefined;
     },
     wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
-      return config.enforceResponse && ex.get(LIMIT) !== undefined && isSuccess(res.status);
+      return config.enforceResponse && planFor(ex)?.list === true && isSuccess(res.status);
     },
     onResponseBody(ex: Exchange, res: ResponseBody): ResponseBody {
-      const limit = ex.get(LIMIT);
-      if (!config.enforceResponse || limit === undefined || !isSuccess(res.status)) return res;
-      const status = ex.get(STATUS);
+      const plan = planFor(ex);
+      if (!config.enforceResponse || plan === undefined || !plan.list || !isSuccess(res.status)) return res;
+      const limit = plan.limit === undefined ? Number.MAX_SAFE_INTEGER : (ex.get(plan.limit) ?? Number.MAX_SAFE_INTEGER);
+      const filter = plan.filter === undefined ? undefined : ex.get(plan.filter);
       try {
-        // When the response contract will check this list as Pets, each Pet is checked during this
-        // same pass and the findings handed on: the list is read once, not twice.
-        const checked = ex.get(PETS_CHECK) === 'wanted';
-        const out = checked ? scanPetPage(res.body, limit, status) : filterArray(res.body, limit, status);
-        if (checked && 'findings' in out && out.findings !== undefined && !res.truncated) ex.set(PETS_CHECK, out.findings);
+        // When the response contract will check this list, each item is checked during this same
+        // pass and the findings handed on: the list is read once, not twice.
+        const scanner = scannerOf(plan.op);
+        const checked = ex.get(LIST_CHECK) === 'wanted' && scanner !== undefined;
+        const out = checked ? scanner.scanPage(res.body, limit, filter) : filterArray(res.body, limit, plan.field, filter);
+        if (checked && 'findings' in out && out.findings !== undefined && !res.truncated) ex.set(LIST_CHECK, out.findings);
         if (!out.changed) {
           if (res.truncated) throw new ScanError('truncated');
           return res;
         }
         if (sampled(++enforced)) {
-          env.log?.warn({ policy: 'list-pets', limit, status, times: enforced }, 'upstream list exceeded the limit or the status filter; enforced');
+          env.log?.warn({ policy: 'list-pets', operation: plan.op.id, limit, filter, times: enforced }, 'upstream list exceeded the limit or the filter; enforced');
         }
         return { ...res, body: out.body, truncated: false };
       } catch (err) {
         if (!(err instanceof ScanError)) throw err;
-        env.log?.warn({ policy: 'list-pets', reason: err.message }, 'upstream listPets body is not a JSON array that can be enforced');
-        return errorResponse(new GatewayError('upstream_contract_violation', { message: 'The upstream service sent an invalid list of animals.' }));
+        env.log?.warn({ policy: 'list-pets', operation: plan.op.id, reason: err.message }, 'upstream list is not a JSON array that can be enforced');
+        return errorResponse(violation);
       }
     },
   };

@@ -1,9 +1,9 @@
-/** The options of the `new-pet` policy (createPet request bodies): its JSON Schema, and the type derived from it. */
+/** The options of the `new-pet` policy (request bodies: createPet's NewPet): its JSON Schema, and the type derived from it. */
 import type { SchemaType } from '../../core/options.js';
 
 export const schema = {
   type: 'object',
-  description: 'createPet request bodies: media type, size and the NewPet schema (docs/interface.md, "NewPet").',
+  description: 'Request bodies (createPet\'s NewPet, docs/interface.md): media type, size and the schema the interface document gives.',
   additionalProperties: false,
   properties: {
     maxBytes: {
@@ -17,7 +17,7 @@ export const schema = {
       type: 'string',
       enum: ['reject', 'strip', 'allow'],
       default: 'reject',
-      description: 'Fields NewPet does not define: "reject" (400), "strip" (removed before forwarding) or "allow" (forwarded as sent).',
+      description: 'Fields the body\'s schema does not define: "reject" (400), "strip" (removed before forwarding) or "allow" (forwarded as sent).',
     },
   },
 } as const;

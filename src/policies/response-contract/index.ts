@@ -1,6 +1,7 @@
 /**
  * The `response-contract` policy: checks what a 2xx upstream answer holds against the interface:
- * listPets 200 with Pets, createPet 201 with a Pet, getPet 200 with a Pet, as application/json,
+ * the operation's one 2xx status with its body (the document's schema: in the shipped interface,
+ * listPets 200 with Pets, createPet 201 with a Pet, getPet 200 with a Pet), as application/json,
  * every int64 exact. `enforce` (the default: a violating answer becomes 502
  * upstream_contract_violation), `monitor` (violations logged and counted, the answer passes) or
  * `off` (no body is read).
@@ -8,8 +9,8 @@
  * On by default: the gateway's promise to clients is the interface, and an
  * upstream's HTML page, truncated JSON or internal fields must not reach them through it.
  *
- * Fields the interface does not define (`unknownFields`): `drop` by default. Pet is "all fields of
- * NewPet plus id" (docs/interface.md, "Pet"), so anything else is the upstream's internals
+ * Fields the interface does not define (`unknownFields`): `drop` by default. An answer's schema
+ * lists its fields (Pet: "all fields of NewPet plus id"), so anything else is the upstream's internals
  * (an `internalNote`), never something a client may rely on; dropping it leaks nothing and keeps
  * the answer, whereas `refuse` would turn every answer into a 502 as soon as an upstream adds a
  * harmless field. `refuse` is for operators who want such an upstream to fail loudly; `pass`
@@ -24,14 +25,14 @@
 import { isJsonMediaType } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import { acceptsCoding, contentCoding } from '../../core/headers.js';
-import type { OperationId } from '../../core/operations.js';
-import { finishPets, PETS_CHECK, scanPetBody, type PetScan } from '../../core/pet-scan.js';
+import { LIST_CHECK, scannerOf, type ShapeScan } from '../../api/scan/index.js';
+import type { ApiOperation } from '../../api/model.js';
 import type { SchemaType } from '../../core/options.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
 
 export const schema = {
   type: 'object',
-  description: 'Validation of 2xx upstream answers against Pet / Pets: "enforce" (default: 502), "monitor" (log and count) or "off".',
+  description: 'Validation of 2xx upstream answers against the interface (Pet / Pets): "enforce" (default: 502), "monitor" (log and count) or "off".',
   additionalProperties: false,
   properties: {
     mode: {
@@ -57,8 +58,6 @@ function uninvitedCoding(ex: Exchange, res: UpstreamResponse): string | undefine
 
 export type ResponseContractConfig = SchemaType<typeof schema>;
 
-const EXPECTED_STATUS: Record<OperationId, number> = { listPets: 200, createPet: 201, getPet: 200 };
-
 function create(config: ResponseContractConfig, env: PolicyEnv) {
   // Absent (a config built in code, not loaded): the schema's default.
   const unknownFields = config.unknownFields ?? 'drop';
@@ -66,16 +65,19 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
   const violation = new GatewayError('upstream_contract_violation');
 
   /** The problems of the answer (empty when it conforms), and the body to send when it changed. */
-  function check(ex: Exchange, op: OperationId, res: ResponseBody): PetScan {
-    if (res.status !== EXPECTED_STATUS[op]) return { problems: [`status ${res.status} where the interface says ${EXPECTED_STATUS[op]}`] };
+  function check(ex: Exchange, op: ApiOperation, res: ResponseBody): ShapeScan {
+    const success = op.success;
+    const scanner = scannerOf(op);
+    if (success === undefined || scanner === undefined) return { problems: [] };
+    if (res.status !== success.status) return { problems: [`status ${res.status} where the interface says ${success.status}`] };
     const type = res.headers['content-type'];
     if (!isJsonMediaType(typeof type === 'string' ? type : undefined)) return { problems: ['content-type is not application/json'] };
     if (res.truncated) return { problems: ['body larger than the gateway buffers'] };
-    // list-pets read this very list already, checking each Pet on the way: finished from there.
-    const findings = op === 'listPets' ? ex.get(PETS_CHECK) : undefined;
-    if (typeof findings === 'object' && findings.body === res.body) return finishPets(findings, unknownFields);
+    // list-pets read this very list already, checking each item on the way: finished from there.
+    const findings = success.list ? ex.get(LIST_CHECK) : undefined;
+    if (typeof findings === 'object' && findings.body === res.body) return scanner.finish(findings, unknownFields);
     // One pass over the bytes, nothing parsed: a conforming answer is forwarded as received.
-    return scanPetBody(res.body, op === 'listPets', unknownFields);
+    return scanner.scanBody(res.body, success.list, unknownFields);
   }
 
   return {
@@ -85,8 +87,9 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
       return violations;
     },
     onRequest(ex: Exchange): undefined {
-      // Asks list-pets, which reads a listPets answer first, to check each Pet in that same pass.
-      if (config.mode !== 'off' && ex.operation?.id === 'listPets') ex.set(PETS_CHECK, 'wanted');
+      // Asks list-pets, which reads a list it cuts first, to check each item in that same pass.
+      const op = ex.operation as ApiOperation | undefined;
+      if (config.mode !== 'off' && op !== undefined && (op.listLimit !== undefined || op.listFilter !== undefined)) ex.set(LIST_CHECK, 'wanted');
       return undefined;
     },
     wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
@@ -94,8 +97,9 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
       return config.mode !== 'off' || uninvitedCoding(ex, res) !== undefined;
     },
     onResponseBody(ex: Exchange, res: ResponseBody): ResponseBody {
-      const op = ex.operation?.id;
-      if (op === undefined || res.status < 200 || res.status >= 300) return res;
+      const operation = ex.operation as ApiOperation | undefined;
+      if (operation === undefined || res.status < 200 || res.status >= 300) return res;
+      const op = operation.id;
       const coding = config.mode === 'off' ? uninvitedCoding(ex, res) : contentCoding(res.headers['content-encoding']);
       if (coding !== undefined) {
         violations++;
@@ -103,7 +107,7 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
         return errorResponse(violation);
       }
       if (config.mode === 'off') return res;
-      const verdict = check(ex, op, res);
+      const verdict = check(ex, operation, res);
       if (verdict.problems.length === 0) {
         // Valid, with fields outside the interface to drop (unknownFields: drop).
         if (verdict.body === undefined || config.mode !== 'enforce') return res;

@@ -19,7 +19,7 @@
  */
 import { ERROR_CONTENT_TYPE, errorResponse, GatewayError, type ErrorCode } from '../../core/errors.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
-import type { OperationId } from '../../core/operations.js';
+import type { ApiOperation } from '../../api/model.js';
 import { isPlainMessage, redactForLog, SecretSet } from '../../core/redact.js';
 import { schema, type UpstreamErrorsConfig } from './schema.js';
 
@@ -31,9 +31,13 @@ export type { UpstreamErrorsConfig } from './schema.js';
  * `internal_error` is the gateway's own failure, and an operator reading a client's report must
  * tell the two apart.
  */
-function codeFor(op: OperationId | undefined, status: number): ErrorCode {
-  if (status === 400) return op === 'createPet' ? 'invalid_body' : 'invalid_request';
-  if (status === 404) return op === 'getPet' ? 'pet_not_found' : 'not_found';
+function codeFor(op: ApiOperation | undefined, status: number): ErrorCode {
+  // The document's own code for this status on this operation (`x-error-code`: createPet's 400
+  // invalid_body, getPet's 404 pet_not_found), checked against the catalogue when it was compiled.
+  const own = op?.errorCodes[status];
+  if (own !== undefined) return own as ErrorCode;
+  if (status === 400) return 'invalid_request';
+  if (status === 404) return 'not_found';
   const fixed: Partial<Record<number, ErrorCode>> = {
     401: 'invalid_api_key',
     405: 'method_not_allowed',
@@ -111,7 +115,7 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
         );
         return errorResponse(refused);
       }
-      const status = (op !== undefined ? config.statusMap[op][String(res.status)] : undefined) ?? res.status;
+      const status = (op !== undefined ? (config.statusMap as Readonly<Record<string, Readonly<Record<string, number>> | undefined>>)[op]?.[String(res.status)] : undefined) ?? res.status;
       const readable = !res.truncated && res.body.length <= config.maxBodyBytes;
       const value = readable ? parseJson(res.body) : undefined;
       const v = value as Record<string, unknown> | undefined;
@@ -123,7 +127,7 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
       // upstream allowlist, which never lets an upstream WWW-Authenticate through.
       if (status === 401) headers['www-authenticate'] = ex.responseHeaders['www-authenticate'] = challenge;
 
-      const code = codeFor(op, status);
+      const code = codeFor(ex.operation as ApiOperation | undefined, status);
       if (v !== undefined && v.status === status && typeof v.code === 'string' && CODE.test(v.code) && isPlain(v.code) && isPlain(v.message) && Object.keys(v).length === 3) {
         // Already the Error shape with this status: its code and message pass on.
         return {
