@@ -262,13 +262,14 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   // Every problem in one pass: the cross-field rules (date order, duplicate keys...) run also on a
   // section with schema errors.
   const schemaPaths = problems.map((p) => p.path);
-  if (isMapping(value.policies)) problems.push(...policyProblems(value.policies, env, options.keys ?? 'not-checked', schemaPaths));
+  // The interface first: the policies' own rules read it (a key's operations are the document's).
+  const api = interfaceOf(value.interface, options.baseDir, problems);
+  if (isMapping(value.policies)) problems.push(...policyProblems(value.policies, { ...env, api }, options.keys ?? 'not-checked', schemaPaths));
   // Header names the gateway never forwards, and trusted proxies proxy-addr cannot parse.
   const v = value as { headers?: unknown; server?: unknown };
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
   problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
   if (isMapping(v.server) && clean('/server')) problems.push(...listenerProblems(v.server));
-  const api = interfaceOf(value.interface, options.baseDir, problems);
   if (problems.length > 0) return { ok: false, problems };
   // No problem at all: the schema and every cross-field check accepted the whole document.
   const config = value as unknown as PolicyConfig;

@@ -15,7 +15,7 @@ import { shippedApi } from '../api/index.js';
 import { deprecatedOperations, type LifecycleOverrides } from '../api/lifecycle.js';
 import type { ApiOperation } from '../api/model.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
-import { GatewayMetrics, type GatewayMetricsOptions } from './metrics.js';
+import { GatewayMetrics, routeLabelsOf, type GatewayMetricsOptions } from './metrics.js';
 import { openRegistries, type RegistryStatus } from '../registry/index.js';
 
 /** Runs every observer; one that throws does not keep the others from their record. */
@@ -228,6 +228,7 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,
     deprecatedOperations: deprecated.map((d) => d.operation),
+    routes: routeLabelsOf((config.api ?? shippedApi()).operations),
   });
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger, deprecated.map((d) => d.operation)), health];

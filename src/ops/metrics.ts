@@ -11,7 +11,7 @@
  * no series):
  * - `http_request_method`: the nine methods of RFC 9110 and PATCH (RFC 5789), case-sensitive; any
  *   other value is `_OTHER` (OpenTelemetry's rule for http.request.method);
- * - `http_route`: the record's RouteLabel (three values: the two templates and `unknown`);
+ * - `http_route`: the record's RouteLabel (the interface's path templates, two in the shipped one, and `unknown`);
  * - `http_response_status_code`: a status of KNOWN_STATUSES, or its class (`4xx`, `5xx`...) for
  *   any other status 100..599; else the series carries `error_type` instead (`aborted` when the
  *   client went away before any status, `_OTHER` otherwise);
@@ -28,7 +28,9 @@
 import type { RegistryStatus } from '../registry/index.js';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ExchangeObserver, ExchangeRecord } from '../core/record.js';
+import { shippedApi } from '../api/index.js';
 import { CATALOGUE } from '../core/errors.js';
+import { UNKNOWN_ROUTE } from '../core/operations.js';
 import { FAILURE_KINDS, type FailureKind } from '../core/upstream.js';
 import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series.js';
 
@@ -47,7 +49,6 @@ export const OTHER = '_OTHER';
 const METHOD_INDEX = new Map<string, number>(KNOWN_METHODS.map((m, i) => [m, i]));
 const METHOD_NAMES = [...KNOWN_METHODS, OTHER];
 const OTHER_METHOD = KNOWN_METHODS.length;
-const ROUTES = ['/v1/pets', '/v1/pets/{petId}', 'unknown'] as const;
 /**
  * The client's protocol, as OpenTelemetry's network.protocol.version writes it (`2`, not node's
  * `2.0`); index 3 is `_OTHER`. A label of four values at most: the record's version comes from
@@ -55,8 +56,6 @@ const ROUTES = ['/v1/pets', '/v1/pets/{petId}', 'unknown'] as const;
  */
 const PROTOCOLS = ['1.1', '2', '1.0', OTHER] as const;
 const PROTOCOL_INDEX = new Map<string | undefined, number>([['1.1', 0], ['2.0', 1], ['1.0', 2]]);
-/** Method × route pairs: the protocol index multiplies this in a server series' key. */
-const METHOD_ROUTES = (KNOWN_METHODS.length + 1) * 4;
 /** Status slots 0..599 are statuses; these two are the error types of a request without one. */
 const SLOT_ABORTED = 600;
 const SLOT_OTHER = 601;
@@ -85,8 +84,9 @@ function methodIndex(method: string): number {
   return METHOD_INDEX.get(method) ?? OTHER_METHOD;
 }
 
-function routeIndex(route: string): number {
-  return route === '/v1/pets' ? 0 : route === '/v1/pets/{petId}' ? 1 : 2;
+/** The route labels of an interface: its operations' path templates, then `unknown` (bounded by the document). */
+export function routeLabelsOf(operations: readonly { readonly label: string }[]): readonly string[] {
+  return [...new Set(operations.map((o) => o.label)), UNKNOWN_ROUTE];
 }
 
 function statusSlot(status: number): number {
@@ -202,6 +202,8 @@ export interface GatewayMetricsOptions {
   readonly cacheStoreErrors?: () => number;
   /** Operations whose calls are counted per consumer (default: getPet, deprecated by the interface). */
   readonly deprecatedOperations?: readonly string[];
+  /** The route labels (`routeLabelsOf(api.operations)`); the shipped interface's by default. */
+  readonly routes?: readonly string[];
   /** Most distinct values of a label taken from a record (consumer, policy, code); past it `_OTHER`. Default 1000. */
   readonly maxLabelValues?: number;
   /** prom-client's process and Node metrics (default true). */
@@ -270,6 +272,11 @@ export class GatewayMetrics implements ExchangeObserver {
   private readonly rejections: CappedChildren;
   private readonly deprecated: CappedChildren;
   private readonly deprecatedOps: ReadonlySet<string>;
+  /** The route labels (the last is `unknown`) and each one's index in a series key. */
+  private readonly routes: readonly string[];
+  private readonly routeIndex: ReadonlyMap<string, number>;
+  /** Method × route pairs: the protocol index multiplies this in a server series' key. */
+  private readonly methodRoutes: number;
   private readonly failures: Readonly<Record<FailureKind, CounterChild>>;
   private readonly reloads: { readonly success: CounterChild; readonly failure: CounterChild };
 
@@ -278,6 +285,9 @@ export class GatewayMetrics implements ExchangeObserver {
     this.registry = registry;
     const cap = options.maxLabelValues ?? 1000;
     this.deprecatedOps = new Set(options.deprecatedOperations ?? ['getPet']);
+    this.routes = options.routes ?? routeLabelsOf(shippedApi().operations);
+    this.routeIndex = new Map(this.routes.map((r, i) => [r, i]));
+    this.methodRoutes = (KNOWN_METHODS.length + 1) * this.routes.length;
 
     this.serverDuration = new SeriesHistogram(
       registry,
@@ -378,10 +388,10 @@ export class GatewayMetrics implements ExchangeObserver {
 
   private record(r: ExchangeRecord): void {
     const m = methodIndex(r.method);
-    const ri = routeIndex(r.route);
-    const mr = m * 4 + ri;
+    const ri = this.routeIndex.get(r.route) ?? this.routes.length - 1;
+    const mr = m * this.routes.length + ri;
     const p = PROTOCOL_INDEX.get(r.protocol) ?? 3;
-    const key = (p * METHOD_ROUTES + mr) * SLOTS + statusSlot(r.status);
+    const key = (p * this.methodRoutes + mr) * SLOTS + statusSlot(r.status);
     let server = this.serverChildren.get(key);
     if (server === undefined) {
       server = this.bind(this.serverDuration, m, ri, statusSlot(r.status), undefined, PROTOCOLS[p]);
@@ -419,7 +429,7 @@ export class GatewayMetrics implements ExchangeObserver {
 
   /** Binds one child, the only place label objects are built (once per series). */
   private bind(h: SeriesHistogram, method: number, route: number, slot: number, errorType: string | undefined, protocol?: string): HistogramChild {
-    const labels: Record<string, string> = { http_request_method: METHOD_NAMES[method] ?? OTHER, http_route: ROUTES[route] ?? 'unknown' };
+    const labels: Record<string, string> = { http_request_method: METHOD_NAMES[method] ?? OTHER, http_route: this.routes[route] ?? UNKNOWN_ROUTE };
     if (protocol !== undefined) labels.network_protocol_version = protocol;
     if (errorType !== undefined) labels.error_type = errorType;
     else if (slot === SLOT_ABORTED) labels.error_type = 'aborted';
@@ -430,5 +440,5 @@ export class GatewayMetrics implements ExchangeObserver {
   }
 }
 
-/** The route label values, for tests and dashboards. */
-export const ROUTE_LABELS: readonly string[] = ROUTES;
+/** The route label values of the shipped interface, for tests and dashboards. */
+export const ROUTE_LABELS: readonly string[] = routeLabelsOf(shippedApi().operations);

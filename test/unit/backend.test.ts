@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap';
 import { ReferenceBackend, type BackendResponse } from '../../src/backend/service.js';
-import { LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN } from '../../src/core/contract.js';
+import { LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN } from '../helpers/pet-store.js';
 import { CATALOGUE } from '../../src/core/errors.js';
 
 const MAX_ID = '9223372036854775807';

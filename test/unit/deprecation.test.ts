@@ -13,7 +13,8 @@ import { paramOf } from '../../src/core/operations.js';
 import type { IncomingHeaders, Policy, PolicyEnv } from '../../src/core/policy.js';
 import { compileGateway } from '../../src/gateway.js';
 import { auth } from '../../src/policies/auth/index.js';
-import { deprecation, deprecationHeaders, type DeprecationConfig } from '../../src/policies/deprecation/index.js';
+import { deprecation, deprecationHeaders, lifecycleOf, type DeprecationConfig } from '../../src/policies/deprecation/index.js';
+import { OPERATIONS } from '../helpers/pet-store.js';
 import { route } from '../../src/policies/route/index.js';
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -24,6 +25,8 @@ function load(text: string, env: PolicyEnv = { env: {} }): PolicyConfig {
   return r.config;
 }
 const DEFAULT: DeprecationConfig = load('').policies.deprecation;
+/** getPet's headers under a config: its lifecycle from the document, the config's options over it. */
+const headersOf = (c: DeprecationConfig) => deprecationHeaders(c, lifecycleOf(OPERATIONS.getPet, c)!);
 
 const DEPRECATION = '@1767225600'; // 2026-01-01T00:00:00Z
 const SUNSET = 'Thu, 05 Dec 2030 00:00:00 GMT';
@@ -47,16 +50,15 @@ function assertRemoved(t: TapTest, error: GatewayError | undefined, name: string
   t.equal(error?.status, 410, `${name}: 410`);
 }
 
-t.test('defaults: deprecated 2026-01-01, sunset 5 December 2030, removed after it, no brownouts', async (t) => {
+t.test('defaults: deprecated 2026-01-01, sunset 5 December 2030 (the document), removed after it, no brownouts', async (t) => {
   t.strictSame(DEFAULT, {
     deprecatedAt: '2026-01-01T00:00:00Z',
-    sunset: '2030-12-05T00:00:00Z',
-    successor: '/v1/pets',
     links: [],
     removeAfterSunset: true,
     brownouts: [],
   });
-  t.strictSame(deprecationHeaders(DEFAULT), HEADERS);
+  t.strictSame(lifecycleOf(OPERATIONS.getPet, DEFAULT), { sunset: '2030-12-05T00:00:00Z', successor: '/v1/pets', advice: 'GET /v1/pets with the status filter' }, 'the sunset and successor the document gives');
+  t.strictSame(headersOf(DEFAULT), HEADERS);
 });
 
 t.test('every getPet exchange carries Deprecation, Sunset and Link', async (t) => {
@@ -79,23 +81,23 @@ t.test('documentation links follow the successor in Link', async (t) => {
   const link =
     '<https://api.example.com/v1/pets?status=available>; rel="successor-version", ' +
     '<https://example.com/deprecation>; rel="deprecation"; type="text/html", <https://example.com/sunset>; rel="sunset"';
-  t.strictSame(deprecationHeaders(config), { deprecation: DEPRECATION, sunset: SUNSET, link });
+  t.strictSame(headersOf(config), { deprecation: DEPRECATION, sunset: SUNSET, link });
   const { ex } = getPet([deprecation.create(config, at(BEFORE))]);
   t.equal(ex.responseHeaders.link, link);
   // Through the policy file too.
   const loaded = load(
     'policies:\n  deprecation:\n    links:\n      - href: https://example.com/deprecation\n        rel: deprecation\n        type: text/html\n',
   ).policies.deprecation;
-  t.equal(deprecationHeaders(loaded).link, '</v1/pets>; rel="successor-version", <https://example.com/deprecation>; rel="deprecation"; type="text/html"');
+  t.equal(headersOf(loaded).link, '</v1/pets>; rel="successor-version", <https://example.com/deprecation>; rel="deprecation"; type="text/html"');
 });
 
 t.test('header values from other dates: unix seconds and IMF-fixdate', async (t) => {
-  t.strictSame(deprecationHeaders({ ...DEFAULT, deprecatedAt: '2025-03-04T05:06:07.890Z', sunset: '2030-12-05T01:00:00+01:00' }), {
+  t.strictSame(headersOf({ ...DEFAULT, deprecatedAt: '2025-03-04T05:06:07.890Z', sunset: '2030-12-05T01:00:00+01:00' }), {
     deprecation: `@${Date.UTC(2025, 2, 4, 5, 6, 7) / 1000}`,
     sunset: SUNSET,
     link: SUCCESSOR,
   });
-  t.equal(deprecationHeaders({ ...DEFAULT, deprecatedAt: '2026-01-01T02:00:00+02:00' }).deprecation, DEPRECATION);
+  t.equal(headersOf({ ...DEFAULT, deprecatedAt: '2026-01-01T02:00:00+02:00' }).deprecation, DEPRECATION);
 });
 
 t.test('other operations and paths get no deprecation headers', async (t) => {

@@ -5,7 +5,8 @@
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { Chain } from '../helpers/chain.js';
-import { matchRoute, operationPath, paramOf, OPERATIONS, splitTarget, type RouteMatch } from '../../src/core/operations.js';
+import { operationPath, paramOf, splitTarget, type RouteMatch } from '../../src/core/operations.js';
+import { matchRoute, OPERATIONS } from '../helpers/pet-store.js';
 import type { IncomingHeaders } from '../../src/core/policy.js';
 import { compileGateway } from '../../src/gateway.js';
 import { hashKey } from '../../src/policies/auth/index.js';
@@ -14,8 +15,8 @@ import { route } from '../../src/policies/route/index.js';
 const LIST: RouteMatch = { kind: 'operation', operation: OPERATIONS.listPets };
 const CREATE: RouteMatch = { kind: 'operation', operation: OPERATIONS.createPet };
 const get = (petId: string): RouteMatch => ({ kind: 'operation', operation: OPERATIONS.getPet, param: petId });
-const COLLECTION_405: RouteMatch = { kind: 'method_not_allowed', allow: 'GET, POST' };
-const ITEM_405: RouteMatch = { kind: 'method_not_allowed', allow: 'GET' };
+const COLLECTION_405: RouteMatch = { kind: 'method_not_allowed', allow: 'GET, POST', label: '/v1/pets' };
+const ITEM_405: RouteMatch = { kind: 'method_not_allowed', allow: 'GET', label: '/v1/pets/{petId}' };
 const NOT_FOUND: RouteMatch = { kind: 'not_found' };
 
 t.test('matchRoute: the operations', async (t) => {

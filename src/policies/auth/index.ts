@@ -20,6 +20,7 @@ import { GatewayError } from '../../core/errors.js';
 import { isValidHost } from '../../core/headers.js';
 import type { CheckContext, Decision, Exchange, PolicyEnv, PolicyModule, Problem, RunRequirement, UpstreamAuth } from '../../core/policy.js';
 import { credentialSecrets, SecretSet } from '../../core/redact.js';
+import { apiOf } from '../../api/index.js';
 import { parseDateTime } from '../../core/date-time.js';
 import { FailureLimiter } from './brute-force.js';
 import { CONSUMER, DECLARES, KEY_ID } from './facts.js';
@@ -95,6 +96,7 @@ function check(config: AuthConfig, path: string, env: PolicyEnv, context?: Check
   const problems: Problem[] = [];
   const seenIds = new Set<string>();
   const seenHashes = new Set<string>();
+  const ids = new Set(apiOf(env).operations.map((o) => o.id));
   config.keys.forEach((k, i) => {
     if (seenIds.has(k.id)) problems.push({ path: `${path}.keys[${i}].id`, message: `duplicate key id '${k.id}'` });
     if (seenHashes.has(k.hash)) problems.push({ path: `${path}.keys[${i}].hash`, message: 'duplicate key hash' });
@@ -103,6 +105,9 @@ function check(config: AuthConfig, path: string, env: PolicyEnv, context?: Check
     if (k.expires !== undefined && Number.isNaN(parseDateTime(k.expires))) {
       problems.push({ path: `${path}.keys[${i}].expires`, message: 'is not a valid date' });
     }
+    (k.operations ?? []).forEach((o, j) => {
+      if (!ids.has(o)) problems.push({ path: `${path}.keys[${i}].operations[${j}]`, message: `'${o}' is not an operation of the interface: ${[...ids].join(', ')}` });
+    });
   });
   // Never echo a plaintext key in a message: only its position.
   envKeys(config, env).forEach((k, i) => {

@@ -35,8 +35,8 @@ export const schema = {
           operations: {
             type: 'array',
             uniqueItems: true,
-            items: { type: 'string', enum: ['listPets', 'createPet', 'getPet'] },
-            description: 'The operationIds the key may call; any other gets 403 forbidden. Absent: every operation.',
+            items: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' },
+            description: 'The operationIds the key may call (of the interface: listPets, createPet, getPet in the shipped one); any other gets 403 forbidden. Absent: every operation.',
           },
         },
       },
