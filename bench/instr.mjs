@@ -271,11 +271,11 @@ export function component(name) {
     const parts = [
       [/[ /]dist\/core\/forward\//, 'forward layers'],
       [/[ /]dist\/core\/exchange\./, 'exchange'],
-      [/[ /]dist\/core\/(headers|request-id)\./, 'headers, request ids'],
+      [/[ /]dist\/core\/(headers|header-rules|header-values|request-id)\./, 'headers, request ids'],
       [/[ /]dist\/core\//, 'core (chain, facts, deadlines, ...)'],
       [/[ /]dist\/policies\//, 'policies'],
       [/[ /]dist\/fronts\//, 'front'],
-      [/[ /]dist\/ops\/access-log/, 'access log'],
+      [/[ /]dist\/ops\/(access-log|log-destination)/, 'access log'],
       [/[ /]dist\/ops\/(metrics|series)/, 'metrics'],
       [/[ /]dist\/ops\//, 'ops (other)'],
       [/[ /]dist\/(upstreams|engines)\//, 'upstream adapter'],

@@ -44,7 +44,7 @@ import { createProxyServer } from 'http-proxy-3';
 import { Pool } from 'undici';
 import { pino } from 'pino';
 import { createBackendServer } from '../dist/index.js';
-import { logDestination } from '../dist/ops/access-log.js';
+import { logDestination } from '../dist/ops/log-destination.js';
 import { createOps } from '../dist/ops/index.js';
 import { closeStores, storesReady } from '../dist/stores/index.js';
 import { KEY, RATE_LIMITS, benchGateway, seededBackend } from './fixtures.mjs';

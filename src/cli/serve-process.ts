@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { ExchangeObserver } from '../core/record.js';
 import type { AdminHandle } from '../ops/admin.js';
 import { serveWorkerOps } from '../ops/cluster.js';
-import { exitWhenWritten } from '../ops/access-log.js';
+import { exitWhenWritten } from '../ops/log-destination.js';
 import { createOps, type Ops, type Phase } from '../ops/index.js';
 import type { OverflowEvent } from '../ops/metrics.js';
 import { warnWeakenings } from '../config/security-notices.js';

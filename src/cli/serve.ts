@@ -10,7 +10,7 @@ import { createServer as createNetServer } from 'node:net';
 import { pino, type LoggerOptions } from 'pino';
 import { READY } from '../ops/admin.js';
 import { primaryOps } from '../ops/cluster.js';
-import { exitWhenWritten, processLogger } from '../ops/access-log.js';
+import { exitWhenWritten, processLogger } from '../ops/log-destination.js';
 import { throttledLogMethod } from '../ops/log-throttle.js';
 import { perClientBoundsNotice, warnAtStart } from '../config/security-notices.js';
 import { perWorkerNotice } from '../policies/rate-limit/index.js';

@@ -19,7 +19,7 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
-import { exitWhenWritten } from '../ops/access-log.js';
+import { exitWhenWritten } from '../ops/log-destination.js';
 
 export interface SupervisorLimits {
   /** First restart delay; doubles with each quick crash in a row. */

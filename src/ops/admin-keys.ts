@@ -18,7 +18,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Ajv } from 'ajv';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
-import { RegistryError, REGISTRY_DEFAULTS, type KeyRegistry } from '../registry/registry.js';
+import type { KeyRegistry } from '../registry/registry.js';
+import { RegistryError, REGISTRY_DEFAULTS } from '../registry/types.js';
 import { ID_PATTERN } from '../registry/records.js';
 import { parseDateTime } from '../core/date-time.js';
 import type { AdminRoutes } from './admin.js';

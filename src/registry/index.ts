@@ -4,9 +4,11 @@
  * copy), closed once at shutdown.
  */
 import type { PolicyLog } from '../core/policy.js';
-import { KeyRegistry, type RegistryConfig } from './registry.js';
+import { KeyRegistry } from './registry.js';
+import type { RegistryConfig } from './types.js';
 
-export { KeyRegistry, RegistryError, REGISTRY_DEFAULTS, type RegistryConfig, type RegistryStatus, type NewKeyInput } from './registry.js';
+export { KeyRegistry } from './registry.js';
+export { RegistryError, REGISTRY_DEFAULTS, EXPORT_FORMAT, type RegistryConfig, type RegistryStatus, type RegistryExport, type NewKeyInput } from './types.js';
 export { KEY_PREFIX, KEY_REGEX_SOURCE, isWellFormedKey, claimsRegistryFormat, newRegistryKey } from './format.js';
 export type { KeyInfo } from './records.js';
 

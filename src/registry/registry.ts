@@ -25,193 +25,21 @@
  * explicit epoch (`<ms>-<random>`, newer than any before), which every process adopts. An implicit
  * epoch is `0-<random>`: never newer than a known one.
  *
- * Redis data, all under one hash tag so each script touches one Cluster slot:
- * `<prefix>{keys}:records` (hash id -> JSON KeyRecord), `<prefix>{keys}:version` (counter),
- * `<prefix>{keys}:lastused` (hash id -> epoch ms), `<prefix>{keys}:epoch` (the epoch); channel
- * `<prefix>keys:changed` (message: an id, or `*` for everything).
+ * What it keeps in Redis and the scripts that change it are in redis-data.ts; its options, status,
+ * errors and export format in types.ts.
  */
-import { hash, randomBytes } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { PolicyLog } from '../core/policy.js';
 import { hashKey, type KeyGrant } from '../policies/auth/keys.js';
-import { acquireRedis, deploymentPrefix, describeConnection, type RedisConnection, type RedisConnectionConfig, type SharedRedis } from '../stores/connection.js';
+import { acquireRedis, deploymentPrefix, describeConnection, type RedisConnection, type SharedRedis } from '../stores/connection.js';
 import { newRegistryKey } from './format.js';
 import { infoOf, localSecrets, parseRecord, type KeyInfo, type KeyRecord, type LocalSecret, type SecretRecord } from './records.js';
-
-export interface RegistryConfig {
-  readonly redis: RedisConnectionConfig;
-  /** Prefix of every Redis key and channel of the registry; null: the deployment's (PETSTORE_REDIS_PREFIX). */
-  readonly prefix: string | null;
-  /** How often the local copy is checked against Redis (a safety net under pub/sub). */
-  readonly syncIntervalMs: number;
-  /** How long the local copy answers after it was last confirmed current; null: for ever. */
-  readonly maxStaleSeconds: number | null;
-  /** Longest wait for one Redis command (a change, a sync, a list). */
-  readonly commandTimeoutMs: number;
-}
-
-export const REGISTRY_DEFAULTS = {
-  prefix: 'petstore-gateway:',
-  syncIntervalMs: 5000,
-  maxStaleSeconds: 21600,
-  commandTimeoutMs: 1000,
-  overlapSeconds: 86400,
-  lastUsedFlushMs: 1000,
-} as const;
-
-/** A change the registry refused; `reason` maps to an HTTP status in one place (admin-keys.ts). */
-export class RegistryError extends Error {
-  constructor(
-    readonly reason: 'exists' | 'unknown' | 'unavailable' | 'conflict',
-    message: string,
-    /** What the operator can do about it, for the admin API's message (a kept key after a data loss). */
-    readonly hint?: string,
-  ) {
-    super(message);
-    this.name = 'RegistryError';
-  }
-}
-
-/**
- * Compare-and-set of one record: the write happens only when the stored text is still the one the
- * caller read ('' = absent), so two admins changing one key at once cannot lose a change. The
- * version moves and the change is announced in the same atomic step.
- * The first write of a registry (or the first after its data was lost) stamps an implicit epoch.
- * KEYS: records, version, lastused, epoch. ARGV: id, expected, new ('' = delete), channel, epoch.
- */
-const CAS_LUA = `
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if not cur then cur = '' end
-if cur ~= ARGV[2] then return -1 end
-if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('SET', KEYS[4], ARGV[5]) end
-if ARGV[3] == '' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[3], ARGV[1])
-else
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-end
-local v = redis.call('INCR', KEYS[2])
-redis.call('PUBLISH', ARGV[4], ARGV[1])
-return v
-`;
-
-/**
- * A full read in one atomic step: the version, the epoch and every record. Records without an
- * epoch (written before epochs existed) get an implicit one, so a later loss of them is seen.
- * KEYS: records, version, epoch. ARGV: an implicit epoch. Returns {version, epoch, flat records}.
- */
-const READ_LUA = `
-local all = redis.call('HGETALL', KEYS[1])
-local e = redis.call('GET', KEYS[3])
-if (not e) and #all > 0 then
-  -- pcall: a user allowed to read only still gets its copy (unstamped: the next write stamps it).
-  local r = redis.pcall('SET', KEYS[3], ARGV[1])
-  if type(r) == 'table' and r.err then e = '' else e = ARGV[1] end
-end
-return {redis.call('GET', KEYS[2]) or '', e or '', all}
-`;
-
-/**
- * An operator's act after a data loss: the records of a backup (none for reset-epoch), a new
- * explicit epoch, the version moved, and everything announced.
- * KEYS: records, version, epoch. ARGV: epoch, channel, id, record, id, record, ...
- */
-const RESTORE_LUA = `
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-local e = ARGV[1]
-local cur = redis.call('GET', KEYS[3])
-if cur then
-  -- Newer than the epoch in place even when this host's clock is behind the one that wrote it.
-  local ct = tonumber(string.match(cur, '^(%d+)-'))
-  local nt = tonumber(string.match(e, '^(%d+)-'))
-  if ct and nt and ct >= nt then e = string.format('%.0f', ct + 1) .. string.sub(e, string.find(e, '-', 1, true), -1) end
-end
-redis.call('SET', KEYS[3], e)
-local v = redis.call('INCR', KEYS[2])
-redis.call('PUBLISH', ARGV[2], '*')
-return v
-`;
-
-/** An epoch no process adopts over one it knows (`0-`), or an operator's (`<ms>-`, newer wins). */
-function newEpoch(explicitAtMs: number | undefined): string {
-  return `${explicitAtMs === undefined ? 0 : Math.max(1, Math.floor(explicitAtMs))}-${randomBytes(8).toString('hex')}`;
-}
-
-/** When an operator wrote the epoch (epoch ms); 0 for an implicit one or none. */
-function epochTime(epoch: string): number {
-  const n = Number(epoch.slice(0, epoch.indexOf('-')));
-  return Number.isSafeInteger(n) && n > 0 ? n : 0;
-}
-
-/** What a process knows of its registry, for metrics and /readyz (docs/keys.md). */
-export interface RegistryStatus {
-  /** Which Redis: its URL without a password, or the Sentinel or Cluster nodes. */
-  readonly redis: string;
-  /** Whether the connection to Redis is up now. */
-  readonly connected: boolean;
-  /** Seconds since the local copy was last confirmed current; null: never. */
-  readonly confirmedAgeSeconds: number | null;
-  /** Whether the local copy may answer (confirmed within maxStaleSeconds). */
-  readonly fresh: boolean;
-  /** Key ids in the local copy. */
-  readonly keys: number;
-  /** Whether Redis came back without the registry's data and this process keeps its copy. */
-  readonly dataLoss: boolean;
-  /** Data losses detected since the process started. */
-  readonly dataLossDetected: number;
-}
+import { CAS_LUA, deadline, epochTime, newEpoch, pairsOf, READ_LUA, registryKeys, RESTORE_LUA, TOUCH_LUA, type RegistryKeys } from './redis-data.js';
+import { EXPORT_FORMAT, REGISTRY_DEFAULTS, RegistryError, type NewKeyInput, type RegistryConfig, type RegistryExport, type RegistryOptions, type RegistryStatus } from './types.js';
 
 /** Why revoking a kept key's id answers 404 during a data loss, and the way out. */
 const KEPT_HINT =
   "but the gateways still accept it: Redis lost the registry's data and they keep the keys they knew. To end it: `keys import` a backup, then revoke it; or `keys reset-epoch` to drop every key Redis does not hold (docs/keys.md)";
-
-/** The format line of an export file (`keys export`, `keys import`). */
-export const EXPORT_FORMAT = 'petstore-gateway-keys/1';
-
-/** A backup of the registry: hashed records only, never a secret. */
-export interface RegistryExport {
-  readonly format: typeof EXPORT_FORMAT;
-  readonly exported: string;
-  readonly records: readonly KeyRecord[];
-}
-
-/** lastUsed only moves forward, whichever instance writes last. ARGV: id, ms, id, ms, ... */
-const TOUCH_LUA = `
-for i = 1, #ARGV, 2 do
-  local old = tonumber(redis.call('HGET', KEYS[1], ARGV[i]))
-  if old == nil or old < tonumber(ARGV[i + 1]) then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-end
-return 1
-`;
-
-function deadline<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new RegistryError('unavailable', `Redis did not answer within ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err instanceof RegistryError ? err : new RegistryError('unavailable', 'Redis is not available'));
-      },
-    );
-  });
-}
-
-export interface RegistryOptions {
-  readonly env?: Readonly<Record<string, string | undefined>>;
-  readonly log?: PolicyLog | undefined;
-  readonly now?: () => number;
-  /** Whether to keep a live local copy (a gateway) or only make changes (the CLI). */
-  readonly follow?: boolean;
-}
-
-export interface NewKeyInput {
-  readonly id: string;
-  readonly operations?: readonly string[] | undefined;
-  readonly expires?: string | undefined;
-}
 
 export class KeyRegistry {
   private local = new Map<string, LocalSecret>();
@@ -234,7 +62,7 @@ export class KeyRegistry {
   /** Changes announced so far: a full read that overlapped one is read again (it may predate it). */
   private announced = 0;
   private readonly conn: RedisConnection;
-  private readonly keys: { records: string; version: string; lastused: string; epoch: string; channel: string };
+  private readonly keys: RegistryKeys;
   private readonly now: () => number;
   private readonly log: PolicyLog | undefined;
   /** Resolves once the first full sync is done, or the connection failed once (never rejects). */
@@ -248,7 +76,7 @@ export class KeyRegistry {
     options: RegistryOptions = {},
   ) {
     const p = config.prefix ?? deploymentPrefix(options.env ?? process.env);
-    this.keys = { records: `${p}{keys}:records`, version: `${p}{keys}:version`, lastused: `${p}{keys}:lastused`, epoch: `${p}{keys}:epoch`, channel: `${p}keys:changed` };
+    this.keys = registryKeys(p);
     this.now = options.now ?? Date.now;
     this.log = options.log;
     // The process's connection to this Redis, shared with the rate-limit store and the cache when
@@ -619,11 +447,4 @@ export class KeyRegistry {
 /** The key ids of a local copy, sorted (for a log line). */
 function idsOf(local: ReadonlyMap<string, LocalSecret>): string[] {
   return [...new Set([...local.values()].map((s) => s.grant.consumer.id))].sort();
-}
-
-/** RESP2 flat [k, v, k, v] to pairs (RESP3 gives an object). */
-function pairsOf(flat: readonly unknown[]): Array<[string, string]> {
-  const out: Array<[string, string]> = [];
-  for (let i = 0; i + 1 < flat.length; i += 2) out.push([String(flat[i]), String(flat[i + 1])]);
-  return out;
 }

@@ -26,7 +26,7 @@ function freePort(): Promise<number> {
   });
 }
 
-// parity: the log destination is the process's (src/ops/access-log.ts), the same whatever engine serves
+// parity: the log destination is the process's (src/ops/log-destination.ts), the same whatever engine serves
 t.test('stdout and stderr on one pipe whose reader is gone: serves, counts, stops on SIGTERM', async (t) => {
   const dir = tempDir(t, 'stdio-pipe');
   const policy = join(dir, 'policy.yaml');
@@ -70,7 +70,7 @@ t.test('an exit with lines pending on a stdout without reader ends (sonic-boom f
   // Two lines: the first is an asynchronous write in flight, the second waits in the destination;
   // process.exit then has pino's exit hook write it synchronously to the pipe without reader.
   const script = [
-    `import { processLogger } from ${JSON.stringify(join(PROJECT_ROOT, 'dist', 'ops', 'access-log.js'))};`,
+    `import { processLogger } from ${JSON.stringify(join(PROJECT_ROOT, 'dist', 'ops', 'log-destination.js'))};`,
     `const log = processLogger({ level: 'info' });`,
     `log.info('one');`,
     `log.info('two');`,

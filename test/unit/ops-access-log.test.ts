@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import t from 'tap';
-import { ACCESS_BATCH_CHARS, AccessLog, LOG_MAX_PENDING, LOG_SCHEMA, accessLine, droppedLogLines, logDestination } from '../../src/ops/access-log.js';
+import { ACCESS_BATCH_CHARS, AccessLog, LOG_SCHEMA, accessLine } from '../../src/ops/access-log.js';
+import { LOG_MAX_PENDING, droppedLogLines, logDestination } from '../../src/ops/log-destination.js';
 import { record } from '../helpers/record.js';
 import { PROJECT_ROOT, ensureBuilt } from '../helpers/servers.js';
 

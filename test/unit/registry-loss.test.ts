@@ -10,7 +10,8 @@ import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import type { TapTest as Tap } from '../helpers/assert.js';
 import { digestOf, hashKey } from '../../src/policies/auth/keys.js';
-import { KeyRegistry, type RegistryConfig, type RegistryError } from '../../src/registry/registry.js';
+import { KeyRegistry } from '../../src/registry/registry.js';
+import type { RegistryConfig, RegistryError } from '../../src/registry/types.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
 

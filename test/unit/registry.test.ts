@@ -11,7 +11,8 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import t from 'tap';
 import type { TapTest as Tap } from '../helpers/assert.js';
 import { digestOf } from '../../src/policies/auth/keys.js';
-import { KeyRegistry, RegistryError, type RegistryConfig } from '../../src/registry/registry.js';
+import { KeyRegistry } from '../../src/registry/registry.js';
+import { RegistryError, type RegistryConfig } from '../../src/registry/types.js';
 import { startRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
 
