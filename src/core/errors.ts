@@ -77,7 +77,7 @@ export interface GatewayErrorOptions {
 
 /**
  * A decision to answer the client with an error. Policies return it (they never throw it); the
- * exchange (src/core/exchange.ts) renders it in exactly one place.
+ * exchange renders it in exactly one place (`sendError`, src/core/exchange/reply.ts).
  */
 export class GatewayError extends Error {
   readonly code: ErrorCode;

@@ -1,0 +1,67 @@
+/**
+ * The one place the exchange reads the interface's operations (src/core/operations.ts): the
+ * upstream request's target (`Outgoing`: the path rebuilt from the operation) and the route label
+ * observers get (`routeOf`).
+ */
+import type { Exchange } from '../policy.js';
+import { operationPath, paramOf, type Operation, type OperationId } from '../operations.js';
+import type { RouteLabel } from '../record.js';
+import type { UpstreamRequest } from '../upstream.js';
+import type { UpstreamCall } from './call.js';
+
+const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
+  listPets: '/v1/pets',
+  createPet: '/v1/pets',
+  getPet: '/v1/pets/{petId}',
+};
+
+/** The route label: the operation's template, or one value for every other path (bounded). */
+export function routeOf(ex: Exchange): RouteLabel {
+  const op = ex.operation;
+  if (op !== undefined) return ROUTE_LABEL[op.id];
+  return ex.route.kind === 'method_not_allowed' ? (ex.route.allow === 'GET' ? '/v1/pets/{petId}' : '/v1/pets') : 'unknown';
+}
+
+/**
+ * The upstream request of one client request. Its headers are built when first read: a transport
+ * reads them as it sends, while a request the response cache answers from an entry is never sent.
+ * Built (the path rebuilt from the operation, never copied from the client) once the request and
+ * body phases passed.
+ */
+export class Outgoing implements UpstreamRequest {
+  readonly method: 'GET' | 'POST';
+  readonly operation: OperationId;
+  readonly param: string | undefined;
+  readonly query: string;
+  readonly pathname: string;
+  readonly path: string;
+  readonly native: unknown;
+  readonly answerRules: string | undefined;
+  private built: Record<string, string | string[]> | undefined = undefined;
+  private forwarded: Record<string, string | string[]> | undefined = undefined;
+
+  constructor(
+    private readonly active: UpstreamCall,
+    op: Operation,
+    basePath: string,
+    readonly body: Buffer | undefined,
+  ) {
+    const ex = active.ex;
+    this.method = op.method;
+    this.operation = op.id;
+    this.param = paramOf(ex.route);
+    this.query = ex.upstreamQuery;
+    this.pathname = basePath + operationPath(op, this.param);
+    this.path = this.query === '' ? this.pathname : `${this.pathname}?${this.query}`;
+    this.native = active.native;
+    this.answerRules = active.answerRulesOf;
+  }
+
+  get headers(): Record<string, string | string[]> {
+    return (this.built ??= this.active.upstreamHeaders(this.body));
+  }
+
+  get keyFields(): Readonly<Record<string, string | string[]>> {
+    return this.built ?? (this.forwarded ??= this.active.forwardedFields());
+  }
+}

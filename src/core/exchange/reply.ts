@@ -1,0 +1,260 @@
+/**
+ * Writing the client's answer: the first part of `ActiveRequest` (one object per request, its
+ * methods in three files by what they do: this one, call.ts, request.ts, each class extending the
+ * one before). `Reply` holds what the request is (its exchange, the gateway it arrived under) and
+ * what it answered (status, error code, bytes), and writes every answer the exchange gives: an
+ * error in the Error shape (`sendError`, the one renderer), a policy's local reply, what the
+ * response phase made of an upstream answer, and a finished answer kept by a wrapper of `send` (a
+ * cache hit), with the header assembly each needs.
+ */
+import type { Chain, OpenExchange } from '../chain.js';
+import type { ConsumerGate } from '../consumer-gate.js';
+import { ERROR_CONTENT_TYPE, type GatewayError, renderError } from '../errors.js';
+import { fieldAt, storedFields, type CacheEntry, type HitPlan } from '../forward/answer.js';
+import { ONE_WRITE_MAX, type Send } from '../forward/index.js';
+import { clientResponseHeaders, mergeVary, type HeaderRules } from '../headers.js';
+import type { HeaderValue, LocalReply, RequestHead, ResponseBody } from '../policy.js';
+import type { ExchangeObserver } from '../record.js';
+import type { ClientResponse, ForwardSettings, FrontHooks, GatewaySource, OperatorLog } from './ports.js';
+
+/**
+ * What a request reads of its pipeline. `Pipeline` (pipeline.ts) implements it; the request's
+ * files know it by this interface, since the pipeline creates the requests and no module may
+ * reach itself through its imports.
+ */
+export interface RequestPipeline {
+  readonly gateways: GatewaySource;
+  readonly settings: ForwardSettings;
+  readonly front: FrontHooks;
+  readonly log: OperatorLog | undefined;
+  readonly observer: ExchangeObserver | undefined;
+  /** The upstream's `send` with the forwarding layers it needs around it (src/core/forward). */
+  readonly send: Send;
+  readonly answers: Answers;
+  /** The per-consumer in-flight bound; none when `consumerBound` is off. */
+  readonly gate: ConsumerGate | undefined;
+  /** Logs an exception the barrier caught: once, with its stack. */
+  crashed(err: unknown, where: string): void;
+}
+
+/** Ends `res` with `chunk` as its last bytes (with the head, when node has not written it yet). */
+export function endWith(res: ClientResponse, chunk: Buffer): void {
+  if (chunk.length <= ONE_WRITE_MAX) res.end(chunk.toString('latin1'), 'latin1');
+  else res.end(chunk);
+}
+
+/**
+ * Sets the fields of `from` on `out`, one by one (Vary merged), and returns `out`. Header objects are built with
+ * it, not with `{ ...from }`: the spread's clone, given fields afterwards, cost the built-in
+ * backend a large share of its CPU per request, and getPet and createPet serve more requests with
+ * this loop (co-scheduled A/B, bench/ab.mjs).
+ */
+function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly<Record<string, HeaderValue | number | undefined>>): Record<string, HeaderValue | number> {
+  for (const name in from) {
+    const value = from[name];
+    // Vary is a list (RFC 9110 section 12.5.5): the gateway's Origin joins the answer's, never replaces it.
+    if (value !== undefined) out[name] = name === 'vary' && out.vary !== undefined ? mergeVary(out.vary, value) : value;
+  }
+  return out;
+}
+
+/**
+ * A hit's field list from its entry's plan: a copy of the plan's list with this request's own
+ * values, Age and Cache-Status in their places; undefined when the request's own field names are
+ * not the plan's (another route's or consumer's policies), and the list is made field by field.
+ */
+function plannedFields(plan: HitPlan, own: Readonly<Record<string, HeaderValue>>, age: string, cacheStatus: string): (string | string[])[] | undefined {
+  const names = plan.names;
+  const at = plan.at;
+  const out = plan.fields.slice();
+  let n = 0;
+  for (const name in own) {
+    const value = own[name];
+    if (value === undefined) continue;
+    if (names[n] !== name) return undefined;
+    const i = at[n++] ?? 0;
+    // Vary is a list (RFC 9110 section 12.5.5): the exchange's joins a stored one.
+    out[i] = i < plan.stored && name === 'vary' ? mergeVary(out[i], value) : value;
+  }
+  if (n !== names.length) return undefined;
+  out[out.length - 3] = age;
+  out[out.length - 1] = cacheStatus;
+  return out;
+}
+
+/**
+ * A hit's field list made field by field: the stored fields (the first `storedEnd` items of
+ * `stored`), the request's own (one replaces a stored one of its name; Vary merged), Age and
+ * Cache-Status.
+ */
+function mergedFields(stored: readonly (string | string[])[], storedEnd: number, own: Readonly<Record<string, HeaderValue>>, age: string, cacheStatus: string): (string | string[])[] {
+  const out = stored.slice(0, storedEnd);
+  for (const name in own) {
+    const value = own[name];
+    if (value === undefined) continue;
+    const at = fieldAt(out, storedEnd, name);
+    if (at < 0) out.push(name, value);
+    else out[at + 1] = name === 'vary' ? mergeVary(out[at + 1], value) : value;
+  }
+  out.push('age', age, 'cache-status', cacheStatus);
+  return out;
+}
+
+/** Most bytes of a non-2xx upstream body kept for the error mapping; the rest is not buffered. */
+export const ERROR_BODY_CAP = 16 * 1024;
+
+/**
+ * How the exchange treats an upstream's answers, chosen with the layers when the pipeline is built:
+ * an upstream's are policed (the header allowlist, the response phase when a policy asks); the
+ * reference backend's conform by construction and are written as they are.
+ */
+export interface Answers {
+  /** How many bytes of the body to hold for the response phase (0: it streams). */
+  hold(request: Reply, status: number, headers: Readonly<Record<string, HeaderValue>>): number;
+  /** The head the client gets for a streamed answer. */
+  headers(request: Reply, headers: Readonly<Record<string, HeaderValue>>): Record<string, HeaderValue | number>;
+}
+
+export const POLICED: Answers = {
+  hold(request, status, headers) {
+    if (!request.chain.wantsResponseBody(request.ex, { status, headers: headers as Record<string, HeaderValue | number> })) return 0;
+    // A 2xx a policy reads (a list) is held up to maxBufferedBytes; an error page only as far as
+    // the error mapping reads it: the rest is not buffered.
+    const max = request.pipeline.settings.maxBufferedBytes;
+    return status < 300 ? max : Math.min(ERROR_BODY_CAP, max);
+  },
+  headers(request, headers) {
+    return clientResponseHeaders(request.rules, headers as Record<string, HeaderValue | number>, request.ex);
+  },
+};
+
+export const TRUSTED: Answers = {
+  hold: () => 0,
+  headers: (request, headers) => assignHeaders(assignHeaders({}, headers), request.ex.responseHeaders),
+};
+
+/** What the operator log gets of a cause: its code and message, never a request header. */
+export function describeCause(cause: unknown): string | undefined {
+  if (!(cause instanceof Error)) return undefined;
+  const code = (cause as { code?: unknown }).code;
+  const inner = cause.cause instanceof Error && cause.cause !== cause ? ` (${describeCause(cause.cause)})` : '';
+  return `${typeof code === 'string' ? code + ': ' : ''}${cause.message}${inner}`;
+}
+
+/** The request and the answer it is given: `ActiveRequest`'s first part (see the file's head). */
+export abstract class Reply {
+  readonly ex: OpenExchange;
+  readonly startedAt = Date.now();
+  protected readonly t0 = performance.now();
+  /** The chain of the gateway in force when the request arrived: a reload does not change it. */
+  readonly chain: Chain;
+  readonly rules: HeaderRules;
+  readonly bodyLimit: number;
+  /** The gateway's answer rules when the request arrived (`GatewayView.answerRules`). */
+  readonly answerRulesOf: string | undefined;
+
+  protected status = 0;
+  protected errorCode: string | undefined = undefined;
+  protected bytesOut = 0;
+
+  constructor(
+    readonly pipeline: RequestPipeline,
+    readonly head: RequestHead,
+    readonly res: ClientResponse,
+    /** The front's own request object (IncomingMessage, FastifyReply...). */
+    readonly native: unknown,
+  ) {
+    const gw = pipeline.gateways.current;
+    this.chain = gw.chain;
+    this.rules = gw.headerRules;
+    this.bodyLimit = gw.bodyLimit;
+    this.answerRulesOf = gw.answerRules;
+    this.ex = gw.chain.open(head);
+  }
+
+  get requestId(): string {
+    return this.ex.requestId ?? '';
+  }
+
+  /** Sends what the response phase made of an upstream answer. */
+  protected answer(out: ResponseBody, upstreamHeaders: Record<string, HeaderValue | number>): void {
+    if (out.code !== undefined) this.errorCode = out.code;
+    // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
+    // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
+    const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
+    // The response cache's account of the call (RFC 9211: `fwd=uri-miss; fwd-status=404`) is the
+    // gateway's own field, so an answer a policy rewrote (a 404 into pet_not_found) keeps it.
+    if (out.headers !== upstreamHeaders && this.pipeline.gateways.cacheLayer !== undefined && upstreamHeaders['cache-status'] !== undefined) headers['cache-status'] = upstreamHeaders['cache-status'];
+    this.send(out.status, headers, out.body);
+  }
+
+  protected send(status: number, headers: Record<string, HeaderValue | number>, body: Buffer): void {
+    const res = this.res;
+    if (res.headersSent || res.destroyed) return;
+    headers['content-length'] = body.length;
+    this.status = status;
+    this.bytesOut = body.length;
+    res.writeHead(status, headers);
+    endWith(res, body);
+  }
+
+  /**
+   * Writes a stored answer: its fields (Content-Length included) as stored, then the exchange's
+   * own (request id, CORS, deprecation, rate limit; Vary merged), Age and Cache-Status; the body
+   * as stored, with the head in one write when it is small.
+   */
+  protected writeStored(entry: CacheEntry, age: string, cacheStatus: string): void {
+    const res = this.res;
+    if (res.headersSent || res.destroyed) return;
+    // A flat list, not an object: node writes a list's fields without an own-property check and a
+    // lookup by name per field, so the two fields a hit adds (Age, Cache-Status) cost about what
+    // the object form saved (instructions counted under valgrind).
+    const own = this.ex.responseHeaders;
+    const plan = entry.plan;
+    let out = plan === undefined ? undefined : plannedFields(plan, own, age, cacheStatus);
+    if (out === undefined) {
+      const stored = plan?.fields ?? entry.fields ?? storedFields(entry.headers);
+      out = mergedFields(stored, plan?.stored ?? stored.length, own, age, cacheStatus);
+    }
+    this.status = entry.status;
+    this.bytesOut = entry.body.length;
+    res.writeHead(entry.status, out);
+    // A small body kept as a string: joined with the head in one write, copied into no new string.
+    if (entry.text !== undefined) res.end(entry.text, 'latin1');
+    else endWith(res, entry.body);
+  }
+
+  /** Answers a policy's local reply: its status, no body, the exchange's own headers and its own. */
+  protected reply(r: LocalReply): void {
+    const res = this.res;
+    if (res.headersSent || res.destroyed) return;
+    const headers = assignHeaders(assignHeaders({}, this.ex.responseHeaders), r.headers);
+    // RFC 9110 section 8.6: no Content-Length in a 204; any other status says its empty body.
+    if (r.status !== 204) headers['content-length'] = 0;
+    this.status = r.status;
+    res.writeHead(r.status, headers);
+    res.end();
+  }
+
+  /** Answers `err` in the Error shape with the exchange's own headers (e.g. deprecation). */
+  sendError(err: GatewayError): void {
+    const res = this.res;
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (res.destroyed) return;
+    this.errorCode = err.code;
+    if (err.status >= 500 && err.code !== 'internal_error') {
+      this.pipeline.log?.warn({ requestId: this.requestId, code: err.code, cause: describeCause(err.cause) }, 'gateway error');
+    }
+    const headers = assignHeaders(assignHeaders({}, this.ex.responseHeaders), err.headers);
+    headers['content-type'] = ERROR_CONTENT_TYPE;
+    try {
+      this.send(err.status, headers, Buffer.from(renderError(err)));
+    } catch (e) {
+      this.pipeline.crashed(e, 'sendError');
+      res.destroy();
+    }
+  }
+}
