@@ -9,7 +9,7 @@ import { connect as h2connect, constants as h2c } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import type { ExchangeRecord } from '../../src/core/record.js';
-import { LIMIT } from '../../src/policies/list-pets/facts.js';
+import { LIMIT } from '../helpers/pet-store.js';
 import { makeTestPki, h2Request, httpsRequest, type TestPki } from '../helpers/certs.js';
 import { bearer, forEachEngine, JSON_TYPE, rawExchange, sendJson, startGateway, startStubUpstream, waitFor, type TeardownHost } from '../helpers/servers.js';
 

@@ -7,7 +7,9 @@ import { shippedApi, type ApiOperation } from '../../src/api/index.js';
 import { compileBody, type BodyCheck, type UnknownFields } from '../../src/api/body.js';
 import { compileQuery } from '../../src/api/query.js';
 import type { LosslessValue } from '../../src/core/contract.js';
+import type { Slot } from '../../src/core/facts.js';
 import type { RouteMatch } from '../../src/core/operations.js';
+import { paramSlot } from '../../src/policies/list-pets/facts.js';
 
 function op(id: string): ApiOperation {
   const found = shippedApi().operations.find((o) => o.id === id);
@@ -42,3 +44,7 @@ export function parseListQuery(rawQuery: string, clamp: boolean): { limit: numbe
   if ('error' in r) return r;
   return { limit: r.values[0] as number, status: r.values[1] as string | undefined };
 }
+
+/** listPets' `limit` and `status` as list-pets keeps them (the slots of its query parameters). */
+export const LIMIT = paramSlot('limit') as Slot<number>;
+export const STATUS = paramSlot('status') as Slot<string>;

@@ -1,7 +1,7 @@
 /** ExchangeRecords for the operations tests: a plain listPets 200 unless told otherwise. */
 import { DeclaredFacts, slot, type RecordFacts } from '../../src/core/facts.js';
 import type { ExchangeRecord } from '../../src/core/record.js';
-import { STATUS } from '../../src/policies/list-pets/facts.js';
+import { STATUS } from './pet-store.js';
 
 /**
  * `limit` as text: list-pets keeps a number, but a record made here may carry any text in the

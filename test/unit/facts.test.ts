@@ -13,7 +13,7 @@ import { AccessLog } from '../../src/ops/access-log.js';
 import { auth, hashKey } from '../../src/policies/auth/index.js';
 import { CONSUMER, KEY_ID } from '../../src/policies/auth/facts.js';
 import { listPets } from '../../src/policies/list-pets/index.js';
-import { LIMIT, STATUS } from '../../src/policies/list-pets/facts.js';
+import { LIMIT, STATUS } from '../helpers/pet-store.js';
 import { record } from '../helpers/record.js';
 
 const HEAD = { method: 'GET', target: '/v1/pets?limit=7&status=sold', headers: {} };

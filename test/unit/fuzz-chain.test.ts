@@ -22,7 +22,7 @@ import { CATALOGUE, GatewayError, renderError, type ErrorCode } from '../../src/
 import { paramOf } from '../../src/core/operations.js';
 import type { Exchange, IncomingHeaders } from '../../src/core/policy.js';
 import { KEY_ID } from '../../src/policies/auth/facts.js';
-import { LIMIT } from '../../src/policies/list-pets/facts.js';
+import { LIMIT } from '../helpers/pet-store.js';
 import { compileGateway, type Gateway } from '../../src/gateway.js';
 import { tapText } from '../helpers/assert.js';
 import { INT64_MAX, INT64_MIN, isInt64, newPetProblems, type UnknownFields } from '../helpers/oracle.js';

@@ -9,7 +9,7 @@ import type { PolicyConfig } from '../../src/config/types.js';
 import { ERROR_CONTENT_TYPE, type GatewayError } from '../../src/core/errors.js';
 import { Chain } from '../helpers/chain.js';
 import type { Exchange, Policy, PolicyEnv, ResponseBody } from '../../src/core/policy.js';
-import { LIMIT, STATUS } from '../../src/policies/list-pets/facts.js';
+import { LIMIT, STATUS } from '../helpers/pet-store.js';
 import { listPets, type ListPetsConfig } from '../../src/policies/list-pets/index.js';
 import { upstreamErrors } from '../../src/policies/upstream-errors/index.js';
 import { fakeLog } from '../helpers/log.js';

@@ -4,22 +4,14 @@
  * observers get (`routeOf`).
  */
 import type { Exchange } from '../policy.js';
-import { operationPath, paramOf, type Operation, type OperationId } from '../operations.js';
+import { operationPath, paramOf, routeLabel, type Operation } from '../operations.js';
 import type { RouteLabel } from '../record.js';
 import type { UpstreamRequest } from '../upstream.js';
 import type { UpstreamCall } from './call.js';
 
-const ROUTE_LABEL: Readonly<Record<OperationId, RouteLabel>> = {
-  listPets: '/v1/pets',
-  createPet: '/v1/pets',
-  getPet: '/v1/pets/{petId}',
-};
-
-/** The route label: the operation's template, or one value for every other path (bounded). */
+/** The route label: the operation's path template (a 405's: its path's), or `unknown` for every other path (bounded). */
 export function routeOf(ex: Exchange): RouteLabel {
-  const op = ex.operation;
-  if (op !== undefined) return ROUTE_LABEL[op.id];
-  return ex.route.kind === 'method_not_allowed' ? (ex.route.allow === 'GET' ? '/v1/pets/{petId}' : '/v1/pets') : 'unknown';
+  return routeLabel(ex.route);
 }
 
 /**
@@ -29,8 +21,8 @@ export function routeOf(ex: Exchange): RouteLabel {
  * body phases passed.
  */
 export class Outgoing implements UpstreamRequest {
-  readonly method: 'GET' | 'POST';
-  readonly operation: OperationId;
+  readonly method: string;
+  readonly operation: string;
   readonly param: string | undefined;
   readonly query: string;
   readonly pathname: string;

@@ -10,7 +10,8 @@
  */
 import { apiOf } from '../../api/index.js';
 import { compileQuery, unknownParams } from '../../api/query.js';
-import { filterArray, LIST_CHECK, ScanError, scannerOf } from '../../api/scan/index.js';
+import { filterArray, LIST_CHECK, ScanError } from '../../api/scan/index.js';
+import { scannerOf } from '../../api/scanners.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import type { Slot } from '../../core/facts.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';

@@ -25,7 +25,8 @@
 import { isJsonMediaType } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import { acceptsCoding, contentCoding } from '../../core/headers.js';
-import { LIST_CHECK, scannerOf, type ShapeScan } from '../../api/scan/index.js';
+import { LIST_CHECK, type ShapeScan } from '../../api/scan/index.js';
+import { scannerOf } from '../../api/scanners.js';
 import type { ApiOperation } from '../../api/model.js';
 import type { SchemaType } from '../../core/options.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
