@@ -6,8 +6,19 @@
 import { randomBytes } from 'node:crypto';
 import type { Server as NetServer } from 'node:net';
 import type { SecureContextOptions, Server as TlsServer } from 'node:tls';
-import type { ServerTlsConfig } from '../config/types.js';
 import { daysLeft, readCa, readKeyPair, validityProblem, type KeyPair, type Read } from './material.js';
+
+/**
+ * A listener's TLS options as this folder reads them: `server.tls` (src/fronts/config.ts declares
+ * it) or the admin listener's `tls` (src/ops/admin.ts), each of which fits this. Stated here so
+ * that src/tls imports nothing of the folders that import it.
+ */
+export interface ListenerTlsConfig {
+  readonly certFile: string;
+  readonly keyFile: string;
+  readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
+  readonly clientCaFile: string | null;
+}
 
 /**
  * Forward-secret AEAD suites only (Mozilla's "intermediate" list without the DHE ones). Node's
@@ -47,13 +58,13 @@ export class ListenerTls {
   private ticketKeys: Buffer = randomBytes(48);
 
   private constructor(
-    readonly config: ServerTlsConfig,
+    readonly config: ListenerTlsConfig,
     private current: KeyPair,
     private clientCa: Buffer | undefined,
   ) {}
 
   /** Reads and checks the files of `config`; a problem names the file and what is wrong. */
-  static open(config: ServerTlsConfig): Read<ListenerTls> {
+  static open(config: ListenerTlsConfig): Read<ListenerTls> {
     const read = readMaterial(config);
     return read.ok ? { ok: true, value: new ListenerTls(config, read.value.pair, read.value.clientCa) } : read;
   }
@@ -113,7 +124,7 @@ function sameBytes(a: Buffer | undefined, b: Buffer | undefined): boolean {
   return a === undefined || b === undefined ? a === b : a.equals(b);
 }
 
-function readMaterial(config: ServerTlsConfig): Read<{ pair: KeyPair; clientCa: Buffer | undefined }> {
+function readMaterial(config: ListenerTlsConfig): Read<{ pair: KeyPair; clientCa: Buffer | undefined }> {
   const pair = readKeyPair(config.certFile, config.keyFile);
   if (!pair.ok) return pair;
   // An expired certificate is refused here: every client would reject it. (A certificate that

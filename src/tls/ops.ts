@@ -6,9 +6,14 @@
 import type { Server as NetServer } from 'node:net';
 import type { Server as TlsServer } from 'node:tls';
 import { Gauge, type Registry } from 'prom-client';
-import type { PolicyConfig } from '../config/types.js';
-import { describePair, EXPIRY_WARNING_DAYS, ListenerTls, listenerTlsOf } from './listener.js';
-import { readUpstreamTls } from './upstream.js';
+import { describePair, EXPIRY_WARNING_DAYS, ListenerTls, listenerTlsOf, type ListenerTlsConfig } from './listener.js';
+import { readUpstreamTls, type UpstreamTlsSource } from './upstream.js';
+
+/** What the command line's TLS checks read of a policy file (a PolicyConfig fits it). */
+export interface TlsSections {
+  readonly server: { readonly tls: ListenerTlsConfig | null };
+  readonly upstream: UpstreamTlsSource;
+}
 
 /** The logger calls used here (pino's shape). */
 interface Log {
@@ -18,7 +23,7 @@ interface Log {
 }
 
 /** Every TLS file problem of a policy, as `{path, message}`; empty when all can be used. */
-export function tlsProblems(config: PolicyConfig): Array<{ path: string; message: string }> {
+export function tlsProblems(config: TlsSections): Array<{ path: string; message: string }> {
   const problems: Array<{ path: string; message: string }> = [];
   const tls = config.server.tls;
   if (tls !== null) {
@@ -31,7 +36,7 @@ export function tlsProblems(config: PolicyConfig): Array<{ path: string; message
 }
 
 /** `check`'s line about the listener's certificate (none without server.tls). */
-export function describeListenerTls(config: PolicyConfig, now = Date.now()): string[] {
+export function describeListenerTls(config: TlsSections, now = Date.now()): string[] {
   const tls = config.server.tls;
   if (tls === null) return [];
   const opened = ListenerTls.open(tls);
@@ -42,7 +47,7 @@ export function describeListenerTls(config: PolicyConfig, now = Date.now()): str
 }
 
 /** The listener's certificate and key files, which `serve --watch` watches besides the policy. */
-export function listenerTlsFiles(config: PolicyConfig): string[] {
+export function listenerTlsFiles(config: TlsSections): string[] {
   const tls = config.server.tls;
   return tls === null ? [] : [tls.certFile, tls.keyFile];
 }

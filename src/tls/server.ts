@@ -7,10 +7,19 @@ import { Server as HttpServer, type IncomingMessage, type Server, type ServerRes
 import { createSecureServer, type SecureServerOptions } from 'node:http2';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import type { ListenerConfig } from '../config/types.js';
 import { watchSessions } from './h2-streams.js';
 
 type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** What the TLS server reads of the listener's options (`server:`, src/fronts/config.ts's ListenerConfig fits it). */
+export interface SecureServerLimits {
+  readonly http2: boolean;
+  readonly maxHeaderBytes: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly streamStallTimeoutMs: number;
+}
 
 /**
  * Streams one HTTP/2 connection may have open at once (RFC 9113 section 5.1.2). Each stream is
@@ -39,7 +48,7 @@ const MAX_CONCURRENT_STREAMS = 100;
  *   client cannot make the gateway buffer more than that per stream; the body limit of the
  *   policy applies as over HTTP/1.1.
  */
-function http2Options(limits: ListenerConfig): SecureServerOptions {
+function http2Options(limits: SecureServerLimits): SecureServerOptions {
   return {
     allowHTTP1: true,
     settings: {
@@ -75,7 +84,7 @@ function applyHttp1Settings(server: object, http: Record<string, unknown>): void
  * the socket without a byte: node's http2 server would hand it to `clientError`, whose answer is
  * an HTTP response in clear text, something a client could take for the API's.
  */
-export function secureServer(limits: ListenerConfig, options: Record<string, unknown>, listener: RequestListener): Server {
+export function secureServer(limits: SecureServerLimits, options: Record<string, unknown>, listener: RequestListener): Server {
   let server: Server;
   if (limits.http2) {
     const h2 = createSecureServer({ ...options, ...http2Options(limits) }, listener as never);

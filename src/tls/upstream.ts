@@ -3,8 +3,18 @@
  * `connect`, node's https.Agent). Verification is always on: there is no option to turn it off.
  */
 import type { ConnectionOptions } from 'node:tls';
-import type { UpstreamConfig } from '../config/types.js';
 import { readCa, readKeyPair, type Read } from './material.js';
+
+/** What this module reads of the `upstream:` section (src/upstreams/config.ts's UpstreamConfig fits it). */
+export interface UpstreamTlsSource {
+  readonly url: string;
+  readonly tls: {
+    readonly caFile: string | null;
+    readonly certFile: string | null;
+    readonly keyFile: string | null;
+    readonly servername: string | null;
+  };
+}
 
 /** What a transport passes to its TLS connector: trust, optional client pair, the name to check. */
 export interface UpstreamTlsOptions {
@@ -17,7 +27,7 @@ export interface UpstreamTlsOptions {
 }
 
 /** Reads the files of `upstream.tls`; undefined for a plain http:// upstream. */
-export function readUpstreamTls(config: UpstreamConfig): Read<UpstreamTlsOptions | undefined> {
+export function readUpstreamTls(config: UpstreamTlsSource): Read<UpstreamTlsOptions | undefined> {
   if (!config.url.startsWith('https://')) return { ok: true, value: undefined };
   const { caFile, certFile, keyFile, servername } = config.tls;
   const ca = readCa(caFile, 'upstream.tls.caFile');
@@ -43,7 +53,7 @@ export function readUpstreamTls(config: UpstreamConfig): Read<UpstreamTlsOptions
 }
 
 /** As readUpstreamTls, for a transport being built: a problem is thrown (serve and check report it first). */
-export function upstreamTlsOrThrow(config: UpstreamConfig): UpstreamTlsOptions | undefined {
+export function upstreamTlsOrThrow(config: UpstreamTlsSource): UpstreamTlsOptions | undefined {
   const read = readUpstreamTls(config);
   if (!read.ok) throw new Error(read.problem);
   return read.value;
@@ -55,7 +65,7 @@ export type { ConnectionOptions };
  * For the start-up probe (node's fetch): an undici Agent with `upstream.tls`, so the probe trusts
  * what the transports trust; nothing for a plain upstream (undici is then not loaded).
  */
-export async function probeDispatcher(config: UpstreamConfig): Promise<{ dispatcher?: unknown; close(): Promise<void> }> {
+export async function probeDispatcher(config: UpstreamTlsSource): Promise<{ dispatcher?: unknown; close(): Promise<void> }> {
   const read = readUpstreamTls(config);
   if (!read.ok || read.value === undefined) return { close: async () => {} };
   const { Agent } = await import('undici');

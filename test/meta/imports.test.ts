@@ -4,7 +4,8 @@
  * `export ... from`, dynamic `import()` and `import('...').T` type reference is held against the
  * table below. A type-only import is still a dependency (it ties the two folders' vocabularies),
  * so it obeys the same table unless a row says a folder may import another's types only. No file
- * may reach itself through its imports (type-only ones included): the graph has no cycle.
+ * may reach itself through its imports (type-only ones included): the graph has no cycle. Nor has
+ * the table itself: no layer may reach itself through the layers it may import.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -15,7 +16,7 @@ import { PROJECT_ROOT } from '../helpers/servers.js';
 const SRC = join(PROJECT_ROOT, 'src');
 
 /** A unit of the tree: a folder under src/, or one of the two files at its top. */
-type Layer = 'core' | 'stores' | 'registry' | 'tls' | 'policies' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
+type Layer = 'core' | 'api' | 'stores' | 'registry' | 'tls' | 'policies' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
 
 interface Rule {
   /** Layers whose modules this one may import (values and types). Its own layer is always allowed. */
@@ -27,19 +28,20 @@ interface Rule {
 /** The table of ARCHITECTURE.md, "Dependency rules", in the same order. */
 export const RULES: Readonly<Record<Layer, Rule>> = {
   core: { may: [] },
+  api: { may: ['core'] },
   stores: { may: [], typesOf: ['core'] },
   registry: { may: ['core', 'stores'] },
-  tls: { may: ['core'], typesOf: ['config'] },
-  policies: { may: ['core', 'stores', 'registry'] },
+  tls: { may: ['core'] },
+  policies: { may: ['core', 'api', 'stores', 'registry'] },
   ops: { may: ['core', 'stores', 'registry'] },
-  backend: { may: ['core'] },
+  backend: { may: ['core', 'api'] },
   fronts: { may: ['core', 'tls'] },
   upstreams: { may: ['core', 'backend', 'tls'] },
-  config: { may: ['core', 'stores', 'registry', 'policies', 'ops', 'fronts', 'upstreams'] },
-  gateway: { may: ['core', 'stores', 'policies', 'backend', 'config'] },
-  engines: { may: ['core', 'stores', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway'] },
-  cli: { may: ['core', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
-  index: { may: ['core', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  config: { may: ['core', 'api', 'stores', 'registry', 'policies', 'ops', 'fronts', 'upstreams'] },
+  gateway: { may: ['core', 'api', 'stores', 'policies', 'backend', 'config'] },
+  engines: { may: ['core', 'api', 'stores', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway'] },
+  cli: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  index: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
 };
 
 /** Libraries the framework-free layers never load: the core and the policies see no HTTP stack. */
@@ -188,6 +190,15 @@ export function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[
   return found;
 }
 
+/**
+ * The cycles of a rules table, each as `a -> b -> a`: a layer reaching itself through the layers
+ * it may import, values or types (a types-only edge ties two vocabularies as much as any).
+ */
+export function ruleCycles(rules: Readonly<Record<string, { readonly may: readonly string[]; readonly typesOf?: readonly string[] }>>): string[] {
+  const graph = new Map(Object.entries(rules).map(([layer, rule]) => [layer, [...rule.may, ...(rule.typesOf ?? [])]]));
+  return cyclesOf(graph).map((c) => c.join(' -> '));
+}
+
 t.test('the parser sees every form of import', async (t) => {
   const text = [
     "import { a } from '../stores/a.js';",
@@ -236,7 +247,7 @@ t.test('the rules refuse what the table forbids, and say which rule', async (t) 
     ['src/policies/cache/redis.ts', 'src/stores/connection.ts', false, undefined],
     ['src/policies/cache/redis.ts', 'redis', false, /policies imports no HTTP or Redis library \(redis\)/],
     ['src/policies/index.ts', 'src/policies/auth/index.ts', false, undefined],
-    ['src/policies/index.ts', 'src/config/types.ts', true, /^policies may import core, stores, registry, not config \(even types\)$/],
+    ['src/policies/index.ts', 'src/config/types.ts', true, /^policies may import core, api, stores, registry, not config \(even types\)$/],
     ['src/ops/index.ts', 'src/config/types.ts', true, /^ops may import/],
     ['src/ops/metrics.ts', 'src/core/record.ts', false, undefined],
     ['src/upstreams/undici.ts', 'src/config/types.ts', true, /^upstreams may import core, backend, tls, not config/],
@@ -247,6 +258,16 @@ t.test('the rules refuse what the table forbids, and say which rule', async (t) 
     ['src/cli/commands.ts', 'src/engines/undici.ts', false, undefined],
     ['src/index.ts', 'src/cli/commands.ts', false, /not cli/],
     ['src/newfolder/x.ts', 'src/core/errors.ts', false, /src\/newfolder\/x.ts is in no layer/],
+    ['src/tls/listener.ts', 'src/config/types.ts', true, /^tls may import core, not config \(even types\)$/],
+    ['src/tls/upstream.ts', 'src/fronts/config.ts', true, /^tls may import core, not fronts/],
+    ['src/api/model.ts', 'src/core/operations.ts', true, undefined],
+    ['src/api/model.ts', 'src/policies/index.ts', false, /^api may import core, not policies$/],
+    ['src/policies/route/index.ts', 'src/api/model.ts', false, undefined],
+    ['src/backend/service.ts', 'src/api/model.ts', false, undefined],
+    ['src/config/load.ts', 'src/api/model.ts', false, undefined],
+    ['src/gateway.ts', 'src/api/model.ts', false, undefined],
+    ['src/fronts/node-http.ts', 'src/api/model.ts', false, /^fronts may import core, tls, not api$/],
+    ['src/core/exchange.ts', 'src/api/model.ts', true, /^core may import nothing outside core, not api \(even types\)$/],
   ];
   for (const [from, to, typeOnly, expected] of cases) {
     const broken = brokenRule(from, to, typeOnly);
@@ -322,6 +343,14 @@ t.test('the cycle search finds a cycle, and only a cycle', async (t) => {
   t.same(cyclesOf(g({ a: ['b'], b: ['c'], c: ['a'] })), [['a', 'b', 'c', 'a']]);
   t.same(cyclesOf(g({ a: ['a'] })), [['a', 'a']], 'a file importing itself');
   t.same(cyclesOf(g({ a: ['x'], x: ['y'], y: ['x'] })), [['x', 'y', 'x']]);
+});
+
+t.test('the table has no cycle: no layer may reach itself through the layers it may import (types included)', async (t) => {
+  t.same(ruleCycles({ a: { may: ['b'] }, b: { may: [], typesOf: ['c'] }, c: { may: ['a'] } }), ['a -> b -> c -> a'], 'a cycle through a types-only edge is found and named');
+  t.same(ruleCycles({ core: { may: [] }, tls: { may: ['core'], typesOf: ['config'] }, config: { may: ['core', 'fronts'] }, fronts: { may: ['core', 'tls'] } }), ['config -> fronts -> tls -> config'], 'the cycle the table once had');
+  t.same(ruleCycles({ a: { may: ['b', 'c'] }, b: { may: ['c'] }, c: { may: [] } }), [], 'a layered table has none');
+  const cycles = ruleCycles(RULES);
+  t.same(cycles, [], cycles.length === 0 ? 'RULES has no cycle' : `RULES has a cycle between layers: ${cycles.join('; ')}`);
 });
 
 t.test('no file of src/ imports itself through others (type-only imports count)', async (t) => {
