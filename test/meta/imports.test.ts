@@ -33,7 +33,7 @@ export const RULES: Readonly<Record<Layer, Rule>> = {
   registry: { may: ['core', 'stores'] },
   tls: { may: ['core'] },
   policies: { may: ['core', 'api', 'stores', 'registry'] },
-  ops: { may: ['core', 'stores', 'registry'] },
+  ops: { may: ['core', 'api', 'stores', 'registry'] },
   backend: { may: ['core', 'api'] },
   fronts: { may: ['core', 'tls'] },
   upstreams: { may: ['core', 'backend', 'tls'] },

@@ -7,7 +7,7 @@ import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import { ERROR_CONTENT_TYPE } from '../../src/core/errors.js';
 import { Chain } from '../helpers/chain.js';
-import { PETS_CHECK } from '../../src/core/pet-scan.js';
+import { LIST_CHECK as PETS_CHECK } from '../../src/api/scan/index.js';
 import type { Exchange, Policy, PolicyEnv, ResponseBody, UpstreamResponse } from '../../src/core/policy.js';
 import { listPets } from '../../src/policies/list-pets/index.js';
 import { responseContract, type ResponseContractConfig } from '../../src/policies/response-contract/index.js';

@@ -18,20 +18,32 @@ export type { DeprecationConfig } from './schema.js';
 export { parseDateTime };
 export { deprecatedOperations, lifecycleOf, type Lifecycle } from '../../api/lifecycle.js';
 
-function check(config: DeprecationConfig, path: string): Problem[] {
+function check(config: DeprecationConfig, path: string, env: PolicyEnv): Problem[] {
   const problems: Problem[] = [];
-  const sunset = config.sunset === undefined ? Infinity : parseDateTime(config.sunset);
+  // The earliest sunset of the deprecated operations (the policy's, else the document's).
+  let sunset = config.sunset === undefined ? Infinity : parseDateTime(config.sunset);
+  let sunsetText = config.sunset;
+  let who = 'the operation';
+  for (const op of apiOf(env).operations) {
+    const life = lifecycleOf(op, config);
+    if (life?.sunset === undefined) continue;
+    const t = parseDateTime(life.sunset);
+    if (t < sunset || sunsetText === undefined || life.sunset === sunsetText) {
+      if (t < sunset || sunsetText === undefined) ({ sunset, sunsetText } = { sunset: t, sunsetText: life.sunset });
+      who = op.id;
+    }
+  }
   if (Number.isNaN(parseDateTime(config.deprecatedAt))) problems.push({ path: `${path}.deprecatedAt`, message: 'is not a valid date' });
-  if (Number.isNaN(sunset)) problems.push({ path: `${path}.sunset`, message: 'is not a valid date' });
+  if (config.sunset !== undefined && Number.isNaN(parseDateTime(config.sunset))) problems.push({ path: `${path}.sunset`, message: 'is not a valid date' });
   if (parseDateTime(config.deprecatedAt) > sunset) {
-    problems.push({ path: `${path}.deprecatedAt`, message: `must not be after the sunset (${config.sunset})` });
+    problems.push({ path: `${path}.deprecatedAt`, message: `must not be after the sunset (${sunsetText})` });
   }
   config.brownouts.forEach((b, i) => {
     const start = parseDateTime(b.start);
     const end = parseDateTime(b.end);
     if (Number.isNaN(start) || Number.isNaN(end)) problems.push({ path: `${path}.brownouts[${i}]`, message: 'has an invalid date' });
     else if (start >= end) problems.push({ path: `${path}.brownouts[${i}]`, message: 'must end after it starts' });
-    else if (end > sunset) problems.push({ path: `${path}.brownouts[${i}].end`, message: 'must not be after the sunset: after it, the operation is removed' });
+    else if (end > sunset) problems.push({ path: `${path}.brownouts[${i}].end`, message: `must not be after the sunset: after it, ${who} is removed` });
   });
   return problems;
 }

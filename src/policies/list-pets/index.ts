@@ -75,7 +75,9 @@ function create(config: ListPetsConfig, env: PolicyEnv) {
       return undefined;
     },
     wantsResponseBody(ex: Exchange, res: UpstreamResponse): boolean {
-      return config.enforceResponse && planFor(ex)?.list === true && isSuccess(res.status);
+      const plan = planFor(ex);
+      // A request whose query was refused has no applied limit: there is no list to cut.
+      return config.enforceResponse && plan?.list === true && (plan.limit === undefined || ex.get(plan.limit) !== undefined) && isSuccess(res.status);
     },
     onResponseBody(ex: Exchange, res: ResponseBody): ResponseBody {
       const plan = planFor(ex);
