@@ -116,8 +116,9 @@ function headersOf(plan: HeaderPlan, status: number | 'default', exchange: boole
   const h: Record<string, Header> = {
     'X-Request-Id': { description: "The request's id: the client's X-Request-Id when valid, else a new one (docs/operations.md).", required: exchange, schema: { type: 'string' } },
   };
-  // auth runs before rate-limit: a refused key (401, 403, and the address lock's 429) is never counted.
-  const counted = status !== 401 && status !== 403 && status !== 408 && status !== 417 && status !== 431;
+  // Not on what is answered before the request is known. auth runs before rate-limit, so a key it
+  // refuses is never counted; a 401 or 403 of the upstream (upstreamAuthorization: forward) is.
+  const counted = status !== 408 && status !== 417 && status !== 431;
   if (o.rateLimit && counted) {
     h['RateLimit-Policy'] = {
       description: "The consumer's quota (draft-ietf-httpapi-ratelimit-headers): `q` requests per window of `w` seconds. On every answer to a limited consumer.",

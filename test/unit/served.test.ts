@@ -161,7 +161,8 @@ t.test('what the policy switches on: rate limit, scoped keys, the consumer bound
   t.match(obj(list['429']).description, /`rate_limited`.*`too_many_auth_failures`.*`too_many_in_flight`/s, "429: the gateway's own codes");
   t.same(Object.keys(headersOf(list['200'])).filter((n) => n.startsWith('RateLimit')), ['RateLimit-Policy', 'RateLimit'], 'RateLimit headers on a 200');
   t.equal(obj(obj(headersOf(list['429']).RateLimit).schema).pattern, '^"default";r=[0-9]+;t=[0-9]+$', 'the RateLimit syntax the policy writes');
-  t.notOk(headersOf(list['401']).RateLimit, 'not on a 401: auth runs before rate-limit');
+  t.equal(obj(headersOf(list['401']).RateLimit).required, false, "a 401: only an upstream's, to a counted consumer");
+  t.notOk(headersOf(list['431']).RateLimit, 'not on what is answered before the request is known');
   t.ok(list['403'], 'a registry key may be limited to some operations: 403');
   t.ok(headersOf(list['200'])['Access-Control-Allow-Origin'], 'CORS fields');
   t.match(obj(all.info).description, /preflight/, 'the preflight is said');
