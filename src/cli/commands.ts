@@ -1,6 +1,6 @@
 /**
  * The command line: the dispatch of serve (serve.ts), check (check.ts), backend (backend.ts),
- * keys (keys.ts), health (health.ts) and the small ones kept here (hash-key, new-key, schema,
+ * keys (keys.ts), health (health.ts), openapi (openapi.ts) and the small ones kept here (hash-key, new-key, schema,
  * --version), the help texts, and how a usage error or a failure ends. Exit codes (usage.ts): 0 ok,
  * 1 runtime failure, 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
  *
@@ -15,6 +15,7 @@ import { BACKEND_HELP, backend } from './backend.js';
 import { CHECK_HELP, check } from './check.js';
 import { HEALTH_HELP, healthCommand, HealthUsageError } from './health.js';
 import { keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
+import { OPENAPI_HELP, openapiCommand } from './openapi.js';
 import { serve, SERVE_HELP } from './serve.js';
 import { EXIT, HelpRequested, PACKAGE_ROOT, parse, UsageError } from './usage.js';
 
@@ -55,6 +56,8 @@ Usage:
       The container's healthcheck: is the serve or backend process N (default 1) answering?
   petstore-gateway schema
       Print the JSON Schema of policy files.
+  petstore-gateway openapi [--policy FILE]
+      Print the OpenAPI document of what clients get through the gateway.
   petstore-gateway --version
 
 'petstore-gateway <command> --help' for a command's options.
@@ -75,6 +78,7 @@ const COMMAND_HELP: Readonly<Record<string, string>> = {
   schema: SCHEMA_HELP,
   keys: KEYS_HELP,
   health: HEALTH_HELP,
+  openapi: OPENAPI_HELP,
 };
 
 async function readStdin(): Promise<string> {
@@ -123,6 +127,8 @@ export async function main(argv: string[]): Promise<number> {
           const parseError = err instanceof TypeError && String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
           throw err instanceof HealthUsageError || parseError ? new UsageError((err as Error).message, 'health') : err;
         });
+      case 'openapi':
+        return openapiCommand(rest);
       case 'schema':
         parse('schema', rest, {});
         process.stdout.write(JSON.stringify(policyFileSchema(), null, 2) + '\n');

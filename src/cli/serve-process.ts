@@ -23,6 +23,7 @@ import { h2CountsOf } from '../tls/h2-streams.js';
 import { listenerTlsFiles, registerCertificateGauge, reloadListenerTls, warnIfExpiring } from '../tls/ops.js';
 import { adminWatchFiles, reloadAdmin } from './admin.js';
 import { adminKeyRoutes } from './keys.js';
+import { servedFor } from './openapi.js';
 import { probeUpstream } from './probe.js';
 import { checkReload, isPolicyMessage, listenAdmin, printBanner, readForReload, type ServeSetup } from './serve-setup.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
@@ -87,7 +88,9 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
   } else if (adminConfig !== null) {
     const metrics = async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType });
     const routes = adminKeyRoutes(config, s.env, log);
-    state.admin = await listenAdmin(adminConfig, { readiness: () => ops.readiness(state.phase), metrics, deprecations: () => ops.deprecations(), routes }, log);
+    // The document of the policy in force, with the port the API listener got (port 0 included).
+    const openapi = () => servedFor(holder.current.config, (running.server.address() as AddressInfo | null)?.port);
+    state.admin = await listenAdmin(adminConfig, { readiness: () => ops.readiness(state.phase), metrics, deprecations: () => ops.deprecations(), routes, openapi }, log);
     if (state.admin === undefined) {
       await release();
       return EXIT.runtime;

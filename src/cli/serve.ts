@@ -25,6 +25,7 @@ import { loadForServe } from './policy-load.js';
 import { probeUpstream } from './probe.js';
 import { serveProcess } from './serve-process.js';
 import { checkReload, listenAdmin, POLICY_MESSAGE, type PolicyMessage, printBanner, readForReload, type ServeSetup, WORKER_POLICY_ENV, WORKER_PORT_ENV } from './serve-setup.js';
+import { servedFor } from './openapi.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
 import { defaultPolicyFile, EXIT, OVERRIDE_OPTIONS, overridesOf, parse, UsageError } from './usage.js';
@@ -145,6 +146,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     process.stderr.write(`petstore-gateway: warning: ${line}\n`);
   }
   let draining = false;
+  let inForce = { text: s.text, config };
   const adminConfig = config.server.admin;
   if (adminConfig !== null) {
     const group = primaryOps({
@@ -153,7 +155,9 @@ async function servePrimary(s: ServeSetup): Promise<number> {
       deprecated: deprecatedOperations((config.api ?? shippedApi()).operations, config.policies.deprecation),
       sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
     });
-    const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log) }, log);
+    // The policy in force (a reload replaces `inForce`); its port, unless 0 (then each worker's own, unknown here).
+    const openapi = () => servedFor(inForce.config);
+    const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log), openapi }, log);
     if (admin === undefined) {
       group.close();
       await closeStores();
@@ -161,7 +165,6 @@ async function servePrimary(s: ServeSetup): Promise<number> {
       return EXIT.runtime;
     }
   }
-  let inForce = { text: s.text, config };
   const last = { text: s.text };
   const { server } = config;
   const reusePort = reusePortSupported() && (await portIsFree(server.host, server.port));

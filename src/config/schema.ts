@@ -27,7 +27,7 @@ const { default: _plainHttp, ...LISTENER_TLS } = LISTENER_SCHEMA.properties.tls;
 
 export const SERVER_ADMIN_SCHEMA = {
   ...ADMIN_SCHEMA,
-  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, and /keys when admin tokens are set), on a port of its own; null turns it off.',
+  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, /openapi.json, and /keys when admin tokens are set), on a port of its own; null turns it off.',
   default: { ...ADMIN_SCHEMA.default, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false } },
   properties: {
     ...ADMIN_SCHEMA.properties,

@@ -8,7 +8,8 @@
  * - `GET /readyz`       200 {"status":"ready"}, or 503 {"status":"not ready","reason":...}, each with
  *                        a `detail` object when the readiness callback gives one;
  * - `GET /metrics`      Prometheus text exposition;
- * - `GET /deprecations` the deprecation report (JSON).
+ * - `GET /deprecations` the deprecation report (JSON);
+ * - `GET /openapi.json` the OpenAPI document of what clients get through the gateway (when given).
  *
  * HEAD is answered like GET without a body (RFC 9110 section 9.3.2; some load balancers probe
  * with HEAD). Any other method on these paths: 405 with `Allow: GET, HEAD`; any other path: 404;
@@ -51,6 +52,8 @@ export interface AdminOptions {
   /** The exposition, e.g. `async () => ({ body: await registry.metrics(), contentType: registry.contentType })`. */
   readonly metrics: () => Promise<MetricsText>;
   readonly deprecations: () => Promise<DeprecationReport>;
+  /** The document clients see (src/api/served.ts), for the policy in force; absent: /openapi.json is 404. */
+  readonly openapi?: (() => object | Promise<object>) | undefined;
   /** Told about a failing callback (the client gets a 500 without details). */
   readonly onError?: (err: unknown, path: string) => void;
   /** More routes (the key admin API, src/ops/admin-keys.ts). */
@@ -85,7 +88,7 @@ export const ADMIN_DEFAULT_PORT = 9464;
  */
 export const ADMIN_SCHEMA = {
   type: ['object', 'null'],
-  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations), on a port of its own; null turns it off.',
+  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, /openapi.json), on a port of its own; null turns it off.',
   additionalProperties: false,
   default: { host: '127.0.0.1', port: ADMIN_DEFAULT_PORT },
   properties: {
@@ -100,7 +103,7 @@ export const ADMIN_SCHEMA = {
     },
   },
 } as const;
-export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/deprecations'] as const;
+export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/deprecations', '/openapi.json'] as const;
 const ALLOW = 'GET, HEAD';
 const JSON_TYPE = 'application/json; charset=utf-8';
 const HEALTHY = JSON.stringify({ status: 'ok' });
@@ -182,8 +185,9 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
   const q = target.indexOf('?');
   const path = q === -1 ? target : target.slice(0, q);
   if (options.routes !== undefined && (await options.routes.handle(req, res, path))) return;
-  if (!(ADMIN_PATHS as readonly string[]).includes(path)) {
-    sendError(res, new GatewayError('not_found', { message: `No admin endpoint at this path: ${ADMIN_PATHS.join(', ')}.` }));
+  if (!(ADMIN_PATHS as readonly string[]).includes(path) || (path === '/openapi.json' && options.openapi === undefined)) {
+    const paths = options.openapi === undefined ? ADMIN_PATHS.filter((p) => p !== '/openapi.json') : ADMIN_PATHS;
+    sendError(res, new GatewayError('not_found', { message: `No admin endpoint at this path: ${paths.join(', ')}.` }));
     return;
   }
   if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -206,6 +210,12 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
         const m = await options.metrics();
         const more = (await options.routes?.metrics?.()) ?? '';
         send(res, 200, m.contentType, more === '' ? m.body : `${m.body}${m.body === '' || m.body.endsWith('\n') ? '' : '\n'}${more}`);
+        return;
+      }
+      case '/openapi.json': {
+        // Present: a listener without it answered 404 above.
+        const document: object = (await options.openapi?.()) ?? {};
+        send(res, 200, JSON_TYPE, JSON.stringify(document));
         return;
       }
       default: {
