@@ -12,13 +12,8 @@ import type { ErrorObject } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { toJsonPath } from '../core/json-path.js';
 import type { Problem } from '../core/policy.js';
+import { isObject, pointerToken as token, resolvePointer, type Json } from './refs.js';
 
-type Json = Record<string, unknown>;
-
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** `a~b/c` as one JSON Pointer token (RFC 6901). */
-const token = (s: string): string => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
  * Checks an interface document (already parsed from YAML or JSON) against the OpenAPI 3.1
@@ -145,24 +140,6 @@ function refProblem(document: Json, ref: string): string | undefined {
   if (!ref.startsWith('#')) return `${JSON.stringify(ref)} is not in this document: only local references (#/...) are read`;
   if (!ref.startsWith('#/') && ref !== '#') return undefined; // an anchor (#name): the library resolves it
   return resolvePointer(document, ref) === undefined ? `${JSON.stringify(ref)} points to nothing in this document` : undefined;
-}
-
-/** The value a local reference (`#/components/schemas/Pet`) names, or undefined. */
-export function resolvePointer(document: unknown, ref: string): unknown {
-  let node: unknown = document;
-  const tokens = ref === '#' ? [] : ref.slice(2).split('/');
-  for (const raw of tokens) {
-    let key: string;
-    try {
-      key = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
-    } catch {
-      return undefined;
-    }
-    if (Array.isArray(node) && /^(0|[1-9]\d*)$/.test(key)) node = node[Number(key)];
-    else if (isObject(node) && Object.hasOwn(node, key)) node = node[key];
-    else return undefined;
-  }
-  return node;
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
