@@ -1,4 +1,6 @@
 /** `petstore-gateway check`: the validation `serve` runs, nothing started. */
+import { documentReport } from '../api/diff.js';
+import { readShippedDocument } from '../api/shipped.js';
 import { perKeyNotes } from '../policies/rate-limit/index.js';
 import { describeKeys } from '../policies/auth/index.js';
 import { describeListenerTls } from '../tls/ops.js';
@@ -11,6 +13,16 @@ Validate a policy file exactly as \`serve\` would with the same flags and enviro
 PETSTORE_API_KEYS): every problem in one pass, one line each (FILE: $.path: message).
 Without FILE: the file \`serve\` would use. Exit 0 when serve would start, 78 otherwise.
 `;
+
+/**
+ * What `check` says of the interface document a policy chooses: its changes against the shipped
+ * document (openapi/pet-store.yaml, read only when a document is chosen), one line each under a
+ * heading with their count (docs/cli.md, "check: the interface document"); nothing when none is
+ * chosen or it is the shipped one.
+ */
+export function interfaceChangeReport(chosen: object | undefined, shipped: () => object = readShippedDocument): string[] {
+  return chosen === undefined ? [] : documentReport(shipped(), chosen);
+}
 
 /** `check`: the validation `serve` runs, with the same flags and environment, nothing started. */
 export function check(args: string[]): number {
@@ -30,6 +42,9 @@ export function check(args: string[]): number {
   const keys = described.map((line) => `  key ${line}\n`);
   const tls = describeListenerTls(loaded.config).map((line) => `  ${line}\n`);
   const notes = perKeyNotes(loaded.config.policies['rate-limit'], loaded.config.policies.auth, { env }).map((line) => `  note: ${line}\n`);
-  process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}${notes.join('')}`);
+  // The document the policy chooses with `interface:`; none chosen is the shipped one.
+  const chosenDocument: object | undefined = undefined;
+  const changes = interfaceChangeReport(chosenDocument).map((line) => `  ${line}\n`);
+  process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}${notes.join('')}${changes.join('')}`);
   return EXIT.ok;
 }
