@@ -3,13 +3,25 @@
  * JSON paths its problems are named by. A `$ref` outside the document, or one that leads back to
  * itself, is a problem at load, never a loop.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import type { Problem } from '../core/policy.js';
 
-/** The shipped document: the pet store interface (docs/interface.md). */
-export const SHIPPED_DOCUMENT = fileURLToPath(new URL('../../openapi/pet-store.yaml', import.meta.url));
+/**
+ * The shipped document: the pet store interface (docs/interface.md), openapi/pet-store.yaml at the
+ * package's root. Found from this module: two folders up from src/api (run through tsx) and
+ * dist/api (the package), three from .test-build/src/api (the compiled tests).
+ */
+export const SHIPPED_DOCUMENT = ((): string => {
+  const candidates = ['../../openapi/pet-store.yaml', '../../../openapi/pet-store.yaml'].map((p) => fileURLToPath(new URL(p, import.meta.url)));
+  return candidates.find((p) => existsSync(p)) ?? candidates[0]!;
+})();
+
+/** The shipped document, parsed (a fresh copy each call: callers may keep or change it). */
+export function readShippedDocument(): Record<string, unknown> {
+  return readDocument(SHIPPED_DOCUMENT) as Record<string, unknown>;
+}
 
 /** Reads a document (YAML, JSON being YAML); throws with a plain message when it cannot. */
 export function readDocument(path: string): unknown {

@@ -13,10 +13,8 @@
  * list is 404, a method it does not list on a listed path 405 with Allow, and (with CORS) a
  * preflight OPTIONS is answered 204.
  */
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
 import { CATALOGUE, type ErrorCode } from '../core/errors.js';
+import { readShippedDocument } from './document.js';
 
 /** The extensions the gateway compiles (src/api/model.ts): internal, never served. */
 export const GATEWAY_EXTENSIONS: readonly string[] = Object.freeze(['x-list-limit', 'x-list-filter', 'x-error-code', 'x-sunset', 'x-successor']);
@@ -46,17 +44,12 @@ export interface ServedOptions {
   readonly cache: boolean;
   /** The largest request body (`new-pet.maxBytes`), for the 413's description. */
   readonly maxBodyBytes: number;
-  /** The Deprecation, Sunset and Link values the gateway sends on deprecated operations (`deprecation`). */
-  readonly deprecation: { readonly headers: Readonly<Record<'deprecation' | 'sunset' | 'link', string>>; readonly removal: boolean };
+  /** The Deprecation, Sunset and Link values the gateway sends on each deprecated operation, by operationId (`deprecation`). */
+  readonly deprecation: { readonly headers: Readonly<Record<string, Readonly<Partial<Record<'deprecation' | 'sunset' | 'link', string>>>>>; readonly removal: boolean };
 }
-
-/** The shipped interface document, relative to this module in src/api/ (tsx) and in dist/api/ alike. */
-const SHIPPED = fileURLToPath(new URL('../../openapi/pet-store.yaml', import.meta.url));
 
 /** The shipped interface document (openapi/pet-store.yaml), as read: JSON-compatible. */
-export function shippedDocument(): Record<string, unknown> {
-  return parse(readFileSync(SHIPPED, 'utf8')) as Record<string, unknown>;
-}
+export const shippedDocument = readShippedDocument;
 
 type Json = Record<string, unknown>;
 type Header = { readonly description: string; readonly required: boolean; readonly schema: Json };
@@ -103,7 +96,8 @@ const ERROR_SCHEMA: Json = {
 /** What every operation's answers may carry, and which of them are certain. */
 interface HeaderPlan {
   readonly options: ServedOptions;
-  readonly deprecated: boolean;
+  /** The deprecation fields of a deprecated operation. */
+  readonly deprecated: Readonly<Partial<Record<'deprecation' | 'sunset' | 'link', string>>> | undefined;
 }
 
 /**
@@ -131,11 +125,11 @@ function headersOf(plan: HeaderPlan, status: number | 'default', exchange: boole
       schema: { type: 'string', pattern: '^"default";r=[0-9]+;t=[0-9]+$' },
     };
   }
-  if (plan.deprecated) {
-    const d = o.deprecation.headers;
+  const d = plan.deprecated;
+  if (d !== undefined) {
     h.Deprecation = { description: 'This operation is deprecated (RFC 9745): since this moment, as `@` Unix seconds.', required: exchange, schema: { type: 'string', const: d.deprecation } };
-    h.Sunset = { description: 'When this operation is removed (RFC 8594), an HTTP-date.', required: exchange, schema: { type: 'string', const: d.sunset } };
-    h.Link = { description: 'The successor (`rel="successor-version"`) and documentation links (RFC 8288).', required: exchange, schema: { type: 'string', const: d.link } };
+    if (d.sunset !== undefined) h.Sunset = { description: 'When this operation is removed (RFC 8594), an HTTP-date.', required: exchange, schema: { type: 'string', const: d.sunset } };
+    if (d.link !== undefined) h.Link = { description: 'The successor (`rel="successor-version"`) and documentation links (RFC 8288).', required: exchange, schema: { type: 'string', const: d.link } };
   }
   if (o.cors) {
     h['Access-Control-Allow-Origin'] = { description: 'On answers to an allowed origin (the `cors` policy).', required: false, schema: { type: 'string' } };
@@ -175,7 +169,7 @@ function ownDescription(doc: Json, op: Json, status: string): string | undefined
 
 /** The served answers of one operation: the document's, with the gateway's headers, and the gateway's own. */
 function servedResponses(doc: Json, item: Json, op: Json, options: ServedOptions): Json {
-  const plan: HeaderPlan = { options, deprecated: op.deprecated === true };
+  const plan: HeaderPlan = { options, deprecated: op.deprecated === true ? (options.deprecation.headers[String(op.operationId)] ?? {}) : undefined };
   const hasBody = op.requestBody !== undefined;
   const params = [item.parameters, op.parameters].flatMap((list) => (Array.isArray(list) ? list.map((p) => deref(doc, p)) : []));
   const hasQuery = params.some((p) => isObject(p) && p.in === 'query');
@@ -207,7 +201,7 @@ function servedResponses(doc: Json, item: Json, op: Json, options: ServedOptions
   add(401, ['missing_api_key', 'malformed_authorization', 'invalid_api_key', 'expired_api_key'], 'No valid API key.', true, { 'WWW-Authenticate': WWW_AUTHENTICATE });
   if (options.scopedKeys) add(403, ['forbidden'], 'The API key may not call this operation.', true, { 'WWW-Authenticate': WWW_AUTHENTICATE });
   add(408, ['request_timeout'], 'The request was not received in time; the connection is closed.', false);
-  if (plan.deprecated && options.deprecation.removal) add(410, ['operation_removed'], 'The operation has been removed (after its sunset, or during a scheduled brownout).', true);
+  if (plan.deprecated !== undefined && options.deprecation.removal) add(410, ['operation_removed'], 'The operation has been removed (after its sunset, or during a scheduled brownout).', true);
   if (hasBody) {
     add(413, ['payload_too_large'], `The request body is larger than ${options.maxBodyBytes} bytes.`, true);
     add(415, ['unsupported_media_type'], 'The request body is not `application/json` in UTF-8.', true);

@@ -1,6 +1,7 @@
 /** `petstore-gateway check`: the validation `serve` runs, nothing started. */
 import { documentReport } from '../api/diff.js';
-import { readShippedDocument } from '../api/shipped.js';
+import { readShippedDocument } from '../api/document.js';
+import { validateStructure } from '../api/validate.js';
 import { perKeyNotes } from '../policies/rate-limit/index.js';
 import { describeKeys } from '../policies/auth/index.js';
 import { describeListenerTls } from '../tls/ops.js';
@@ -25,7 +26,7 @@ export function interfaceChangeReport(chosen: object | undefined, shipped: () =>
 }
 
 /** `check`: the validation `serve` runs, with the same flags and environment, nothing started. */
-export function check(args: string[]): number {
+export async function check(args: string[]): Promise<number> {
   const { values, positionals } = parse('check', args, OVERRIDE_OPTIONS, 1);
   const file = positionals[0] ?? defaultPolicyFile();
   const overrides = overridesOf('check', values);
@@ -42,9 +43,17 @@ export function check(args: string[]): number {
   const keys = described.map((line) => `  key ${line}\n`);
   const tls = describeListenerTls(loaded.config).map((line) => `  ${line}\n`);
   const notes = perKeyNotes(loaded.config.policies['rate-limit'], loaded.config.policies.auth, { env }).map((line) => `  note: ${line}\n`);
-  // The document the policy chooses with `interface:`; none chosen is the shipped one.
-  const chosenDocument: object | undefined = undefined;
-  const changes = interfaceChangeReport(chosenDocument).map((line) => `  ${line}\n`);
+  // The document the policy chooses with `interface:` (compiled by the loader: every construct the
+  // gateway cannot enforce was refused there); its OpenAPI 3.1 structure is checked here too.
+  const api = loaded.config.interface === undefined ? undefined : loaded.config.api;
+  if (api !== undefined) {
+    const structure = await validateStructure(api.document);
+    if (structure.length > 0) {
+      process.stdout.write(structure.map((p) => `${file}: $.interface: ${loaded.config.interface}: ${p.path}: ${p.message}`).join('\n') + '\n');
+      return EXIT.config;
+    }
+  }
+  const changes = interfaceChangeReport(api?.document as object | undefined).map((line) => `  ${line}\n`);
   process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}${notes.join('')}${changes.join('')}`);
   return EXIT.ok;
 }

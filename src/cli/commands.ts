@@ -107,7 +107,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'serve':
         return await serve(rest);
       case 'check':
-        return check(rest);
+        return await check(rest);
       case 'hash-key':
         return await hashKeyCommand(rest);
       case 'new-key':

@@ -4,10 +4,12 @@
  * and by the admin listener's /openapi.json (serve-process.ts, serve.ts).
  */
 import { isIP } from 'node:net';
+import { dirname } from 'node:path';
 import { servedDocument, shippedDocument, type ServedOptions } from '../api/served.js';
 import { formatOf, formatProblems, parsePolicy, readPolicyText } from '../config/load.js';
 import type { PolicyConfig } from '../config/types.js';
-import { deprecationHeaders } from '../policies/deprecation/index.js';
+import { deprecationHeaders, lifecycleOf } from '../policies/deprecation/index.js';
+import { shippedApi } from '../api/index.js';
 import { limitsAnyone } from '../policies/rate-limit/index.js';
 import { defaultPolicyFile, EXIT, parse } from './usage.js';
 
@@ -23,8 +25,8 @@ document as GET /openapi.json. Without --policy: the file \`serve\` would use.
  * The interface document the gateway enforces for `config`, as read. The one place the served
  * document's source is chosen: the shipped document until the policy names its own.
  */
-export function interfaceDocument(_config: PolicyConfig): object {
-  return shippedDocument();
+export function interfaceDocument(config: PolicyConfig): object {
+  return config.api === undefined ? shippedDocument() : (structuredClone(config.api.document) as object);
 }
 
 /** The listener's origins as Server Objects: its own address, or `{host}` when it listens on every interface. */
@@ -46,7 +48,11 @@ export function servedOptionsOf(config: PolicyConfig, port?: number): ServedOpti
   const p = config.policies;
   const rateLimit = limitsAnyone(p['rate-limit']);
   const dep = p.deprecation;
-  const h = deprecationHeaders(dep);
+  const headers: Record<string, Record<string, string>> = {};
+  for (const op of (config.api ?? shippedApi()).operations) {
+    const life = lifecycleOf(op, dep);
+    if (life !== undefined) headers[op.id] = deprecationHeaders(dep, life);
+  }
   return {
     origins: originsOf(config.server, port ?? config.server.port),
     rateLimit,
@@ -59,7 +65,7 @@ export function servedOptionsOf(config: PolicyConfig, port?: number): ServedOpti
     cache: p.cache.ttlSeconds.listPets > 0 || p.cache.ttlSeconds.getPet > 0,
     maxBodyBytes: p['new-pet'].maxBytes,
     deprecation: {
-      headers: { deprecation: h.deprecation ?? '', sunset: h.sunset ?? '', link: h.link ?? '' },
+      headers,
       removal: dep.removeAfterSunset || dep.brownouts.length > 0,
     },
   };
@@ -76,7 +82,7 @@ export function openapiCommand(args: string[]): number {
   const file = (values.policy as string | undefined) ?? defaultPolicyFile();
   const read = readPolicyText(file);
   // No API key is needed to describe the interface: the keys are not checked.
-  const loaded = read.ok ? parsePolicy(read.text, { env: { ...process.env } }, {}, { keys: 'not-checked', format: formatOf(file) }) : read;
+  const loaded = read.ok ? parsePolicy(read.text, { env: { ...process.env } }, {}, { keys: 'not-checked', format: formatOf(file), baseDir: dirname(file) }) : read;
   if (!loaded.ok) {
     process.stderr.write(formatProblems(file, loaded.problems) + '\n');
     return EXIT.config;

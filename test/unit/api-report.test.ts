@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { readShippedDocument, shippedDocumentPath } from '../../src/api/shipped.js';
+import { readShippedDocument, SHIPPED_DOCUMENT } from '../../src/api/document.js';
 import { interfaceChangeReport } from '../../src/cli/check.js';
 import { deleteAt, SHIPPED_DOCUMENT_PATH, shippedDocument } from '../helpers/openapi.js';
 import { ensureBuilt, nodeCommand, PROJECT_ROOT } from '../helpers/servers.js';
@@ -14,14 +14,14 @@ import { ensureBuilt, nodeCommand, PROJECT_ROOT } from '../helpers/servers.js';
 const run = promisify(execFile);
 
 t.test('the shipped document, found from this build', async (t) => {
-  t.equal(shippedDocumentPath(), SHIPPED_DOCUMENT_PATH);
+  t.equal(SHIPPED_DOCUMENT, SHIPPED_DOCUMENT_PATH);
   t.strictSame(readShippedDocument(), shippedDocument());
 });
 
 t.test('the shipped document, found from dist/', async (t) => {
   ensureBuilt();
-  const module = join(PROJECT_ROOT, 'dist', 'api', 'shipped.js');
-  const script = `import(${JSON.stringify(module)}).then((m) => process.stdout.write(m.shippedDocumentPath()))`;
+  const module = join(PROJECT_ROOT, 'dist', 'api', 'document.js');
+  const script = `import(${JSON.stringify(module)}).then((m) => process.stdout.write(m.SHIPPED_DOCUMENT))`;
   const { stdout } = await run(...nodeCommand(['--input-type=module', '-e', script]), { timeout: 30_000 });
   t.equal(stdout, SHIPPED_DOCUMENT_PATH);
 });

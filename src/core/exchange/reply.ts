@@ -46,7 +46,7 @@ export function endWith(res: ClientResponse, chunk: Buffer): void {
 /**
  * Sets the fields of `from` on `out`, one by one (Vary merged), and returns `out`. Header objects are built with
  * it, not with `{ ...from }`: the spread's clone, given fields afterwards, cost the built-in
- * backend a large share of its CPU per request, and getPet and createPet serve more requests with
+ * backend a large share of its CPU per request, and the one-object answers serve more requests with
  * this loop (co-scheduled A/B, bench/ab.mjs).
  */
 function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly<Record<string, HeaderValue | number | undefined>>): Record<string, HeaderValue | number> {
