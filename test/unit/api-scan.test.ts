@@ -1,50 +1,27 @@
 /**
- * The response contract's one-pass check of Pet / Pets (src/core/pet-scan.ts) against the reference
- * it replaced: parseLossless, then the Ajv validator compiled from PET_SCHEMA, then the unknown
- * fields found on the parsed value. Same verdict on every input, in every `unknownFields` mode; with
- * `drop`, the same value once parsed, every int64 digit kept; a conforming body without unknown
- * fields is left as the very bytes received. First a table of the schema's edge cases, then a
- * differential run over generated bodies (seeded, bounded in count).
+ * A shape scanner (src/api/scan) compiled from the Pet shape, against the reference it replaced:
+ * parseLossless, then Ajv on the shape's JSON Schema, then the unknown fields found on the parsed
+ * value. Same verdict on every input, in every `unknownFields` mode; with `drop`, the same value
+ * once parsed, every int64 digit kept; a conforming body without unknown fields is left as the very
+ * bytes received. First a table of the schema's edge cases, then a differential run over generated
+ * bodies (seeded, bounded in count).
  */
 import t from 'tap';
-import {
-  compileResponseShapes,
-  parseLossless,
-  stringifyLossless,
-  unknownPetFields,
-  withoutUnknownPetFields,
-} from '../../src/core/contract.js';
-import { filterArray } from '../../src/core/json-scan.js';
-import { finishPets, scanPetBody, scanPetPage, type PetScan, type UnknownFieldMode } from '../../src/core/pet-scan.js';
+import { compileShape, filterArray, type ShapeScan, type UnknownFieldMode } from '../../src/api/scan/index.js';
+import { parseLossless, PET_SCHEMA, stringifyLossless } from '../../src/core/contract.js';
+import { PET_SHAPE, referenceOf, schemaOf, type Verdict } from '../helpers/pet-shape.js';
 
 const MODES: readonly UnknownFieldMode[] = ['drop', 'refuse', 'pass'];
-const shapes = compileResponseShapes();
-
-interface Verdict {
-  readonly valid: boolean;
-  /** With `drop` and a valid body: the body sent, as lossless JSON text (int64 exact). */
-  readonly sent?: string;
-  /** With `refuse`: the unknown names, sorted. */
-  readonly unknown?: readonly string[];
-}
-
+const pets = compileShape(PET_SHAPE, { filterField: 'status' });
 /** The reference path: lossless parse, Ajv, unknown fields from the parsed value. */
-function reference(body: Buffer, list: boolean, mode: UnknownFieldMode): Verdict {
-  let value: unknown;
-  try {
-    value = parseLossless(body);
-  } catch {
-    return { valid: false };
-  }
-  if ((list ? shapes.pets : shapes.pet)(value).length > 0) return { valid: false };
-  const unknown = unknownPetFields(value);
-  if (mode === 'refuse' && unknown.length > 0) return { valid: false, unknown: [...unknown].sort() };
-  if (mode === 'drop') return { valid: true, sent: unknown.length > 0 ? withoutUnknownPetFields(value) : stringifyLossless(value) };
-  return { valid: true };
-}
+const reference = referenceOf(PET_SHAPE);
+
+t.test('the reference is the contract\'s Pet schema', async (t) => {
+  t.strictSame(schemaOf(PET_SHAPE), PET_SCHEMA, 'the JSON Schema built from the shape is PET_SCHEMA (src/core/contract.ts)');
+});
 
 function scanned(body: Buffer, list: boolean, mode: UnknownFieldMode): Verdict {
-  const r = scanPetBody(body, list, mode);
+  const r = pets.scanBody(body, list, mode);
   if (r.problems.length > 0) {
     const unknown = r.problems.filter((p) => p.startsWith('unknown field')).map((p) => p.slice(15, -1));
     return unknown.length > 0 ? { valid: false, unknown: unknown.sort() } : { valid: false };
@@ -165,7 +142,7 @@ const EDGES: readonly (readonly [string, string, boolean])[] = [
 t.test('edge cases of the schema: the same verdict as Ajv in every mode', async (t) => {
   for (const [label, body, valid] of EDGES) {
     agree(t, body, false, label);
-    t.equal(scanPetBody(Buffer.from(body), false, 'pass').problems.length === 0, valid, `${label}: ${valid ? 'valid' : 'invalid'}`);
+    t.equal(pets.scanBody(Buffer.from(body), false, 'pass').problems.length === 0, valid, `${label}: ${valid ? 'valid' : 'invalid'}`);
     // The same Pet as an element of Pets, beside a valid one, and alone.
     agree(t, `[${PET}, ${body}]`, true, `${label} as the 2nd element`);
     agree(t, `[${body}]`, true, `${label} as the only element`);
@@ -182,25 +159,25 @@ t.test('bytes that are not UTF-8 are refused, never replaced', async (t) => {
   for (const bad of [[0xff], [0xc3], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
     const body = Buffer.concat([Buffer.from('{"id":1,"name":"a'), Buffer.from(bad), Buffer.from('","categoryId":1}')]);
     agree(t, body, false, `bytes ${bad.join(',')}`);
-    t.ok(scanPetBody(body, false, 'pass').problems.length > 0, `bytes ${bad.join(',')} refused`);
+    t.ok(pets.scanBody(body, false, 'pass').problems.length > 0, `bytes ${bad.join(',')} refused`);
   }
 });
 
 t.test('a conforming body is forwarded as the very bytes received; drop keeps the kept members\' bytes', async (t) => {
   for (const body of [PET, ' [ {"id" : 9223372036854775807 , "name":"x","categoryId":18014398509481985}\n] ']) {
-    const r = scanPetBody(Buffer.from(body), body.trimStart().startsWith('['), 'drop');
+    const r = pets.scanBody(Buffer.from(body), body.trimStart().startsWith('['), 'drop');
     t.strictSame(r, { problems: [] }, `${body}: no new body`);
   }
-  const r = scanPetBody(Buffer.from('[{"secret":1, "id":9223372036854775807,"name":"x","categoryId":18014398509481985 ,"note":"n"},{"id":2,"name":"y","categoryId":3}]'), true, 'drop');
+  const r = pets.scanBody(Buffer.from('[{"secret":1, "id":9223372036854775807,"name":"x","categoryId":18014398509481985 ,"note":"n"},{"id":2,"name":"y","categoryId":3}]'), true, 'drop');
   t.equal(r.body?.toString(), '[{"id":9223372036854775807,"name":"x","categoryId":18014398509481985},{"id":2,"name":"y","categoryId":3}]');
-  t.strictSame(scanPetBody(Buffer.from('{"id":1,"name":"x","categoryId":1,"a":1,"b":2}'), false, 'refuse').problems, ["unknown field 'a'", "unknown field 'b'"]);
+  t.strictSame(pets.scanBody(Buffer.from('{"id":1,"name":"x","categoryId":1,"a":1,"b":2}'), false, 'refuse').problems, ["unknown field 'a'", "unknown field 'b'"]);
 });
 
-t.test('nesting: json-scan\'s bound of 512 levels inside an unknown field', async (t) => {
+t.test('nesting: the lexer\'s bound of 512 levels inside an unknown field', async (t) => {
   const nested = (depth: number) => `{"id":1,"name":"x","categoryId":1,"deep":${'['.repeat(depth)}${']'.repeat(depth)}}`;
   agree(t, nested(500), false, '500 levels');
   // The one difference from a recursive parser, on purpose: deeper is refused, never a stack overflow.
-  t.ok(scanPetBody(Buffer.from(nested(100_000)), false, 'pass').problems.length > 0, '100,000 levels refused');
+  t.ok(pets.scanBody(Buffer.from(nested(100_000)), false, 'pass').problems.length > 0, '100,000 levels refused');
 });
 
 /** mulberry32: seeded, so a failure is reproduced by its case number. */
@@ -272,7 +249,7 @@ t.test('differential: generated bodies, the same verdict as Ajv (seeded, 4,000 c
       if (JSON.stringify(got) !== JSON.stringify(want)) failures.push(`case ${k} ${mode}: ${body.toString()} scanner ${JSON.stringify(got)} Ajv ${JSON.stringify(want)}`);
       if (mode === 'pass' && want.valid) valid++;
       else if (mode === 'pass') invalid++;
-      if (mode === 'drop' && want.valid && scanPetBody(body, list, 'drop').body !== undefined) dropped++;
+      if (mode === 'drop' && want.valid && pets.scanBody(body, list, 'drop').body !== undefined) dropped++;
     }
   }
   t.strictSame(failures.slice(0, 10), [], 'no disagreement');
@@ -281,31 +258,31 @@ t.test('differential: generated bodies, the same verdict as Ajv (seeded, 4,000 c
   t.ok(dropped > 200, `unknown fields dropped in ${dropped} valid cases`);
 });
 
-/** list-pets then the contract, as two passes (filterArray, then scanPetBody on what it kept). */
+/** The cut then the contract, as two passes (filterArray, then scanBody on what it kept). */
 function twoPasses(body: Buffer, limit: number, status: string | undefined, mode: UnknownFieldMode): string {
   let out: Buffer;
   try {
-    out = filterArray(body, limit, status).body;
+    out = filterArray(body, limit, 'status', status).body;
   } catch {
     // The reason is only logged; the two passes may name another fault first.
     return 'list-pets refuses';
   }
-  return outcome(out, scanPetBody(out, true, mode));
+  return outcome(out, pets.scanBody(out, true, mode));
 }
 
-/** The same in one pass: scanPetPage, then finishPets on its findings (or a scan of a changed list). */
+/** The same in one pass: scanPage, then finish on its findings (or a scan of a changed list). */
 function onePass(body: Buffer, limit: number, status: string | undefined, mode: UnknownFieldMode): string {
   let page;
   try {
-    page = scanPetPage(body, limit, status);
+    page = pets.scanPage(body, limit, status);
   } catch {
     return 'list-pets refuses';
   }
   if (page.changed !== (page.findings === undefined)) return 'findings given for a changed list, or none for an unchanged one';
-  return outcome(page.body, page.findings === undefined ? scanPetBody(page.body, true, mode) : finishPets(page.findings, mode));
+  return outcome(page.body, page.findings === undefined ? pets.scanBody(page.body, true, mode) : pets.finish(page.findings, mode));
 }
 
-function outcome(sent: Buffer, r: PetScan): string {
+function outcome(sent: Buffer, r: ShapeScan): string {
   return JSON.stringify({ sent: sent.toString('latin1'), problems: r.problems, body: r.body?.toString('latin1') });
 }
 
@@ -324,7 +301,7 @@ t.test('list-pets\' pass with the check folded in: what two passes give, bytes a
       if (got !== want) failures.push(`case ${k} limit ${limit} status ${status} ${mode}: ${body.toString()}\n  one pass ${got}\n  two passes ${want}`);
     }
     try {
-      const page = scanPetPage(body, limit, status);
+      const page = pets.scanPage(body, limit, status);
       if (page.changed && status === undefined) cut++;
       if (page.changed && status !== undefined) filtered++;
     } catch {
@@ -335,7 +312,7 @@ t.test('list-pets\' pass with the check folded in: what two passes give, bytes a
   t.ok(cut > 50 && filtered > 50, `lists cut (${cut}) and filtered (${filtered}) reached`);
   // The common case: an unchanged list hands its findings on, and a valid one is sent as received.
   const list = Buffer.from(`[${PET},${PET}]`);
-  const page = scanPetPage(list, 20, undefined);
+  const page = pets.scanPage(list, 20, undefined);
   t.equal(page.body, list, 'the same buffer');
-  t.strictSame(page.findings === undefined ? undefined : finishPets(page.findings, 'drop'), { problems: [] });
+  t.strictSame(page.findings === undefined ? undefined : pets.finish(page.findings, 'drop'), { problems: [] });
 });

@@ -1,16 +1,17 @@
 /**
- * The byte-level JSON array scanner behind listPets response enforcement: at most `limit` elements,
- * only those whose top-level `status` equals the filter, kept as their original bytes; the original
- * Buffer when nothing is removed; ScanError for what is not a JSON array (within what it reads) and
- * for truncated bodies it cannot cut before the truncation point.
+ * The structural cut of a list (src/api/scan's filterArray), behind listPets response enforcement:
+ * at most `limit` elements, only those whose top-level filter field (`status` here) equals the
+ * filter, kept as their original bytes; the original Buffer when nothing is removed; ScanError for
+ * what is not a JSON array (within what it reads) and for truncated bodies it cannot cut before the
+ * truncation point.
  */
 import t from 'tap';
 import fc from 'fast-check';
-import { filterArray, ScanError } from '../../src/core/json-scan.js';
+import { filterArray, ScanError } from '../../src/api/scan/index.js';
 
 const b = (s: string): Buffer => Buffer.from(s, 'utf8');
 /** The bytes of the result, as text. */
-const out = (s: string, limit: number, status?: string): string => filterArray(b(s), limit, status).body.toString('utf8');
+const out = (s: string, limit: number, status?: string): string => filterArray(b(s), limit, 'status', status).body.toString('utf8');
 
 type TapTest = Parameters<Parameters<typeof t.test>[0]>[0];
 /** Asserts that filterArray throws a ScanError (and nothing else). */
@@ -18,7 +19,7 @@ function throwsScan(t: TapTest, text: string, limit: number, status: string | un
   let error: unknown;
   let result: string | undefined;
   try {
-    result = filterArray(b(text), limit, status).body.toString();
+    result = filterArray(b(text), limit, 'status', status).body.toString();
   } catch (err) {
     error = err;
   }
@@ -38,7 +39,7 @@ t.test('nothing to remove: the very same Buffer, changed false', async (t) => {
   ];
   for (const [text, limit, status] of cases) {
     const buf = b(text);
-    const r = filterArray(buf, limit, status);
+    const r = filterArray(buf, limit, 'status', status);
     t.equal(r.body, buf, `same object: ${text}`);
     t.equal(r.changed, false, `changed false: ${text}`);
   }
@@ -51,7 +52,7 @@ t.test('limit: keeps the first `limit` elements, as their original bytes', async
     [2, '[{"id":1},{"id":2}]'],
     [3, '[{"id":1},{"id":2},{"id":3}]'],
   ] as const) {
-    const r = filterArray(b(text), limit, undefined);
+    const r = filterArray(b(text), limit, 'status', undefined);
     t.equal(r.body.toString(), expected, `limit ${limit}`);
     t.equal(r.changed, true, `limit ${limit}: changed`);
   }
@@ -65,14 +66,14 @@ t.test('lossless: big integers and unicode survive byte for byte', async (t) => 
   const ada = '{"id":-9223372036854775808,"name":"Ad\\u00e9 \\"the\\" \u00e9\u{1F436}","categoryId":1.50,"status":"available"}';
   const max = '{"id":2,"name":"Max","categoryId":0,"status":"sold"}';
   const text = `[${rex},${max},${ada},${max}]`;
-  const r = filterArray(b(text), 20, 'available');
+  const r = filterArray(b(text), 20, 'status', 'available');
   t.equal(r.changed, true);
   t.ok(r.body.equals(b(`[${rex},${ada}]`)), 'exactly the bytes of the kept elements');
   t.match(r.body.toString(), /"id":9007199254740993,/, '2^53+1 unchanged');
   t.match(r.body.toString(), /"categoryId":9223372036854775807,/, 'int64 max unchanged');
   t.match(r.body.toString(), /"categoryId":1\.50,/, 'number text unchanged');
   // Cut by limit: the same.
-  t.ok(filterArray(b(`[${rex},${max}]`), 1, undefined).body.equals(b(`[${rex}]`)));
+  t.ok(filterArray(b(`[${rex},${max}]`), 1, 'status', undefined).body.equals(b(`[${rex}]`)));
 });
 
 t.test('status filter: only objects whose top-level status equals the filter', async (t) => {
@@ -84,7 +85,7 @@ t.test('status filter: only objects whose top-level status equals the filter', a
   t.equal(out(text, 20, 'available'), '[{"id":1,"status":"available"},{"id":10,"status":"available"}]');
   t.equal(out(text, 20, 'sold'), '[{"id":2,"status":"sold"}]');
   t.equal(out(text, 20, 'pending'), '[]');
-  t.equal(filterArray(b(text), 20, 'pending').changed, true);
+  t.equal(filterArray(b(text), 20, 'status', 'pending').changed, true);
   // The nested object's status does not count, the top-level one does, wherever it is.
   t.equal(out('[{"owner":{"status":"sold"},"status":"available"}]', 5, 'sold'), '[]');
   t.equal(out('[{"status":"available","owner":{"status":"sold"}}]', 5, 'available'), '[{"status":"available","owner":{"status":"sold"}}]');
@@ -179,7 +180,7 @@ t.test('invalid scalar tokens and mismatched brackets are not a JSON array', asy
   }
   // Valid nested values pass, as they are.
   const nested = '[{"a":{"b":[true,false,null,-0.5e+3,0,1E2,"x\\\\"]},"c":[],"d":{},"status":"sold"},[[[]]],-0]';
-  const r = filterArray(b(nested), 20, undefined);
+  const r = filterArray(b(nested), 20, 'status', undefined);
   t.equal(r.changed, false, 'valid nested values');
   t.equal(out(nested, 20, 'sold'), '[{"a":{"b":[true,false,null,-0.5e+3,0,1E2,"x\\\\"]},"c":[],"d":{},"status":"sold"}]');
 });
@@ -217,7 +218,7 @@ t.test('truncated buffers: a result only when the cut is before the truncation p
       let result: string | undefined;
       let error: unknown;
       try {
-        result = filterArray(prefix, limit, status).body.toString();
+        result = filterArray(prefix, limit, 'status', status).body.toString();
       } catch (err) {
         error = err;
       }
@@ -263,7 +264,7 @@ t.test('property: on valid arrays, the same elements JSON.parse would keep, as t
     fc.property(fc.array(element, { maxLength: 30 }), fc.integer({ min: 1, max: 40 }), fc.option(fc.constantFrom(...STATUSES), { nil: undefined }), fc.boolean(), (arr, limit, status, pretty) => {
       const text = JSON.stringify(arr, null, pretty ? 2 : undefined);
       const kept = arr.filter((v) => status === undefined || (v !== null && typeof v === 'object' && !Array.isArray(v) && (v as { status?: unknown }).status === status));
-      const result = filterArray(b(text), limit, status);
+      const result = filterArray(b(text), limit, 'status', status);
       t.strictSame(JSON.parse(result.body.toString('utf8')), JSON.parse(JSON.stringify(kept.slice(0, limit))));
       t.equal(result.changed, kept.length > limit || kept.length !== arr.length);
     }),
@@ -289,7 +290,7 @@ t.test('property: what it passes on is JSON, and JSON arrays are never refused',
       }
       let accepted = true;
       try {
-        filterArray(buf, 1_000_000, undefined);
+        filterArray(buf, 1_000_000, 'status', undefined);
       } catch (err) {
         if (!(err instanceof ScanError)) throw err;
         accepted = false;
@@ -306,7 +307,7 @@ t.test('property: what it passes on is JSON, and JSON arrays are never refused',
 t.test('more kept elements than the scratch space starts with: all of them, in order', async (t) => {
   const pets = Array.from({ length: 1000 }, (_, i) => `{"id":${i},"status":"${i % 2 === 0 ? 'sold' : 'pending'}"}`);
   const text = `[${pets.join(',')}]`;
-  t.equal(filterArray(b(text), 1000, undefined).body.toString(), text, 'all 1000, unchanged');
+  t.equal(filterArray(b(text), 1000, 'status', undefined).body.toString(), text, 'all 1000, unchanged');
   t.equal(out(text, 999), `[${pets.slice(0, 999).join(',')}]`, 'cut after 999');
   t.equal(out(text, 1000, 'sold'), `[${pets.filter((_, i) => i % 2 === 0).join(',')}]`, '500 of 1000 by status');
   t.equal(out('[1,2,3]', 2), '[1,2]', 'and a small list after a large one');
@@ -327,7 +328,7 @@ t.test('a repeated status member: the element is dropped under a status filter, 
   t.equal(out('[{"status":"sold","status":"sold","status":"sold"}]', 20, 'sold'), '[]', 'three times');
   const nested = '{"status":"sold","owner":{"status":"a","status":"b"}}';
   t.equal(out(`[${nested}]`, 20, 'sold'), `[${nested}]`, 'a repeated name inside a nested object is not the filter\'s concern');
-  const r = filterArray(b(`[${dup}]`), 20, undefined);
+  const r = filterArray(b(`[${dup}]`), 20, 'status', undefined);
   t.equal(r.changed, false, 'without a filter nothing is judged: limit only');
 });
 
@@ -340,6 +341,56 @@ t.test('property: with generated repeated status members, kept iff exactly one s
       return out(`[${texts.join(',')}]`, limit, status) === `[${expected.join(',')}]`;
     }),
     { numRuns: 500, seed: 12 },
+  );
+  t.pass('500 generated lists');
+});
+
+// ---------------------------------------------------------------------------------------------
+// The filter reads the field it is given: any name, not only `status`.
+
+t.test('the filter on another field name: only that member counts', async (t) => {
+  const cut = (s: string, limit: number, field: string, value: string): string => filterArray(b(s), limit, field, value).body.toString('utf8');
+  const text = '[{"id":1,"kind":"cat","status":"sold"},{"id":2,"kind":"dog","status":"cat"},{"id":3,"status":"sold"},{"id":4,"kind":"cat"},{"id":5,"owner":{"kind":"cat"}}]';
+  t.equal(cut(text, 20, 'kind', 'cat'), '[{"id":1,"kind":"cat","status":"sold"},{"id":4,"kind":"cat"}]');
+  t.equal(cut(text, 1, 'kind', 'cat'), '[{"id":1,"kind":"cat","status":"sold"}]', 'limit counts kept elements');
+  t.equal(cut(text, 20, 'kind', 'dog'), '[{"id":2,"kind":"dog","status":"cat"}]');
+  t.equal(cut(text, 20, 'status', 'cat'), '[{"id":2,"kind":"dog","status":"cat"}]', 'the same list by status');
+  // Fields asked for in turn: each call reads its own field.
+  t.equal(cut(text, 20, 'kind', 'cat'), '[{"id":1,"kind":"cat","status":"sold"},{"id":4,"kind":"cat"}]', 'kind again after status');
+  t.equal(cut(text, 20, 'kin', 'cat'), '[]', 'a prefix of the name is another name');
+  t.equal(cut(text, 20, 'kinds', 'cat'), '[]', 'a longer name is another name');
+  t.equal(cut('[{"\\u006bind":"cat"},{"kind":"c\\u0061t"},{"kind":"dog"}]', 20, 'kind', 'cat'), '[{"\\u006bind":"cat"},{"kind":"c\\u0061t"}]', 'escaped spellings of the key and the value');
+  t.equal(cut('[{"kind":"cat","kind":"cat"},{"kind":"cat"}]', 20, 'kind', 'cat'), '[{"kind":"cat"}]', 'a repeated member of that name: dropped');
+  t.equal(cut('[{"kind":"cat","status":"a","status":"b"}]', 20, 'kind', 'cat'), '[{"kind":"cat","status":"a","status":"b"}]', 'another name repeated is not the filter\'s concern');
+  // A name that JSON writes with an escape: its plain token and an escaped spelling both match.
+  t.equal(cut('[{"a\\"b":"x"},{"a\\u0022b":"x"},{"ab":"x"}]', 20, 'a"b', 'x'), '[{"a\\"b":"x"},{"a\\u0022b":"x"}]', 'a name with a quote');
+  t.equal(cut('[{"k":"a\\"b"},{"k":"a\\u0022b"},{"k":"ab"}]', 20, 'k', 'a"b'), '[{"k":"a\\"b"},{"k":"a\\u0022b"}]', 'a value with a quote');
+  t.throws(() => filterArray(b('[]'), 20, undefined, 'cat'), { message: /needs the field/ }, 'a value without a field is a caller\'s error');
+  let error: unknown;
+  try {
+    filterArray(b('[]'), 20, undefined, 'cat');
+  } catch (err) {
+    error = err;
+  }
+  t.notOk(error instanceof ScanError, 'not a ScanError: no answer is blamed for it');
+});
+
+t.test('property: the filter on a generated field name, as JSON.parse would keep', async (t) => {
+  const NAMES = ['kind', 'k', 'category', 'é', 'a b', 'x"y', 'long_field_name_of_the_shape'];
+  const VALUES = ['cat', 'dog', '', 'ü'];
+  fc.assert(
+    fc.property(
+      fc.constantFrom(...NAMES),
+      fc.array(fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.dictionary(fc.constantFrom(...NAMES, 'status'), fc.oneof(fc.constantFrom(...VALUES), fc.jsonValue({ maxDepth: 1 })))), { maxLength: 20 }),
+      fc.integer({ min: 1, max: 25 }),
+      fc.constantFrom(...VALUES),
+      (field, arr, limit, value) => {
+        const kept = arr.filter((v) => v !== null && typeof v === 'object' && !Array.isArray(v) && (v as Record<string, unknown>)[field] === value);
+        const result = filterArray(b(JSON.stringify(arr)), limit, field, value);
+        return JSON.stringify(JSON.parse(result.body.toString('utf8'))) === JSON.stringify(kept.slice(0, limit));
+      },
+    ),
+    { numRuns: 500, seed: 39 },
   );
   t.pass('500 generated lists');
 });
