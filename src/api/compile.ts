@@ -147,6 +147,41 @@ class Compiler {
     if (typeof id !== 'string' || !OPERATION_ID.test(id)) return this.refuse([...at, 'operationId'], 'every operation needs an operationId: a letter, then letters, digits or _ (at most 64)');
     this.security(raw.security, [...at, 'security']);
 
+    const params = this.parameters(path, raw, at);
+    if (params === undefined) return undefined;
+    const { paramName, pathParam, query } = params;
+    const body = this.requestBody(raw, at);
+    const answers = this.responses(raw, at);
+    if (answers === undefined) return undefined;
+    const { success, statuses, errorCodes } = answers;
+    const { listLimit, listFilter } = this.listRules(raw, at, query, success);
+    const deprecation = this.deprecation(raw, at);
+
+    const label = basePath + path;
+    const open = path.indexOf('{');
+    return {
+      id,
+      method: method.toUpperCase(),
+      hasBody: body !== undefined,
+      paramName,
+      label,
+      pathPrefix: open === -1 ? path : path.slice(0, open),
+      pathSuffix: open === -1 ? '' : path.slice(path.indexOf('}', open) + 1),
+      index,
+      path,
+      pathParam,
+      query,
+      listLimit,
+      listFilter,
+      body,
+      success,
+      statuses: statuses.sort((a, b) => a - b),
+      errorCodes,
+      deprecation,
+    };
+  }
+
+  parameters(path: string, raw: Record<string, unknown>, at: Keys): { paramName: string | undefined; pathParam: Field | undefined; query: QueryParam[] } | undefined {
     const segments = path.split('/');
     const params = segments.filter((s) => s.startsWith('{'));
     if (params.length > 1) return this.refuse(['paths', path], 'at most one path parameter per path');
@@ -176,6 +211,10 @@ class Compiler {
       this.refuse([...at, 'parameters'], `the path parameter '${paramName}' is not defined`);
     }
 
+    return { paramName, pathParam, query };
+  }
+
+  requestBody(raw: Record<string, unknown>, at: Keys): ObjectShape | undefined {
     let body: ObjectShape | undefined;
     if (raw.requestBody !== undefined) {
       const r = this.resolve(raw.requestBody, [...at, 'requestBody']);
@@ -188,6 +227,10 @@ class Compiler {
       }
     }
 
+    return body;
+  }
+
+  responses(raw: Record<string, unknown>, at: Keys): { success: SuccessAnswer | undefined; statuses: number[]; errorCodes: Record<number, string> } | undefined {
     const responses = raw.responses;
     if (!isObject(responses)) return this.refuse([...at, 'responses'], 'must be a mapping of statuses');
     let success: SuccessAnswer | undefined;
@@ -217,6 +260,10 @@ class Compiler {
     }
     if (success === undefined && !this.problems.some((p) => p.path.startsWith(pathOf([...at, 'responses'])))) this.refuse([...at, 'responses'], 'needs one 2xx response with an application/json body');
 
+    return { success, statuses, errorCodes };
+  }
+
+  listRules(raw: Record<string, unknown>, at: Keys, query: readonly QueryParam[], success: SuccessAnswer | undefined): { listLimit: string | undefined; listFilter: ApiOperation['listFilter'] } {
     const listLimit = raw['x-list-limit'];
     if (listLimit !== undefined) {
       const q = query.find((x) => x.name === listLimit);
@@ -237,6 +284,10 @@ class Compiler {
       else listFilter = { param: q.name, field: item.name };
     }
 
+    return { listLimit: typeof listLimit === 'string' ? listLimit : undefined, listFilter };
+  }
+
+  deprecation(raw: Record<string, unknown>, at: Keys): ApiOperation['deprecation'] {
     let deprecation: ApiOperation['deprecation'];
     const sunset = raw['x-sunset'];
     const successor = raw['x-successor'];
@@ -248,28 +299,7 @@ class Compiler {
       deprecation = { sunset: sunset as string | undefined, successor: successor as string | undefined, advice: advice as string | undefined };
     } else if (sunset !== undefined || successor !== undefined) this.refuse(at, 'x-sunset and x-successor need deprecated: true');
 
-    const label = basePath + path;
-    const open = path.indexOf('{');
-    return {
-      id,
-      method: method.toUpperCase(),
-      hasBody: body !== undefined,
-      paramName,
-      label,
-      pathPrefix: open === -1 ? path : path.slice(0, open),
-      pathSuffix: open === -1 ? '' : path.slice(path.indexOf('}', open) + 1),
-      index,
-      path,
-      pathParam,
-      query,
-      listLimit: typeof listLimit === 'string' ? listLimit : undefined,
-      listFilter,
-      body,
-      success,
-      statuses: statuses.sort((a, b) => a - b),
-      errorCodes,
-      deprecation,
-    };
+    return deprecation;
   }
 
   /** The gateway's one scheme is the bearer API key: an operation may only require it. */

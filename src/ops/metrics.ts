@@ -84,6 +84,11 @@ function methodIndex(method: string): number {
   return METHOD_INDEX.get(method) ?? OTHER_METHOD;
 }
 
+/** The route labels' indexes in a series key: one per label, the last (`unknown`) for any other. */
+function routeTable(routes: readonly string[]): { routes: readonly string[]; routeIndex: ReadonlyMap<string, number>; methodRoutes: number } {
+  return { routes, routeIndex: new Map(routes.map((r, i) => [r, i])), methodRoutes: (KNOWN_METHODS.length + 1) * routes.length };
+}
+
 /** The route labels of an interface: its operations' path templates, then `unknown` (bounded by the document). */
 export function routeLabelsOf(operations: readonly { readonly label: string }[]): readonly string[] {
   return [...new Set(operations.map((o) => o.label)), UNKNOWN_ROUTE];
@@ -285,9 +290,7 @@ export class GatewayMetrics implements ExchangeObserver {
     this.registry = registry;
     const cap = options.maxLabelValues ?? 1000;
     this.deprecatedOps = new Set(options.deprecatedOperations ?? ['getPet']);
-    this.routes = options.routes ?? routeLabelsOf(shippedApi().operations);
-    this.routeIndex = new Map(this.routes.map((r, i) => [r, i]));
-    this.methodRoutes = (KNOWN_METHODS.length + 1) * this.routes.length;
+    ({ routes: this.routes, routeIndex: this.routeIndex, methodRoutes: this.methodRoutes } = routeTable(options.routes ?? routeLabelsOf(shippedApi().operations)));
 
     this.serverDuration = new SeriesHistogram(
       registry,
