@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { existsSync, readFileSync } from 'node:fs';
 import { hostname, userInfo } from 'node:os';
 import { join } from 'node:path';
+import { shippedApi } from '../api/index.js';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import type { PolicyConfig } from '../config/types.js';
 import type { Logger } from 'pino';
@@ -52,7 +53,17 @@ Issue, list, rotate and revoke the keys of the key registry that the policy file
 Exit codes: 0 ok, 1 registry unreachable or the change refused, 2 bad usage, 78 no registry configured.
 `;
 
-const OPERATIONS = ['listPets', 'createPet', 'getPet'];
+/** An operationId (the interface document's rule); whether the interface has it is checked once the policy is read. */
+const OPERATION_ID = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+
+/** Refuses an operation the interface does not have (`known`: its operationIds), or, before the policy is read, one that is no operationId. */
+function checkOperations(operations: readonly unknown[], known: ReadonlySet<string> | undefined, what: (o: string) => string): void {
+  for (const o of operations) {
+    if (typeof o !== 'string' || !OPERATION_ID.test(o) || (known !== undefined && !known.has(o))) {
+      throw new KeysUsageError(`${what(String(o))}${known === undefined ? '' : `: the interface has ${[...known].join(', ')}`}`);
+    }
+  }
+}
 const DATE_TIME = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$/;
 
 /** A usage problem: the caller prints it with the command's help pointer (exit 2). */
@@ -94,7 +105,7 @@ const ACTIONS = ['create', 'list', 'rotate', 'revoke', 'export', 'import', 'rese
 const NO_ID = ['list', 'export', 'reset-epoch'];
 
 /** The records of an export file (`keys export`), checked before anything is written. */
-export function readExport(text: string): KeyRecord[] {
+export function readExport(text: string, known?: ReadonlySet<string>): KeyRecord[] {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -112,8 +123,9 @@ export function readExport(text: string): KeyRecord[] {
     // What a gateway reads of it must mean what it says: a date it cannot read would never expire.
     const dates = [record.created, ...(record.expires === undefined ? [] : [record.expires])];
     if (dates.some((d) => typeof d !== 'string' || !DATE_TIME.test(d) || Number.isNaN(parseDateTime(d)))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a date that is not RFC 3339`);
-    if (record.operations !== undefined && (!Array.isArray(record.operations) || record.operations.some((o) => !OPERATIONS.includes(o)))) {
-      throw new KeysUsageError(`record ${i + 1} ('${record.id}') names an operation other than ${OPERATIONS.join(', ')}`);
+    if (record.operations !== undefined) {
+      if (!Array.isArray(record.operations)) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has operations that are not a list`);
+      checkOperations(record.operations, known, (o) => `record ${i + 1} ('${record.id}') names an operation the interface does not have, '${o}'`);
     }
     if (record.secrets.some((sec) => sec.until !== undefined && !Number.isSafeInteger(sec.until))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a secret whose end is not epoch milliseconds`);
     return record;
@@ -173,10 +185,10 @@ function parseKeysArgs(args: string[]): Parsed {
   return { action, values, id: id ?? '' };
 }
 
-function createInput(p: Parsed): { id: string; operations?: string[]; expires?: string } {
+function createInput(p: Parsed, known?: ReadonlySet<string>): { id: string; operations?: string[]; expires?: string } {
   const ops = p.values.operations as string | undefined;
   const operations = ops === undefined ? undefined : ops.split(',').map((o) => o.trim()).filter((o) => o !== '');
-  for (const o of operations ?? []) if (!OPERATIONS.includes(o)) throw new KeysUsageError(`--operations takes ${OPERATIONS.join(', ')}, not '${o}'`);
+  checkOperations(operations ?? [], known, (o) => `--operations takes operationIds of the interface, not '${o}'`);
   const expires = p.values.expires as string | undefined;
   if (expires !== undefined && (!DATE_TIME.test(expires) || Number.isNaN(parseDateTime(expires)))) throw new KeysUsageError(`--expires must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z, not '${expires}'`);
   return { id: p.id, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(expires === undefined ? {} : { expires }) };
@@ -209,7 +221,7 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig, recor
       return 0;
     }
     case 'create': {
-      const input = createInput(p);
+      const input = createInput(p, new Set((config.api ?? shippedApi()).operations.map((o) => o.id)));
       if (config.policies.auth.keys.some((k) => k.id === input.id)) {
         err.write(`petstore-gateway: '${input.id}' is a key id of the policy file, which wins over the registry; choose another id\n`);
         return 1;
@@ -272,6 +284,7 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
   if (p.action === 'create') createInput(p);
   // A file that cannot be imported is refused before Redis is even asked.
   let records: KeyRecord[] = [];
+  let importText: string | undefined;
   if (p.action === 'import') {
     let text: string;
     try {
@@ -280,6 +293,7 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
       throw new KeysUsageError(`cannot read ${p.file}: ${(err as Error).message}`);
     }
     records = readExport(text);
+    importText = text;
   }
   const file = (p.values.policy as string | undefined) ?? defaultPolicyFile(packageRoot);
   const env = { ...process.env };
@@ -288,6 +302,8 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
     process.stderr.write(formatProblems(file, loaded.problems) + '\n');
     return 78;
   }
+  // The operations a record names must be the interface's, now that the policy says which it is.
+  if (importText !== undefined) records = readExport(importText, new Set((loaded.config.api ?? shippedApi()).operations.map((o) => o.id)));
   const rc = loaded.config.policies.auth.registry;
   if (rc === null) {
     process.stderr.write(`petstore-gateway: ${file} configures no key registry (policies.auth.registry)\n`);
@@ -319,6 +335,7 @@ export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string
   if (admin === null) return undefined;
   const rc = config.policies.auth.registry;
   const fileIds = new Set(config.policies.auth.keys.map((k) => k.id));
+  const operationIds = new Set((config.api ?? shippedApi()).operations.map((o) => o.id));
   const tokens = liveAdminTokens(config, env, log);
   // Opened now (the auth policy shares it): the first admin request finds it connected.
   if (tokens.size > 0 && rc !== null) openRegistry(rc, env);
@@ -330,6 +347,7 @@ export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string
     guard: new AdminAuthGuard({ ...(admin.bruteForce ?? ADMIN_BRUTE_FORCE_DEFAULT), log }),
     registry: () => (rc === null ? undefined : openRegistry(rc, env)),
     fileIds: () => fileIds,
+    operations: () => operationIds,
     log,
   });
 }

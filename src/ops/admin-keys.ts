@@ -37,7 +37,7 @@ const CREATE_SCHEMA = {
   required: ['id'],
   properties: {
     id: { type: 'string', pattern: ID_PATTERN },
-    operations: { type: 'array', uniqueItems: true, items: { type: 'string', enum: ['listPets', 'createPet', 'getPet'] } },
+    operations: { type: 'array', uniqueItems: true, items: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' } },
     expires: { type: 'string', pattern: DATE_TIME },
   },
 } as const;
@@ -64,6 +64,8 @@ export interface KeyAdminOptions {
   readonly fileIds: () => ReadonlySet<string>;
   /** Where the audit lines go (info level); pino's logger fits. */
   readonly log: AuditLog | undefined;
+  /** The operationIds of the interface in force: a key may name only these; any when absent. */
+  readonly operations?: () => ReadonlySet<string>;
 }
 
 export interface AuditLog {
@@ -208,6 +210,9 @@ async function decide(options: KeyAdminOptions, req: IncomingMessage, { id, rota
     const input = body.value;
     if (input.expires !== undefined && Number.isNaN(parseDateTime(input.expires))) return invalid([{ instancePath: '/expires', message: 'is not a valid date' }]);
     if (options.fileIds().has(input.id)) return new GatewayError('conflict', { message: 'This id is a key of the policy file.' });
+    const known = options.operations?.();
+    const unknown = known === undefined ? -1 : (input.operations ?? []).findIndex((o) => !known.has(o));
+    if (unknown >= 0) return invalid([{ instancePath: `/operations/${unknown}`, message: `is not an operation of the interface: ${[...(known ?? [])].join(', ')}` }]);
     const made = await registry.create(input);
     audit('created', input.id);
     return { status: 201, body: { ...made.info, key: made.key } };
