@@ -14,7 +14,7 @@
  */
 import { existsSync, readFileSync, readlinkSync } from 'node:fs';
 import { connect } from 'node:net';
-import { isAbsolute, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { formatOf, parsePolicy } from '../config/load.js';
 
@@ -73,7 +73,7 @@ export function healthTarget(argv: readonly string[], cwd: string, env: Record<s
   }
   const num = (v: unknown) => (typeof v === 'string' ? Number(v) : undefined);
   const overrides = { host: str(values.host), port: num(values.port), adminHost: str(values['admin-host']), adminPort: num(values['admin-port']) };
-  const loaded = parsePolicy(text, { env }, overrides, { keys: 'not-checked', format: formatOf(file) });
+  const loaded = parsePolicy(text, { env }, overrides, { keys: 'not-checked', format: formatOf(file), baseDir: dirname(file) });
   if (!loaded.ok) return `the policy ${file} is not valid: ${loaded.problems.map((p) => `${p.path}: ${p.message}`).join('; ')}`;
   const { admin, host, port } = loaded.config.server;
   if (admin !== null) return admin.port === 0 ? 'the admin listener is on port 0 (a free port): its port cannot be known' : { kind: 'http', url: `${origin(admin.host, admin.port)}/healthz` };

@@ -1,4 +1,5 @@
 /** The validation of a policy file that `serve`, `check` and a reload share. */
+import { dirname } from 'node:path';
 import { formatOf, formatProblems, parsePolicy, readPolicyText, upstreamUrlWritten, type LoadOptions, type Overrides } from '../config/load.js';
 import { builtinExposureProblem } from '../config/security-notices.js';
 import type { PolicyConfig } from '../config/types.js';
@@ -22,7 +23,7 @@ export function loadForServe(
   const { ephemeralKey, handed } = how;
   const read = handed === undefined ? readPolicyText(file) : { ok: true as const, text: handed };
   if (!read.ok) return { ok: false, problems: formatProblems(file, read.problems) };
-  const load = (keys: LoadOptions['keys']) => parsePolicy(read.text, { env }, overrides, { keys, format: formatOf(file) });
+  const load = (keys: LoadOptions['keys']) => parsePolicy(read.text, { env }, overrides, { keys, format: formatOf(file), baseDir: dirname(file) });
   let loaded = load(ephemeralKey ? 'ephemeral-allowed' : 'required');
   if (!loaded.ok) return { ok: false, problems: formatProblems(file, loaded.problems) };
   // The demo backend on a reachable address only when chosen: by the flag, or by the file given.

@@ -28,7 +28,7 @@ import { probeUpstream } from './probe.js';
 import { checkReload, isPolicyMessage, listenAdmin, printBanner, readForReload, type ServeSetup } from './serve-setup.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
 import { EXIT } from './usage.js';
-import { watchFiles } from './watch.js';
+import { interfaceFiles, watchFiles } from './watch.js';
 
 /** Failed commands of the response cache's store: its Redis store counts them, memory never fails. */
 function storeErrorsOf(store: object | undefined): number {
@@ -104,7 +104,7 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
     onReloadSignal(() => log.warn({ primaryPid: process.ppid }, 'SIGHUP sent to a worker is ignored: send it to the primary, which reloads every worker'));
   } else {
     onReloadSignal((reason) => reload(reason));
-    if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+    if (s.watch) watchFiles([s.file, ...interfaceFiles(config)], () => reload('file changed'), log);
     if (s.watch) watchFiles(adminWatchFiles(config), () => reloadAdmin('admin file changed'), log);
     // The listener's certificate files are watched too (one reload when the key and the
     // certificate change together): a renewal needs no policy change.

@@ -3,6 +3,7 @@
  * setup, the primary's hand-over to its workers, the validation of a reload, the banner and the
  * admin listener.
  */
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { type AdminHandle, type AdminOptions, startAdmin } from '../ops/admin.js';
 import { formatOf, parsePolicy, readPolicyText, type Overrides } from '../config/load.js';
@@ -57,7 +58,7 @@ export interface ServeSetup {
  * Returns the new config, or the problems (then the policy in force stays).
  */
 export function checkReload(s: ServeSetup, current: PolicyConfig, text: string): { ok: true; config: PolicyConfig } | { ok: false; problems: string[] } {
-  const next = parsePolicy(text, { env: s.env }, s.overrides, { keys: 'required', format: formatOf(s.file) });
+  const next = parsePolicy(text, { env: s.env }, s.overrides, { keys: 'required', format: formatOf(s.file), baseDir: dirname(s.file) });
   const problems = !next.ok ? next.problems : restartOnlyChanges(current, next.config);
   if (next.ok && problems.length === 0) return { ok: true, config: next.config };
   return { ok: false, problems: problems.map((p) => `${p.path}: ${p.message}`) };

@@ -29,7 +29,7 @@ import { servedFor } from './openapi.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
 import { defaultPolicyFile, EXIT, OVERRIDE_OPTIONS, overridesOf, parse, UsageError } from './usage.js';
-import { watchFiles } from './watch.js';
+import { interfaceFiles, watchFiles } from './watch.js';
 
 /** The engines `serve --engine` runs (src/engines); the first is the default. */
 const ENGINES = ['undici', 'fastify', 'http-proxy-3'];
@@ -197,7 +197,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     group.send({ type: POLICY_MESSAGE, text, reason } satisfies PolicyMessage);
   };
   onReloadSignal(reload);
-  if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+  if (s.watch) watchFiles([s.file, ...interfaceFiles(config)], () => reload('file changed'), log);
   if (s.watch) watchFiles(adminWatchFiles(config), () => reloadAdmin('admin file changed'), log);
   // Workers hold the certificate: a renewed file reaches them as a reload of the policy in force.
   if (s.watch) watchFiles(listenerTlsFiles(config), () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage), log);

@@ -44,3 +44,8 @@ export function watchFiles(files: readonly string[], onChange: () => void, log: 
   }
 }
 
+
+/** The interface document a policy names (`interface:`), watched with the policy file: a reload reads both. */
+export function interfaceFiles(config: { readonly interface?: string; readonly api?: { readonly source: string } }): string[] {
+  return config.interface === undefined || config.api === undefined ? [] : [config.api.source];
+}
