@@ -17,6 +17,16 @@ const REFUSED_METHODS = ['head', 'options', 'trace'] as const;
 const OPERATION_ID = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const DATE_TIME = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$/;
 const URI_REFERENCE = /^[^\s<>"]+$/;
+/** A document path: plain segments (never `.` or `..`) or one `{parameter}` segment. */
+const DOCUMENT_PATH = /^(\/([A-Za-z0-9\-._~]+|\{[A-Za-z_][A-Za-z0-9_]*\}))+$/;
+const DOT_SEGMENT = /\/\.\.?(\/|$)/;
+/** A path parameter's enum value: matched on the raw, undecoded segment, so only unreserved characters. */
+const SEGMENT_VALUE = /^[A-Za-z0-9\-._~]+$/;
+/**
+ * A query parameter's name: written as is into the upstream query and the access log's JSON, so
+ * no character that needs encoding or escaping there.
+ */
+const QUERY_NAME = /^[A-Za-z0-9_.~\-[\]]{1,64}$/;
 /** Keywords that only describe: allowed anywhere in a supported schema. */
 const NOTES = new Set(['description', 'title', 'example', 'examples', '$comment', 'deprecated']);
 
@@ -199,9 +209,10 @@ class Compiler {
       if (p.in === 'path') {
         if (p.name !== paramName) return this.refuse([...r.at, 'name'], `the path '${path}' has no parameter '${p.name}'`);
         if (p.required !== true) return this.refuse([...r.at, 'required'], 'a path parameter is required: true');
-        const type = this.fieldType(p.schema, [...r.at, 'schema']);
+        const type = this.pathParamType(p.schema, [...r.at, 'schema']);
         if (type !== undefined) pathParam = { name: p.name, type };
       } else if (p.in === 'query') {
+        if (!QUERY_NAME.test(p.name)) return this.refuse([...r.at, 'name'], 'a query parameter\'s name is 1 to 64 letters, digits or - . _ ~ [ ]');
         if (query.some((q) => q.name === p.name)) return this.refuse([...r.at, 'name'], `'${p.name}' is given twice`);
         const q = this.queryParam(p, r.at);
         if (q !== undefined) query.push(q);
@@ -212,6 +223,22 @@ class Compiler {
     }
 
     return { paramName, pathParam, query };
+  }
+
+  /**
+   * A path parameter's type: an integer (int64, int32) or a string enum of unreserved values. The
+   * router hands the raw segment on undecoded, so any other text could carry an encoded '/', '\\'
+   * or dot segment (`..%2F`, `%2e%2e`) to the upstream, past the paths the document lists.
+   */
+  pathParamType(raw: unknown, at: Keys): FieldType | undefined {
+    const type = this.fieldType(raw, at);
+    if (type === undefined) return undefined;
+    if (type.kind === 'string') return this.refuse(at, 'a path parameter is an integer (format int64 or int32) or a string enum: free text would reach the upstream undecoded (%2F, %2e%2e)');
+    if (type.kind === 'enum') {
+      const bad = type.values.find((v) => !SEGMENT_VALUE.test(v) || v === '.' || v === '..');
+      if (bad !== undefined) return this.refuse(at, `enum value ${JSON.stringify(bad)} cannot be a path segment: a path parameter's values are letters, digits or - . _ ~ (matched undecoded), never . or ..`);
+    }
+    return type;
   }
 
   requestBody(raw: Record<string, unknown>, at: Keys): ObjectShape | undefined {
@@ -341,11 +368,20 @@ export function compileDocument(doc: unknown, source: string): CompileResult {
   const operations: ApiOperation[] = [];
   const paths = doc.paths;
   if (!isObject(paths) || Object.keys(paths).length === 0) c.refuse(['paths'], 'needs at least one path');
+  // A templated path by its shape (`/pets/{}`): two that differ only in the parameter's name are one path.
+  const templates = new Map<string, string>();
   for (const [path, item] of Object.entries(isObject(paths) ? paths : {})) {
-    if (!/^(\/([A-Za-z0-9\-._~]+|\{[A-Za-z_][A-Za-z0-9_]*\}))+$/.test(path)) {
-      c.refuse(['paths', path], 'must be /segment/... with plain segments or one {parameter} segment, no trailing slash');
+    if (!DOCUMENT_PATH.test(path) || DOT_SEGMENT.test(path)) {
+      c.refuse(['paths', path], 'must be /segment/... with plain segments (not . or ..) or one {parameter} segment, no trailing slash');
       continue;
     }
+    const shape = path.replace(/\{[^}]*\}/g, '{}');
+    const twin = templates.get(shape);
+    if (twin !== undefined && shape !== path) {
+      c.refuse(['paths', path], `is the path '${twin}' with another parameter name: one of them could never be reached`);
+      continue;
+    }
+    templates.set(shape, path);
     if (!isObject(item)) continue;
     for (const k of Object.keys(item)) {
       if ((REFUSED_METHODS as readonly string[]).includes(k)) c.refuse(['paths', path, k], `${k.toUpperCase()} is not an operation the gateway forwards`);

@@ -18,11 +18,14 @@ const INTEGER = /^[+-]?[0-9]+$/;
 /** Compiles the check; `clamp`: an integer outside its bounds is brought to the nearest one instead. */
 export function compileQuery(params: readonly QueryParam[], clamp: boolean): (rawQuery: string) => QueryValues | { readonly error: string } {
   const names = new Set(params.map((p) => p.name));
+  // Each name as the upstream query writes it, encoded once here ('page[size]' -> 'page%5Bsize%5D').
+  const keys = params.map((p) => encodeURIComponent(p.name));
   return (rawQuery) => {
     const search = new URLSearchParams(rawQuery);
     const values: (number | string | undefined)[] = [];
     const parts: string[] = [];
-    for (const p of params) {
+    for (let i = 0; i < params.length; i++) {
+      const p = params[i]!;
       const given = search.getAll(p.name);
       if (given.length > 1) return { error: `${p.name} may be given once` };
       const text = given[0];
@@ -41,7 +44,7 @@ export function compileQuery(params: readonly QueryParam[], clamp: boolean): (ra
         value = text;
       }
       values.push(value);
-      if (value !== undefined) parts.push(`${p.name}=${encodeURIComponent(value)}`);
+      if (value !== undefined) parts.push(`${keys[i]}=${encodeURIComponent(value)}`);
     }
     void names;
     return { values, upstream: parts.join('&') };
