@@ -1,11 +1,11 @@
 /** `petstore-gateway check`: the validation `serve` runs, nothing started. */
 import { documentReport } from '../api/diff.js';
 import { readShippedDocument } from '../api/document.js';
-import { validateStructure } from '../api/validate.js';
 import { perKeyNotes } from '../policies/rate-limit/index.js';
 import { describeKeys } from '../policies/auth/index.js';
 import { describeListenerTls } from '../tls/ops.js';
-import { loadForServe } from './policy-load.js';
+import { interfaceStructure, loadForServe } from './policy-load.js';
+import { formatProblems } from '../config/load.js';
 import { defaultPolicyFile, EXIT, OVERRIDE_OPTIONS, overridesOf, parse } from './usage.js';
 
 export const CHECK_HELP = `Usage: petstore-gateway check [FILE] [--upstream URL] [--host H] [--port N] [--ephemeral-key]
@@ -45,14 +45,12 @@ export async function check(args: string[]): Promise<number> {
   const notes = perKeyNotes(loaded.config.policies['rate-limit'], loaded.config.policies.auth, { env }).map((line) => `  note: ${line}\n`);
   // The document the policy chooses with `interface:` (compiled by the loader: every construct the
   // gateway cannot enforce was refused there); its OpenAPI 3.1 structure is checked here too.
-  const api = loaded.config.interface === undefined ? undefined : loaded.config.api;
-  if (api !== undefined) {
-    const structure = await validateStructure(api.document);
-    if (structure.length > 0) {
-      process.stdout.write(structure.map((p) => `${file}: $.interface: ${loaded.config.interface}: ${p.path}: ${p.message}`).join('\n') + '\n');
-      return EXIT.config;
-    }
+  const structure = await interfaceStructure(loaded.config);
+  if (structure.length > 0) {
+    process.stdout.write(formatProblems(file, structure) + '\n');
+    return EXIT.config;
   }
+  const api = loaded.config.interface === undefined ? undefined : loaded.config.api;
   const changes = interfaceChangeReport(api?.document as object | undefined).map((line) => `  ${line}\n`);
   process.stdout.write(`${file}: ok\n${keys.join('')}${tls.join('')}${notes.join('')}${changes.join('')}`);
   return EXIT.ok;

@@ -1,8 +1,10 @@
 /** The validation of a policy file that `serve`, `check` and a reload share. */
 import { dirname } from 'node:path';
+import { validateStructure } from '../api/validate.js';
 import { formatOf, formatProblems, parsePolicy, readPolicyText, upstreamUrlWritten, type LoadOptions, type Overrides } from '../config/load.js';
 import { builtinExposureProblem } from '../config/security-notices.js';
 import type { PolicyConfig } from '../config/types.js';
+import type { Problem } from '../core/policy.js';
 import { buildKeyRing, newKey } from '../policies/auth/index.js';
 import { tlsProblems } from '../tls/ops.js';
 import { adminProblems } from './admin.js';
@@ -43,3 +45,15 @@ export function loadForServe(
   return { ok: true, config: loaded.config, text: read.text, ephemeral };
 }
 
+
+/**
+ * The OpenAPI 3.1 structure of the interface document a policy names (`interface:`), as problems
+ * of the policy file (`$.interface`); none for the shipped document. The loader compiled the
+ * document already (what the gateway cannot enforce was refused there): this is the rest of
+ * what `check`, `serve` and a reload refuse, asynchronous because the validator is.
+ */
+export async function interfaceStructure(config: PolicyConfig): Promise<Problem[]> {
+  if (config.interface === undefined || config.api === undefined) return [];
+  const problems = await validateStructure(config.api.document);
+  return problems.map((p) => ({ path: '$.interface', message: `${config.interface}: ${p.path}: ${p.message}` }));
+}

@@ -25,7 +25,7 @@ import { adminWatchFiles, reloadAdmin } from './admin.js';
 import { adminKeyRoutes } from './keys.js';
 import { servedFor } from './openapi.js';
 import { probeUpstream } from './probe.js';
-import { checkReload, isPolicyMessage, listenAdmin, printBanner, readForReload, type ServeSetup } from './serve-setup.js';
+import { checkReload, checkReloadWhole, isPolicyMessage, listenAdmin, printBanner, readForReload, type ServeSetup } from './serve-setup.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
 import { EXIT } from './usage.js';
 import { interfaceFiles, watchFiles } from './watch.js';
@@ -104,7 +104,8 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
     onReloadSignal(() => log.warn({ primaryPid: process.ppid }, 'SIGHUP sent to a worker is ignored: send it to the primary, which reloads every worker'));
   } else {
     onReloadSignal((reason) => reload(reason));
-    if (s.watch) watchFiles([s.file, ...interfaceFiles(config)], () => reload('file changed'), log);
+      if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+    if (s.watch) watchFiles(interfaceFiles(config), () => reload('interface changed'), log);
     if (s.watch) watchFiles(adminWatchFiles(config), () => reloadAdmin('admin file changed'), log);
     // The listener's certificate files are watched too (one reload when the key and the
     // certificate change together): a renewal needs no policy change.
@@ -162,12 +163,18 @@ function listenHint(code: string): string {
  */
 function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: RunningEngine['server']): (reason: string, text?: string) => void {
   const last = { text: s.text };
+  // One reload at a time, in the order asked: the interface document's check is asynchronous.
+  let reloading = Promise.resolve();
   return (reason, handed) => {
+    reloading = reloading.then(() => reloadOnce(reason, handed)).catch((err: unknown) => s.log.error({ err, reason }, 'policy reload failed; the previous policy stays'));
+  };
+  async function reloadOnce(reason: string, handed: string | undefined): Promise<void> {
     reloadAdmin(reason);
     const text = handed ?? readForReload(s, reason, last);
     if (text === undefined) return;
     const before = holder.current.config;
-    const next = checkReload(s, before, text);
+    // A policy the primary of --workers hands over was checked whole there.
+    const next = handed === undefined ? await checkReloadWhole(s, before, text) : checkReload(s, before, text);
     const problems = next.ok ? holder.replace(compileGateway(next.config, { env: s.env, log: s.log }, holder.current.backend)).map((p) => `${p.path}: ${p.message}`) : next.problems;
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) s.log.error({ file: s.file, reason, problems }, 'policy reload refused; the previous policy stays');
@@ -177,7 +184,7 @@ function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: Runnin
     }
     // The certificate and key are re-read on every reload (a renewal keeps the same paths).
     reloadListenerTls(server, s.log, reason);
-  };
+  }
 }
 
 /**

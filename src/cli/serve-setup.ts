@@ -10,6 +10,7 @@ import { formatOf, parsePolicy, readPolicyText, type Overrides } from '../config
 import type { PolicyConfig } from '../config/types.js';
 import { restartOnlyChanges } from '../gateway.js';
 import { adminTls } from './admin.js';
+import { interfaceStructure } from './policy-load.js';
 
 /**
  * The variable through which the `--workers` primary hands each worker, replacements included, the
@@ -62,6 +63,14 @@ export function checkReload(s: ServeSetup, current: PolicyConfig, text: string):
   const problems = !next.ok ? next.problems : restartOnlyChanges(current, next.config);
   if (next.ok && problems.length === 0) return { ok: true, config: next.config };
   return { ok: false, problems: problems.map((p) => `${p.path}: ${p.message}`) };
+}
+
+/** `checkReload`, and the OpenAPI structure of the interface document the new policy names. */
+export async function checkReloadWhole(s: ServeSetup, current: PolicyConfig, text: string): Promise<{ ok: true; config: PolicyConfig } | { ok: false; problems: string[] }> {
+  const next = checkReload(s, current, text);
+  if (!next.ok) return next;
+  const structure = await interfaceStructure(next.config);
+  return structure.length === 0 ? next : { ok: false, problems: structure.map((p) => `${p.path}: ${p.message}`) };
 }
 
 /**

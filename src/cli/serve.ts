@@ -21,10 +21,11 @@ import { closeRegistries, setRegistryLog } from '../registry/index.js';
 import { listenerTlsFiles } from '../tls/ops.js';
 import { adminWatchFiles, reloadAdmin } from './admin.js';
 import { adminKeyRoutes } from './keys.js';
-import { loadForServe } from './policy-load.js';
+import { interfaceStructure, loadForServe } from './policy-load.js';
+import { formatProblems } from '../config/load.js';
 import { probeUpstream } from './probe.js';
 import { serveProcess } from './serve-process.js';
-import { checkReload, listenAdmin, POLICY_MESSAGE, type PolicyMessage, printBanner, readForReload, type ServeSetup, WORKER_POLICY_ENV, WORKER_PORT_ENV } from './serve-setup.js';
+import { checkReloadWhole, listenAdmin, POLICY_MESSAGE, type PolicyMessage, printBanner, readForReload, type ServeSetup, WORKER_POLICY_ENV, WORKER_PORT_ENV } from './serve-setup.js';
 import { servedFor } from './openapi.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
@@ -97,6 +98,12 @@ export async function serve(args: string[]): Promise<number> {
   const loaded = loadForServe(file, env, overrides, { ephemeralKey: values['ephemeral-key'] === true, fileGiven: values.policy !== undefined, handed });
   if (!loaded.ok) {
     process.stderr.write(loaded.problems + '\n');
+    return EXIT.config;
+  }
+  // A worker was handed a policy its primary checked whole.
+  const structure = handed === undefined ? await interfaceStructure(loaded.config) : [];
+  if (structure.length > 0) {
+    process.stderr.write(formatProblems(file, structure) + '\n');
     return EXIT.config;
   }
   // Stdout is NDJSON (operator messages and access lines, one writer); written asynchronously so a
@@ -186,18 +193,24 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     draining = true;
     group.stop(signal);
   });
+  // One reload at a time, in the order asked: the interface document's check is asynchronous.
+  let reloading = Promise.resolve();
   const reload = (reason: string) => {
+    reloading = reloading.then(() => reloadOnce(reason)).catch((err: unknown) => log.error({ err, reason }, 'policy reload failed; the previous policy stays'));
+  };
+  const reloadOnce = async (reason: string) => {
     reloadAdmin(reason);
     const text = readForReload(s, reason, last);
     if (text === undefined) return;
-    const next = checkReload(s, inForce.config, text);
+    const next = await checkReloadWhole(s, inForce.config, text);
     if (!next.ok) return void log.error({ file: s.file, reason, problems: next.problems }, 'policy reload refused; the previous policy stays');
     inForce = { text, config: next.config };
     // Each worker applies it and logs its own "policy reloaded" line.
     group.send({ type: POLICY_MESSAGE, text, reason } satisfies PolicyMessage);
   };
   onReloadSignal(reload);
-  if (s.watch) watchFiles([s.file, ...interfaceFiles(config)], () => reload('file changed'), log);
+  if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+  if (s.watch) watchFiles(interfaceFiles(config), () => reload('interface changed'), log);
   if (s.watch) watchFiles(adminWatchFiles(config), () => reloadAdmin('admin file changed'), log);
   // Workers hold the certificate: a renewed file reaches them as a reload of the policy in force.
   if (s.watch) watchFiles(listenerTlsFiles(config), () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage), log);

@@ -3,6 +3,7 @@
  * unknown parameters dropped or rejected) and the enforcement of its response (never more than
  * `limit` animals, never another status than the filter, lossless, 502 for what is not a JSON array).
  */
+import { declaresOf } from '../../src/policies/list-pets/facts.js';
 import t from 'tap';
 import { parsePolicy } from '../../src/config/load.js';
 import type { PolicyConfig } from '../../src/config/types.js';
@@ -345,4 +346,9 @@ t.test('in the chain after upstream-errors: an upstream error is not a list', as
   t.equal(JSON.parse(err.body.toString()).code, 'upstream_error');
   const ok = chain.finishResponse(ex, response(`[${pet(1)},${pet(2)}]`));
   t.equal(ok.body.toString(), `[${pet(1)}]`);
+});
+
+t.test('access-log names: a filter as <name>Filter, a name the line writes itself as <name>Param', async (t) => {
+  const names = declaresOf(['limit', 'status', 'level', 'consumer', 'page[size]', 'limit'], new Set(['status'])).logFields?.map((f) => f.name);
+  t.strictSame(names, ['limit', 'statusFilter', 'levelParam', 'consumerParam', 'page[size]'], 'each once, none shadowing a field of the line');
 });
