@@ -123,7 +123,7 @@ export class GatewayHolder {
   /** The response cache in front of a URL upstream; none for the built-in backend (nothing to shield). */
   readonly cache: ResponseCache | undefined;
   /** The cache as the exchange gets it: a wrapper of the composed send (src/policies/cache/layer.ts). */
-  readonly cacheLayer: SendWrapper | undefined;
+  readonly sendWrapper: SendWrapper | undefined;
   /**
    * The per-consumer in-flight bound (`server.maxInFlightPerConsumer`), shared by every server of
    * this holder; like the `server` section, it changes only on a restart.
@@ -140,7 +140,7 @@ export class GatewayHolder {
       initial.backend !== undefined
         ? undefined
         : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
-    this.cacheLayer = this.cache === undefined ? undefined : responseCache(this.cache);
+    this.sendWrapper = this.cache === undefined ? undefined : responseCache(this.cache);
     const { maxInFlightPerConsumer, consumerQueueMs } = initial.config.server;
     this.gate = maxInFlightPerConsumer === null ? undefined : new ConsumerGate({ maxInFlight: maxInFlightPerConsumer, queueMs: consumerQueueMs });
   }

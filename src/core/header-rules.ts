@@ -105,7 +105,8 @@ export const DEFAULT_RESPONSE_ALLOW = [
   'retry-after',
   'vary',
   'content-language',
-  // Caching metadata (RFC 9111 section 5.1, RFC 9211): the response cache layer sets both.
+  // Age and Cache-Status (RFC 9111 section 5.1, RFC 9211): an HTTP cache's account of an answer,
+  // the upstream's or a wrapper of send's (`SendWrapper.trailing`, `account`).
   'age',
   'cache-status',
 ] as const;

@@ -39,8 +39,8 @@ export interface UpstreamRequest {
   /** The operation (for the in-process backend, which needs no path). */
   readonly operation: string;
   /**
-   * The raw value of the operation's path parameter (`Operation.paramName`), for a
-   * transport that needs no path (the in-process backend) and for the response cache's key.
+   * The raw value of the operation's path parameter (`Operation.paramName`), for a transport that
+   * needs no path (the in-process backend) and for a wrapper of send that keys answers by it.
    */
   readonly param: string | undefined;
   /** The upstream query, without '?'. */
@@ -52,9 +52,9 @@ export interface UpstreamRequest {
   /** Request headers, lower-case names, without host: the transport writes the upstream's. */
   readonly headers: Record<string, string | string[]>;
   /**
-   * The same fields but those the gateway makes per call (W3C trace context), for the response
-   * cache's key: read on every hit, where no call is made, so no trace context is made for it.
-   * Absent: `headers`.
+   * The same fields but those the gateway makes per call (W3C trace context), for a wrapper of send
+   * that keys answers by them: read where it answers without a call, so no trace context is made
+   * for it. Absent: `headers`.
    */
   readonly keyFields?: Readonly<Record<string, string | string[]>>;
   readonly body: Buffer | undefined;
@@ -62,7 +62,7 @@ export interface UpstreamRequest {
   readonly native: unknown;
   /**
    * What identifies the rules that turn an upstream answer into the client's (the policies and
-   * header rules in force): the response cache keeps answers after the response phase, so it keys
+   * header rules in force): a wrapper of send that keeps answers after the response phase keys
    * them by these too. A transport ignores it.
    */
   readonly answerRules?: string | undefined;

@@ -116,7 +116,7 @@ t.test('a hit writes the stored answer: the response phase ran once, for the mis
   const view: GatewayView = { chain: new Chain([...gw.chain.policies, counter]), bodyLimit: gw.bodyLimit, headerRules: gw.headerRules, answerRules: gw.answerRules };
   const upstream = memoryUpstream();
   const pipeline = new Pipeline({
-    gateways: { current: view, breaker: undefined, cacheLayer: holder.cacheLayer },
+    gateways: { current: view, breaker: undefined, sendWrapper: holder.sendWrapper },
     upstream,
     settings: { basePath: '/v1', headersMs: 5000, bodyMs: 5000, totalMs: 10_000, maxBufferedBytes: 1 << 20, retryIdempotent: false },
     front,
@@ -258,7 +258,7 @@ function ownFieldsGateway(t: Test, own: Policy): { upstream: ReturnType<typeof m
   const view: GatewayView = { chain: new Chain([own, ...gw.chain.policies]), bodyLimit: gw.bodyLimit, headerRules: gw.headerRules, answerRules: gw.answerRules };
   const upstream = memoryUpstream({ vary: 'Accept-Encoding', etag: '"upstream"' });
   const pipeline = new Pipeline({
-    gateways: { current: view, breaker: undefined, cacheLayer: holder.cacheLayer },
+    gateways: { current: view, breaker: undefined, sendWrapper: holder.sendWrapper },
     upstream,
     settings: { basePath: '/v1', headersMs: 5000, bodyMs: 5000, totalMs: 10_000, maxBufferedBytes: 1 << 20, retryIdempotent: false },
     front,

@@ -4,7 +4,8 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MemoryCacheStore, entrySize } from '../../src/policies/cache/memory.js';
 import { openResponseCache } from '../../src/policies/cache/open.js';
-import { hitPlan, storedFields, type CacheEntry } from '../../src/core/forward/answer.js';
+import { fieldPlan, flatFields } from '../../src/core/forward/answer.js';
+import { TRAILING_FIELDS, type CacheEntry } from '../../src/policies/cache/types.js';
 import { directives, httpDate, varyKeyed } from '../../src/policies/cache/directives.js';
 import { cacheKey } from '../../src/policies/cache/key.js';
 import type { UpstreamRequest } from '../../src/core/upstream.js';
@@ -92,7 +93,7 @@ t.test("50,000 distinct keys: the store's count and the real heap both stay with
     const body = Buffer.from(`{"id":${i},"name":"pet ${i}","categoryId":9223372036854775807,"status":"available"}`);
     const headers = { 'content-type': 'application/json', 'content-length': String(body.length), etag: `"${i}"` };
     const own = { 'x-request-id': `r${i}`, 'ratelimit-policy': '"default";q=100;w=60', ratelimit: '"default";r=99;t=0' };
-    store.set(`getPet ${i}`, { status: 200, headers, body, text: body.toString('latin1'), plan: hitPlan(storedFields(headers), own), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
+    store.set(`getPet ${i}`, { status: 200, headers, body, text: body.toString('latin1'), plan: fieldPlan(flatFields(headers), own, TRAILING_FIELDS), born: now, freshUntil: now + 30_000, staleUntil: now + 330_000 });
     if (store.size > worst) worst = store.size;
   }
   const grown = used() - before;
@@ -113,9 +114,9 @@ t.test('an entry is counted with its key and its headers, not only its body', as
   t.ok(entrySize('getPet 1', fat) >= base + 2 * 10_000, 'header values (lists too) count');
   const body = Buffer.from('{"id":1,"name":"Rex"}');
   t.equal(entrySize('getPet 1', { ...small, body, text: body.toString('latin1') }), entrySize('getPet 1', { ...small, body }) + body.length, 'a body kept as a string too counts twice');
-  const fields = storedFields(small.headers);
+  const fields = flatFields(small.headers);
   t.equal(entrySize('getPet 1', { ...small, fields }), base + 48 + 8 * fields.length, 'the flat list of the fields counts its slots');
-  const plan = hitPlan(fields, { 'x-request-id': 'r1', 'content-type': 'text/plain' });
+  const plan = fieldPlan(fields, { 'x-request-id': 'r1', 'content-type': 'text/plain' }, TRAILING_FIELDS);
   t.equal(plan.fields.length, fields.length + 2 + 4, 'a plan: the stored fields (an own field of a stored name takes its place), one new own field, Age and Cache-Status');
   t.equal(entrySize('getPet 1', { ...small, plan }), base + 3 * 48 + 32 + 8 * (plan.fields.length + 2 + 2), "a hit's plan counts its three lists' slots");
   // A store of 64 KiB cannot be filled past its bound by headers alone.

@@ -9,7 +9,7 @@ import t from 'tap';
 import type { TapTest as Tap } from '../helpers/assert.js';
 import { RedisCacheStore } from '../../src/policies/cache/redis.js';
 import { parsePolicy } from '../../src/config/load.js';
-import type { CacheEntry } from '../../src/core/forward/answer.js';
+import type { CacheEntry } from '../../src/policies/cache/types.js';
 import { acquireRedis, describeConnection, maskUrl } from '../../src/stores/connection.js';
 import { RedisStore } from '../../src/stores/redis.js';
 import type { RedisStoreConfig } from '../../src/stores/types.js';

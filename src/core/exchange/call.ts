@@ -2,14 +2,14 @@
  * The upstream call of a request: the second part of `ActiveRequest` (see reply.ts). It makes the
  * fields the upstream is sent, and is the handler at the top of the forwarding layers
  * (`ForwardHandler`): it checks an answer's head, streams its body with back-pressure or runs the
- * response phase on a held one, writes a finished answer a wrapper of `send` hands it, and maps a
- * failure to the catalogue. Its endings (`settle`, `fail`, `crash`: the error barrier) end the
+ * response phase on a held or whole one, writes a finished answer a wrapper of `send` hands it,
+ * and maps a failure to the catalogue. Its endings (`settle`, `fail`, `crash`: the error barrier) end the
  * call once, whichever way it went.
  */
 import { isValidUpstreamStatus } from '../contract.js';
 import { GatewayError } from '../errors.js';
-import type { CacheEntry } from '../forward/answer.js';
-import type { AnswerKeeper, ForwardHandler } from '../forward/index.js';
+import type { FinishedAnswer } from '../forward/answer.js';
+import type { AnswerTaker, ForwardHandler } from '../forward/index.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../headers.js';
 import type { HeaderValue, ResponseBody } from '../policy.js';
 import { traceContextOf } from '../request-id.js';
@@ -21,8 +21,20 @@ function errorFor(kind: FailureKind, cause: unknown): GatewayError {
   return new GatewayError(code, { cause });
 }
 
-/** No fields of a request: the view of the headers every client gets of a stored answer. */
+/** No fields of a request: the view of the headers every client gets of a shared answer. */
 const NO_FIELDS: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * The trailing values of a whole answer's head, in the wrapper's order: one list reused, as the
+ * values are copied into the written field list before `writeFinished` returns.
+ */
+const TRAILING: string[] = [];
+
+function trailingOf(head: Readonly<Record<string, HeaderValue>>, names: readonly string[]): readonly string[] {
+  TRAILING.length = names.length;
+  for (let k = 0; k < names.length; k++) TRAILING[k] = String(head[names[k] as string] ?? '');
+  return TRAILING;
+}
 
 /** The request's upstream call: `ActiveRequest`'s second part (see the file's head). */
 export abstract class UpstreamCall extends Reply implements ForwardHandler {
@@ -52,7 +64,7 @@ export abstract class UpstreamCall extends Reply implements ForwardHandler {
     if (up.tracestate === null) up.tracestate = trace.tracestate ?? null;
   }
 
-  /** The fields the upstream is sent but the trace context, which `upstreamHeaders` makes first (a cache hit never needs one). */
+  /** The fields the upstream is sent but the trace context, which `upstreamHeaders` makes first (an answer given without a call never needs one). */
   forwardedFields(): Record<string, string | string[]> {
     const h = this.head.headers;
     return upstreamRequestHeaders(this.rules, h, this.ex, { remoteAddress: this.head.remoteAddress, tls: this.head.tls === true, host: h.host as string | undefined }) as Record<string, string | string[]>;
@@ -146,11 +158,12 @@ export abstract class UpstreamCall extends Reply implements ForwardHandler {
   }
 
   /**
-   * A whole upstream answer the response cache holds: the response phase runs on it, when a
-   * policy asks as for any answer, and the cache is offered what the client would get. Kept, it
-   * is written from the entry, as every later hit is: one way to write a cached answer.
+   * A whole upstream answer a wrapper of send holds: the response phase runs on it, when a policy
+   * asks as for any answer, and the wrapper is offered what every client would get. Taken, it is
+   * written as a finished answer, with the trailing values of `headers`: one way to write it,
+   * whether the answer was just made or given later without a call.
    */
-  onAnswer(status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, keeper: AnswerKeeper): void {
+  onWhole(status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, taker: AnswerTaker): void {
     if (this.settled) return;
     this.upstreamStatus = status;
     this.headers = headers;
@@ -168,29 +181,28 @@ export abstract class UpstreamCall extends Reply implements ForwardHandler {
     if (out === undefined) return;
     if (out.status === 200 && out.headers === upstreamHeaders) {
       // What every client gets of this answer: the allowlist and the `private` rule applied, none
-      // of this request's own fields (they are added per request, as on a hit).
+      // of this request's own fields (they are added per request, as on every later write).
       const shared = clientResponseHeaders(this.rules, upstreamHeaders, { responseHeaders: NO_FIELDS, consumerId: this.ex.consumerId }, true);
-      const entry = keeper.keep(200, shared, out.body, this.ex.responseHeaders);
-      // The cache's head says this request's Age and Cache-Status (src/policies/cache/flight.ts, `answerHead`).
-      if (entry !== undefined) return this.writeStored(entry, String(headers.age ?? '0'), String(headers['cache-status'] ?? ''));
+      const taken = taker.take(200, shared, out.body, this.ex.responseHeaders);
+      if (taken !== undefined) return this.writeFinished(taken, trailingOf(headers, this.pipeline.trailing));
     }
     this.answer(out, upstreamHeaders);
   }
 
-  /** The response cache answers from an entry: the request's own fields on the stored answer. */
-  onStored(entry: CacheEntry, age: string, cacheStatus: string, called: boolean): void {
+  /** A wrapper of send answers with a finished answer: the request's own fields on it, then the wrapper's. */
+  onFinished(answer: FinishedAnswer, trailing: readonly string[], called: boolean): void {
     if (this.settled) return;
     // An answer no call went upstream for has no upstream status or duration (the access line
     // and the client histogram are for upstream calls), as for a call the breaker refused.
     if (called) {
-      this.upstreamStatus = entry.status;
+      this.upstreamStatus = answer.status;
       this.settle();
     } else {
       this.upstreamT0 = 0;
       // No call to time: settled without reading the clock.
       this.settled = true;
     }
-    this.writeStored(entry, age, cacheStatus);
+    this.writeFinished(answer, trailing);
   }
 
   /** The response phase on a held answer; undefined when it crashed (answered 500). */

@@ -16,7 +16,7 @@ export function routeOf(ex: Exchange): RouteLabel {
 
 /**
  * The upstream request of one client request. Its headers are built when first read: a transport
- * reads them as it sends, while a request the response cache answers from an entry is never sent.
+ * reads them as it sends, while a request a wrapper of send answers itself is never sent.
  * Built (the path rebuilt from the operation, never copied from the client) once the request and
  * body phases passed.
  */

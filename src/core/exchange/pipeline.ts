@@ -13,6 +13,8 @@ import type { ClientResponse, ForwardSettings, FrontHooks, GatewaySource, Operat
 import { POLICED, TRUSTED, type Answers, type RequestPipeline } from './reply.js';
 import { ActiveRequest } from './request.js';
 
+const NONE: readonly string[] = Object.freeze([]);
+
 /** The pipeline of one front: one per server, shared by its requests. */
 export class Pipeline implements RequestPipeline {
   readonly gateways: GatewaySource;
@@ -24,6 +26,8 @@ export class Pipeline implements RequestPipeline {
   /** The upstream's `send` with the forwarding layers it needs around it (src/core/forward). */
   readonly send: Send;
   readonly answers: Answers;
+  readonly trailing: readonly string[];
+  readonly account: readonly string[];
   /** The breaker that admits calls; none for an upstream the layers do not guard. */
   readonly breaker: CircuitBreaker | undefined;
   /** The per-consumer in-flight bound; none when `consumerBound` is off. */
@@ -36,10 +40,13 @@ export class Pipeline implements RequestPipeline {
     this.front = options.front;
     this.log = options.log;
     this.observer = options.observer;
-    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.cacheLayer);
+    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.sendWrapper);
     this.send = f.send;
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;
+    const wrapper = f.policed ? options.gateways.sendWrapper : undefined;
+    this.trailing = wrapper?.trailing ?? NONE;
+    this.account = wrapper?.account ?? NONE;
     this.gate = options.gateways.gate;
   }
 

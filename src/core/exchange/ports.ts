@@ -23,7 +23,7 @@ export interface ClientResponse {
   readonly writableFinished: boolean;
   readonly destroyed: boolean;
   writeHead(status: number, headers: Record<string, HeaderValue | number>): unknown;
-  /** node's raw form, a flat list `[name, value, ...]`: what a cache hit writes. */
+  /** node's raw form, a flat list `[name, value, ...]`: what a finished answer is written with. */
   writeHead(status: number, headers: (string | string[])[]): unknown;
   write(chunk: Buffer): boolean;
   end(chunk?: Buffer): unknown;
@@ -39,7 +39,7 @@ export interface GatewayView {
   readonly chain: Chain;
   readonly bodyLimit: number;
   readonly headerRules: HeaderRules;
-  /** A fingerprint of the policies and header rules: the response cache keys stored answers by it. */
+  /** A fingerprint of the policies and header rules: a wrapper of send that keeps finished answers keys them by it. */
   readonly answerRules?: string | undefined;
 }
 
@@ -47,10 +47,11 @@ export interface GatewaySource {
   readonly current: GatewayView;
   readonly breaker: CircuitBreaker | undefined;
   /**
-   * The response cache in front of the upstream (the `cache` policy, src/policies/cache), as a
-   * wrapper of the composed send: it may answer a call itself (`onStored`). It outlives reloads.
+   * A wrapper of the composed send (src/core/forward/layer.ts, `SendWrapper`), outermost: it may
+   * answer a call itself (`onFinished`) or have the response phase run on a whole answer
+   * (`onWhole`). It outlives reloads.
    */
-  readonly cacheLayer?: SendWrapper | undefined;
+  readonly sendWrapper?: SendWrapper | undefined;
   /** The per-consumer in-flight bound (`server.maxInFlightPerConsumer`); it outlives reloads. */
   readonly gate?: ConsumerGate | undefined;
 }

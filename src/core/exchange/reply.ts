@@ -4,13 +4,13 @@
  * one before). `Reply` holds what the request is (its exchange, the gateway it arrived under) and
  * what it answered (status, error code, bytes), and writes every answer the exchange gives: an
  * error in the Error shape (`sendError`, the one renderer), a policy's local reply, what the
- * response phase made of an upstream answer, and a finished answer kept by a wrapper of `send` (a
- * cache hit), with the header assembly each needs.
+ * response phase made of an upstream answer, and a finished answer a wrapper of `send` hands it,
+ * with the header assembly each needs.
  */
 import type { Chain, OpenExchange } from '../chain.js';
 import type { ConsumerGate } from '../consumer-gate.js';
 import { ERROR_CONTENT_TYPE, type GatewayError, renderError } from '../errors.js';
-import { fieldAt, storedFields, type CacheEntry, type HitPlan } from '../forward/answer.js';
+import { fieldAt, flatFields, type FieldPlan, type FinishedAnswer } from '../forward/answer.js';
 import { ONE_WRITE_MAX, type Send } from '../forward/index.js';
 import { clientResponseHeaders, mergeVary, type HeaderRules } from '../headers.js';
 import type { HeaderValue, LocalReply, RequestHead, ResponseBody } from '../policy.js';
@@ -30,6 +30,10 @@ export interface RequestPipeline {
   readonly observer: ExchangeObserver | undefined;
   /** The upstream's `send` with the forwarding layers it needs around it (src/core/forward). */
   readonly send: Send;
+  /** The wrapper of send's trailing fields of a finished answer (`SendWrapper.trailing`); none without one. */
+  readonly trailing: readonly string[];
+  /** The wrapper of send's account fields on an upstream head (`SendWrapper.account`); none without one. */
+  readonly account: readonly string[];
   readonly answers: Answers;
   /** The per-consumer in-flight bound; none when `consumerBound` is off. */
   readonly gate: ConsumerGate | undefined;
@@ -59,11 +63,12 @@ function assignHeaders(out: Record<string, HeaderValue | number>, from: Readonly
 }
 
 /**
- * A hit's field list from its entry's plan: a copy of the plan's list with this request's own
- * values, Age and Cache-Status in their places; undefined when the request's own field names are
- * not the plan's (another route's or consumer's policies), and the list is made field by field.
+ * A finished answer's field list from its plan: a copy of the plan's list with this request's own
+ * values and the wrapper's `trailing` values in their places; undefined when the request's own
+ * field names are not the plan's (another route's or consumer's policies), and the list is made
+ * field by field.
  */
-function plannedFields(plan: HitPlan, own: Readonly<Record<string, HeaderValue>>, age: string, cacheStatus: string): (string | string[])[] | undefined {
+function plannedFields(plan: FieldPlan, own: Readonly<Record<string, HeaderValue>>, trailing: readonly string[]): (string | string[])[] | undefined {
   const names = plan.names;
   const at = plan.at;
   const out = plan.fields.slice();
@@ -73,30 +78,30 @@ function plannedFields(plan: HitPlan, own: Readonly<Record<string, HeaderValue>>
     if (value === undefined) continue;
     if (names[n] !== name) return undefined;
     const i = at[n++] ?? 0;
-    // Vary is a list (RFC 9110 section 12.5.5): the exchange's joins a stored one.
+    // Vary is a list (RFC 9110 section 12.5.5): the exchange's joins a kept one.
     out[i] = i < plan.stored && name === 'vary' ? mergeVary(out[i], value) : value;
   }
   if (n !== names.length) return undefined;
-  out[out.length - 3] = age;
-  out[out.length - 1] = cacheStatus;
+  // The trailing pairs end the list, in the wrapper's order.
+  for (let k = 0, i = out.length - 2 * trailing.length + 1; k < trailing.length; k++, i += 2) out[i] = trailing[k] as string;
   return out;
 }
 
 /**
- * A hit's field list made field by field: the stored fields (the first `storedEnd` items of
- * `stored`), the request's own (one replaces a stored one of its name; Vary merged), Age and
- * Cache-Status.
+ * A finished answer's field list made field by field: its fields (the first `end` items of
+ * `fields`), the request's own (one replaces a field of its name; Vary merged), then the wrapper's
+ * trailing fields (`names`, with `values`).
  */
-function mergedFields(stored: readonly (string | string[])[], storedEnd: number, own: Readonly<Record<string, HeaderValue>>, age: string, cacheStatus: string): (string | string[])[] {
-  const out = stored.slice(0, storedEnd);
+function mergedFields(fields: readonly (string | string[])[], end: number, own: Readonly<Record<string, HeaderValue>>, names: readonly string[], values: readonly string[]): (string | string[])[] {
+  const out = fields.slice(0, end);
   for (const name in own) {
     const value = own[name];
     if (value === undefined) continue;
-    const at = fieldAt(out, storedEnd, name);
+    const at = fieldAt(out, end, name);
     if (at < 0) out.push(name, value);
     else out[at + 1] = name === 'vary' ? mergeVary(out[at + 1], value) : value;
   }
-  out.push('age', age, 'cache-status', cacheStatus);
+  for (let k = 0; k < names.length; k++) out.push(names[k] as string, values[k] ?? '');
   return out;
 }
 
@@ -182,9 +187,16 @@ export abstract class Reply {
     // A response a policy built itself (an Error) carries the gateway's own headers (a challenge,
     // Retry-After): they are not the upstream's, so the upstream allowlist does not apply to them.
     const headers = out.headers === upstreamHeaders ? clientResponseHeaders(this.rules, out.headers, this.ex, true) : TRUSTED.headers(this, out.headers as Readonly<Record<string, HeaderValue>>);
-    // The response cache's account of the call (RFC 9211: `fwd=uri-miss; fwd-status=404`) is the
-    // gateway's own field, so an answer a policy rewrote (a 404 into pet_not_found) keeps it.
-    if (out.headers !== upstreamHeaders && this.pipeline.gateways.cacheLayer !== undefined && upstreamHeaders['cache-status'] !== undefined) headers['cache-status'] = upstreamHeaders['cache-status'];
+    // A wrapper of send's account of the call (its `account` fields) is the gateway's own, not the
+    // upstream's, so an answer a policy rewrote (a 404 into an error of the catalogue) keeps it.
+    if (out.headers !== upstreamHeaders) {
+      const account = this.pipeline.account;
+      for (let k = 0; k < account.length; k++) {
+        const name = account[k] as string;
+        const value = upstreamHeaders[name];
+        if (value !== undefined) headers[name] = value;
+      }
+    }
     this.send(out.status, headers, out.body);
   }
 
@@ -199,29 +211,29 @@ export abstract class Reply {
   }
 
   /**
-   * Writes a stored answer: its fields (Content-Length included) as stored, then the exchange's
-   * own (request id, CORS, deprecation, rate limit; Vary merged), Age and Cache-Status; the body
-   * as stored, with the head in one write when it is small.
+   * Writes a finished answer: its fields (Content-Length included) as they are, then the
+   * exchange's own (request id, CORS, deprecation, rate limit; Vary merged), then the wrapper's
+   * trailing fields with `trailing`; the body as it is, with the head in one write when it is small.
    */
-  protected writeStored(entry: CacheEntry, age: string, cacheStatus: string): void {
+  protected writeFinished(answer: FinishedAnswer, trailing: readonly string[]): void {
     const res = this.res;
     if (res.headersSent || res.destroyed) return;
     // A flat list, not an object: node writes a list's fields without an own-property check and a
-    // lookup by name per field, so the two fields a hit adds (Age, Cache-Status) cost about what
-    // the object form saved (instructions counted under valgrind).
+    // lookup by name per field, so the fields a wrapper adds cost about what the object form
+    // saved (instructions counted under valgrind).
     const own = this.ex.responseHeaders;
-    const plan = entry.plan;
-    let out = plan === undefined ? undefined : plannedFields(plan, own, age, cacheStatus);
+    const plan = answer.plan;
+    let out = plan === undefined ? undefined : plannedFields(plan, own, trailing);
     if (out === undefined) {
-      const stored = plan?.fields ?? entry.fields ?? storedFields(entry.headers);
-      out = mergedFields(stored, plan?.stored ?? stored.length, own, age, cacheStatus);
+      const fields = plan?.fields ?? answer.fields ?? flatFields(answer.headers);
+      out = mergedFields(fields, plan?.stored ?? fields.length, own, this.pipeline.trailing, trailing);
     }
-    this.status = entry.status;
-    this.bytesOut = entry.body.length;
-    res.writeHead(entry.status, out);
+    this.status = answer.status;
+    this.bytesOut = answer.body.length;
+    res.writeHead(answer.status, out);
     // A small body kept as a string: joined with the head in one write, copied into no new string.
-    if (entry.text !== undefined) res.end(entry.text, 'latin1');
-    else endWith(res, entry.body);
+    if (answer.text !== undefined) res.end(answer.text, 'latin1');
+    else endWith(res, answer.body);
   }
 
   /** Answers a policy's local reply: its status, no body, the exchange's own headers and its own. */

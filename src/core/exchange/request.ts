@@ -99,9 +99,9 @@ export class ActiveRequest extends UpstreamCall implements GateEntry, FrontReque
    * The request id (the client's when valid, else a new one) on every response and to the
    * upstream, and W3C trace context to the upstream, so upstream logs correlate. The trace context
    * is made when the upstream request's fields are (`traced`, call.ts): a request answered without
-   * a call (a denial, a cache hit, the built-in backend) never needs it. Its two fields are placed
-   * now (null: no value yet), so the upstream gets them in the same order among the policies' own;
-   * a policy that sets one keeps its value.
+   * a call (a denial, a finished answer a wrapper of send gives, the built-in backend) never needs
+   * it. Its two fields are placed now (null: no value yet), so the upstream gets them in the same
+   * order among the policies' own; a policy that sets one keeps its value.
    */
   private identify(): void {
     const ex = this.ex;

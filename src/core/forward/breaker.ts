@@ -2,9 +2,9 @@
  * Breaker accounting: the circuit breaker (src/core/breaker.ts) learns the outcome of each call
  * once: a failure of the upstream, a success, or nothing (the client left, or the gateway itself
  * failed: that tells nothing of the upstream, and frees the half-open probe). Admission (the 503
- * while open) is taken here too, when the call is about to be sent, below the response cache: a
- * hit never asks the breaker, and a refused miss may still be answered from a stale copy
- * (RFC 5861: an open breaker is an error reaching the origin). A refused call is no outcome.
+ * while open) is taken here too, when the call is about to be sent, below a wrapper of send: an
+ * answer the wrapper gives without a call never asks the breaker, and the wrapper hears of a
+ * refusal (`onRefused`) and may still answer it itself. A refused call is no outcome.
  *
  * Only failures that are not one consumer's doing count, because the breaker refuses everyone:
  * the connection refused or reset, a timeout, an answer that is not HTTP, and 502, 503 or 504

@@ -1,14 +1,15 @@
 /**
  * Which layers an upstream gets, in which order (outermost, nearest the exchange, first):
  *
- *   exchange -> [response cache] -> breaker accounting -> buffering -> total deadline -> body idle
+ *   exchange -> [wrapper of send] -> breaker accounting -> buffering -> total deadline -> body idle
  *            -> head deadline -> retry -> transport
  *
- * The cache (when the policy file has one: src/policies/cache/layer.ts, which the gateway hands in as
- * a wrapper of send) is outermost, around the composed call (src/core/forward/layer.ts): a hit is
- * no upstream call, so no other layer sees it, and a flight's one call is under every deadline. The breaker admits a call before it is made and learns each call's outcome once,
- * whatever layer ended it; the head deadline sits outside the retry, so a retried read stays
- * under the one deadline its request started with. An upstream whose answers conform by
+ * A wrapper of send, when the composition root hands one in (`SendWrapper`), is outermost, around
+ * the composed call (src/core/forward/layer.ts): an answer it gives without a call is no upstream
+ * call, so no other layer sees it, and a call it makes is under every deadline. The breaker admits
+ * a call before it is made and learns each call's outcome once, whatever layer ended it; the head
+ * deadline sits outside the retry, so a retried read stays under the one deadline its request
+ * started with. An upstream whose answers conform by
  * construction (the in-process reference backend) gets no layer at all: it answers before `send`
  * returns, and is neither policed nor guarded.
  */
@@ -23,7 +24,7 @@ import { totalDeadline } from './total-deadline.js';
 import { compose, type Layer, type Send, type SendWrapper } from './layer.js';
 import { retryReads } from './retry.js';
 
-export type { AnswerKeeper, CallClass, ForwardHandler, Layer, Outcome, Send, SendWrapper } from './layer.js';
+export type { AnswerTaker, CallClass, ForwardHandler, Layer, Outcome, Send, SendWrapper } from './layer.js';
 export { Call, ONE_WRITE_MAX, compose } from './layer.js';
 
 export interface LayerSettings {
@@ -43,8 +44,8 @@ export interface Forwarding {
 }
 
 /**
- * `outer`: a wrapper of the composed call the caller hands in (the gateway's response cache,
- * src/policies/cache), outermost; the core knows only that it wraps `send`.
+ * `outer`: a wrapper of the composed call the caller hands in, outermost; the core knows only that
+ * it wraps `send` and which fields it writes.
  */
 export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, outer?: SendWrapper): Forwarding {
   const send: Send = (request, handler) => upstream.send(request, handler);
@@ -54,5 +55,5 @@ export function forwarding(upstream: Upstream, settings: LayerSettings, breaker:
   layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));
   if (settings.retryIdempotent) layers.push(retryReads());
   const call = compose(send, layers);
-  return { send: outer === undefined ? call : outer(call), policed: true, breaker };
+  return { send: outer === undefined ? call : outer.wrap(call), policed: true, breaker };
 }

@@ -13,12 +13,12 @@
  * interceptor shape) served about 1% fewer forwarded requests per second (docs/performance.md,
  * "Forwarding layers").
  *
- * The response cache, which answers some calls without one, wraps the composed `send` instead; its
- * per-request objects are `Call`s with no layer's part.
+ * A wrapper that answers some calls without making one (`SendWrapper`) wraps the composed `send`
+ * instead; its per-request objects may be `Call`s with no layer's part.
  */
 import type { GatewayError } from '../errors.js';
 import type { HeaderValue } from '../policy.js';
-import type { CacheEntry } from './answer.js';
+import type { FinishedAnswer } from './answer.js';
 import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamHandler, UpstreamRequest } from '../upstream.js';
 
 /**
@@ -40,21 +40,22 @@ export interface ForwardHandler extends UpstreamHandler {
   /** A held body: whole, or cut at the cap the handler gave (`truncated`; the call was stopped). */
   onBody(body: Buffer, truncated: boolean): void;
   /**
-   * The two calls of the response cache, which is outermost: only the handler above it (the
-   * exchange) has them; a handler without them is not answered from the cache (it is passed
-   * through). A whole upstream answer the cache holds to store: the handler runs its response
-   * phase on it as on a held body, and offers `keeper` what it would send (see `AnswerKeeper`).
-   * Instead of `onHead`; nothing follows.
+   * The two calls a wrapper of `send` (outermost: `SendWrapper`) may make instead of `onHead`;
+   * only the handler above every layer (the exchange) has them, and a wrapper passes a handler
+   * without them through. Nothing follows either.
+   *
+   * A whole upstream answer: the handler runs its response phase on it as on a held body, and
+   * offers `taker` what it would send (see `AnswerTaker`). The head carries the wrapper's trailing
+   * fields (`SendWrapper.trailing`) with this request's values.
    */
-  onAnswer?(status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, keeper: AnswerKeeper): void;
+  onWhole?(status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, taker: AnswerTaker): void;
   /**
-   * The response cache answers with a finished answer it kept (a hit, a stale copy, or a waiter of
-   * the miss that filled it): written as it is, with the request's own fields and these two.
-   * `called`: whether a call went upstream for this request (a miss, its waiters, a stale copy for a
-   * failed call), or not (a fresh hit, a stale copy while the breaker refuses calls).
-   * Instead of `onHead`; nothing follows.
+   * A finished answer (see answer.ts): written as it is, with the request's own fields, then the
+   * wrapper's trailing fields with `trailing`, their values in the wrapper's order (read during
+   * this call only: the wrapper may reuse the list). `called`: whether a call went upstream for
+   * this request, or not (the answer was at hand, or the call was refused).
    */
-  onStored?(entry: CacheEntry, age: string, cacheStatus: string, called: boolean): void;
+  onFinished?(answer: FinishedAnswer, trailing: readonly string[], called: boolean): void;
   /**
    * The call was never sent: the gateway refuses it (the circuit breaker is open) and `err` is
    * the answer. Instead of `onStart`; nothing follows. Not an upstream failure: no observer counts it as one.
@@ -65,19 +66,32 @@ export interface ForwardHandler extends UpstreamHandler {
 export type Send = (request: UpstreamRequest, handler: ForwardHandler) => void;
 
 /**
- * Offered with a whole answer by the response cache: the handler runs its response phase, and when
- * what it would send is the shareable answer (a 200 made of the upstream's fields), gives it here
- * with its client fields that do not depend on the request. The cache stores that, and answers
- * with it: `keep` returns the entry the handler then writes (`onStored`), or undefined when the
- * cache does not keep it (the handler writes its answer as usual).
+ * Offered a whole answer's result (`onWhole`): when what the handler would send is the shareable
+ * answer (a 200 made of the upstream's fields), it gives it here with its client fields that do
+ * not depend on the request. `take` returns the finished answer the handler then writes, as
+ * `onFinished` would (the trailing values are those of the head it was given), or undefined when
+ * the wrapper does not take it (the handler writes its answer as usual).
  */
-export interface AnswerKeeper {
-  /** `own`: the keeping request's own fields, whose names the entry's `HitPlan` is made for. */
-  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer, own?: Readonly<Record<string, HeaderValue>>): CacheEntry | undefined;
+export interface AnswerTaker {
+  /** `own`: the offering request's own fields, whose names the answer's `FieldPlan` may be made for. */
+  take(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer, own?: Readonly<Record<string, HeaderValue>>): FinishedAnswer | undefined;
 }
 
-/** A `send` around a `send` (the response cache): given the one below it, the one that wraps each call. */
-export type SendWrapper = (next: Send) => Send;
+/**
+ * A `send` around the composed `send`, which the composition root hands in (`forwarding()`): it
+ * may answer a call itself, with the two calls above, and says which fields are its own.
+ */
+export interface SendWrapper {
+  /** Given the composed `send`, the one that wraps each call. */
+  readonly wrap: (next: Send) => Send;
+  /** The fields written after a finished answer's, in this order (`onFinished`: their values come with each). */
+  readonly trailing: readonly string[];
+  /**
+   * Fields it sets on an upstream head it passes on, as its account of the call: they are the
+   * gateway's, not the upstream's, so an answer the response phase rewrote keeps them.
+   */
+  readonly account: readonly string[];
+}
 
 /** How a call ended, for the parts' `settle`: an answer came whole, it failed, or the handler left it. */
 export type Outcome = 'answered' | 'failed' | 'abandoned';

@@ -5,11 +5,11 @@
 import type { GatewayError } from '../../core/errors.js';
 import type { HeaderValue } from '../../core/policy.js';
 import { UpstreamFailure, type AbortReason, type UpstreamControl, type UpstreamRequest } from '../../core/upstream.js';
-import { Call, ONE_WRITE_MAX, type AnswerKeeper, type ForwardHandler, type Send } from '../../core/forward/layer.js';
-import { hitPlan, storedFields, type CacheEntry } from '../../core/forward/answer.js';
+import { Call, ONE_WRITE_MAX, type AnswerTaker, type ForwardHandler, type Send } from '../../core/forward/layer.js';
+import { fieldPlan, flatFields } from '../../core/forward/answer.js';
 import { ageOf, freshness, type StoringRules } from './directives.js';
 import type { KeyMemo, KeyRules } from './key.js';
-import { CACHE_NAME, type CacheEvent, type CacheStore } from './types.js';
+import { CACHE_NAME, TRAILING_FIELDS, type CacheEntry, type CacheEvent, type CacheStore } from './types.js';
 
 /** The cache of one upstream: its store, its rules, its flights in progress and its counts. */
 export interface ResponseCache extends KeyRules, StoringRules {
@@ -67,11 +67,25 @@ export function hitStatus(entry: CacheEntry, now: number): string {
   return ttl >= 0 && ttl < SAID_MAX ? (HIT_STATUS[ttl] ??= `${CACHE_NAME}; hit; ttl=${ttl}`) : `${CACHE_NAME}; hit; ttl=${ttl}`;
 }
 
-// ---- Replaying an answer --------------------------------------------------------------------/** A handler the cache can answer: it takes a whole answer to finish, and a stored one. */
-export type CacheClient = ForwardHandler & Required<Pick<ForwardHandler, 'onAnswer' | 'onStored'>>;
+/**
+ * A stored answer's trailing values (`TRAILING_FIELDS`: Age, Cache-Status), in one list reused:
+ * the exchange copies them as it writes the answer (`onFinished`), so a hit makes no list.
+ */
+const SAID: string[] = ['', ''];
+
+export function said(age: string, status: string): readonly string[] {
+  SAID[0] = age;
+  SAID[1] = status;
+  return SAID;
+}
+
+// ---- Replaying an answer --------------------------------------------------------------------
+
+/** A handler the cache can answer: it takes a whole answer to finish, and a finished one. */
+export type CacheClient = ForwardHandler & Required<Pick<ForwardHandler, 'onWhole' | 'onFinished'>>;
 
 export function isCacheClient(handler: ForwardHandler): handler is CacheClient {
-  return handler.onAnswer !== undefined && handler.onStored !== undefined;
+  return handler.onWhole !== undefined && handler.onFinished !== undefined;
 }
 
 /**
@@ -115,15 +129,15 @@ export class Subscriber extends Call {
     if (this.done) return;
     this.flight = undefined;
     this.done = true;
-    this.client.onStored(entry, ageText(entry.born, now), status, called);
+    this.client.onFinished(entry, said(ageText(entry.born, now), status), called);
   }
 
-  /** Hands the upstream's answer whole to the handler, whose response phase offers `keeper` the result. */
-  deliver(headers: Readonly<Record<string, string | string[]>>, body: Buffer, keeper: AnswerKeeper): void {
+  /** Hands the upstream's answer whole to the handler, whose response phase offers `taker` the result. */
+  deliver(headers: Readonly<Record<string, string | string[]>>, body: Buffer, taker: AnswerTaker): void {
     if (this.done) return;
     this.flight = undefined;
     this.done = true;
-    this.client.onAnswer(200, headers, body, keeper);
+    this.client.onWhole(200, headers, body, taker);
   }
 }
 
@@ -136,10 +150,10 @@ function ttlParam(entry: CacheEntry, now: number): string {
  * One upstream call that several identical requests wait on. It is the handler the layer below
  * calls; its subscribers are the client requests. Storing mode: the body is held whole (up to
  * `maxEntryBytes`) and handed to one subscriber's response phase, which offers back what it
- * sends (`keep`); that is stored, and every other subscriber answered with it. Pass mode (an answer that may not
+ * sends (`take`); that is stored, and every other subscriber answered with it. Pass mode (an answer that may not
  * be stored or shared): the first subscriber gets the call as it comes, the others send their own.
  */
-export class Flight implements ForwardHandler, AnswerKeeper {
+export class Flight implements ForwardHandler, AnswerTaker {
   private readonly subs: Subscriber[] = [];
   /** The answer kept from this call, once a subscriber's response phase offered it. */
   private kept: CacheEntry | undefined = undefined;
@@ -322,7 +336,7 @@ export class Flight implements ForwardHandler, AnswerKeeper {
    * A subscriber's response phase offers what it sends: kept, unless it is not the shareable 200.
    * Age and Cache-Status are the request's own; Content-Length is the final body's.
    */
-  keep(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer, own?: Readonly<Record<string, HeaderValue>>): CacheEntry | undefined {
+  take(status: number, headers: Readonly<Record<string, HeaderValue | number>>, body: Buffer, own?: Readonly<Record<string, HeaderValue>>): CacheEntry | undefined {
     if (!this.keeping || this.kept !== undefined || status !== 200) return undefined;
     const stored: Record<string, string | string[]> = {};
     for (const name in headers) {
@@ -332,8 +346,8 @@ export class Flight implements ForwardHandler, AnswerKeeper {
     }
     stored['content-length'] = String(body.length);
     const text = body.length <= ONE_WRITE_MAX ? body.toString('latin1') : undefined;
-    const fields = storedFields(stored);
-    const plan = own === undefined ? undefined : hitPlan(fields, own);
+    const fields = flatFields(stored);
+    const plan = own === undefined ? undefined : fieldPlan(fields, own, TRAILING_FIELDS);
     // With a plan, its list holds the stored fields first: the entry keeps one list, not two.
     // An answer that forbids stale copies (RFC 9111 section 4.2.4) has no stale-if-error window: the store drops it once it is stale.
     const freshUntil = this.storedAt + this.fresh;

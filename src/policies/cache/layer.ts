@@ -4,11 +4,12 @@
  *
  * What it stores is the answer the client got, after the response phase: the status, the client
  * fields that do not depend on the request (the header allowlist applied, Content-Length
- * computed) and the final body bytes (a list filtered, unknown fields dropped). The miss that
- * fills an entry runs the response phase once (`onAnswer`) and offers the result (`AnswerKeeper`);
- * every later answer from the entry, the filling miss's own included, is written from it
- * (`onStored`) with the request's own fields (request id, CORS, deprecation, rate limit, Age,
- * Cache-Status). A hit parses nothing and runs no response policy, and its bytes are the bytes
+ * computed) and the final body bytes (a list filtered, unknown fields dropped): a finished answer
+ * (src/core/forward/answer.ts), through the exchange's generic capabilities. The miss that fills an
+ * entry has the response phase run once on the upstream's whole answer (`onWhole`), which offers
+ * the result back (`AnswerTaker.take`); every later answer from the entry, the filling miss's own
+ * included, is written from it as a finished answer (`onFinished`) with the request's own fields
+ * (request id, CORS, deprecation, rate limit), then the cache's trailing ones (Age, Cache-Status). A hit parses nothing and runs no response policy, and its bytes are the bytes
  * the miss sent (an int64 stays exact). The request phase (authentication, the rate limit,
  * parameter validation) runs before the layer is reached, for hits as for misses.
  *
@@ -33,11 +34,9 @@
 import type { HeaderValue } from '../../core/policy.js';
 import type { UpstreamRequest } from '../../core/upstream.js';
 import { Call, start, type ForwardHandler, type Send, type SendWrapper } from '../../core/forward/layer.js';
-import type { CacheEntry } from '../../core/forward/answer.js';
-import { ageText, Flight, hitStatus, isCacheClient, Subscriber, type CacheClient, type ResponseCache } from './flight.js';
+import { ageText, Flight, hitStatus, isCacheClient, said, Subscriber, type CacheClient, type ResponseCache } from './flight.js';
 import { cacheKey } from './key.js';
-import { CACHE_NAME } from './types.js';
-
+import { ACCOUNT_FIELDS, CACHE_NAME, TRAILING_FIELDS, type CacheEntry } from './types.js';
 
 /**
  * A request the cache does not keep, passed through and said so (RFC 9211 section 2.2): createPet
@@ -65,31 +64,38 @@ class Bypass extends Call {
 }
 
 /**
- * The layer: hits are answered here, misses join or start a flight, createPet invalidates. The
- * breaker's admission is below (forward/breaker.ts): a hit or a coalesced request asks nothing of it.
+ * The layer, as the exchange gets it: a wrapper of the composed send that writes Age and
+ * Cache-Status after a stored answer, and whose Cache-Status on a passed answer is its own.
  */
 export function responseCache(cache: ResponseCache): SendWrapper {
-  return (next: Send): Send =>
-    (request, handler: ForwardHandler) => {
-      const key = cacheKey(cache, request);
-      if (key === undefined || !isCacheClient(handler)) {
-        cache.counts.bypass++;
-        return start(new Bypass(handler, request, next, cache, request.operation === 'createPet'));
-      }
-      const now = cache.now();
-      const found = cache.store.get(key, now);
-      if (!(found instanceof Promise)) {
-        // A fresh entry at hand is written at once: nothing waits and nothing runs, so no
-        // subscriber is made (the handler is told nothing else, not even a start).
-        if (found !== undefined && now < found.freshUntil) return hit(cache, handler, found, now);
-        return lookup(cache, next, request, key, subscribe(handler, request, next), found);
-      }
-      const sub = subscribe(handler, request, next);
-      found.then(
-        (entry) => lookup(cache, next, request, key, sub, entry),
-        () => lookup(cache, next, request, key, sub, undefined),
-      ).catch((err: unknown) => cache.crashed?.(err));
-    };
+  return { wrap: (next) => cached(cache, next), trailing: TRAILING_FIELDS, account: ACCOUNT_FIELDS };
+}
+
+/**
+ * Hits are answered here, misses join or start a flight, createPet invalidates. The breaker's
+ * admission is below (forward/breaker.ts): a hit or a coalesced request asks nothing of it.
+ */
+function cached(cache: ResponseCache, next: Send): Send {
+  return (request, handler: ForwardHandler) => {
+    const key = cacheKey(cache, request);
+    if (key === undefined || !isCacheClient(handler)) {
+      cache.counts.bypass++;
+      return start(new Bypass(handler, request, next, cache, request.operation === 'createPet'));
+    }
+    const now = cache.now();
+    const found = cache.store.get(key, now);
+    if (!(found instanceof Promise)) {
+      // A fresh entry at hand is written at once: nothing waits and nothing runs, so no
+      // subscriber is made (the handler is told nothing else, not even a start).
+      if (found !== undefined && now < found.freshUntil) return hit(cache, handler, found, now);
+      return lookup(cache, next, request, key, subscribe(handler, request, next), found);
+    }
+    const sub = subscribe(handler, request, next);
+    found.then(
+      (entry) => lookup(cache, next, request, key, sub, entry),
+      () => lookup(cache, next, request, key, sub, undefined),
+    ).catch((err: unknown) => cache.crashed?.(err));
+  };
 }
 
 function subscribe(handler: CacheClient, request: UpstreamRequest, below: Send): Subscriber {
@@ -101,7 +107,7 @@ function subscribe(handler: CacheClient, request: UpstreamRequest, below: Send):
 /** Answers from a fresh entry. */
 function hit(cache: ResponseCache, handler: CacheClient, entry: CacheEntry, now: number): void {
   cache.counts.hit++;
-  handler.onStored(entry, ageText(entry.born, now), hitStatus(entry, now), false);
+  handler.onFinished(entry, said(ageText(entry.born, now), hitStatus(entry, now)), false);
 }
 
 function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key: string, sub: Subscriber, entry: CacheEntry | undefined): void {

@@ -4,8 +4,7 @@
  * used entries dropped first. An entry lives until its stale-if-error window ends.
  */
 import { LRUCache } from 'lru-cache';
-import type { CacheEntry } from '../../core/forward/answer.js';
-import type { CacheStore } from './types.js';
+import type { CacheEntry, CacheStore } from './types.js';
 
 /**
  * What one entry costs V8 beyond the bytes counted below: the entry object, its header map, the

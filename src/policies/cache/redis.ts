@@ -17,8 +17,8 @@
  * each command touches one key, so a Cluster needs no hash tag here.
  */
 import { createHash } from 'node:crypto';
-import { storedFields, type CacheEntry } from '../../core/forward/answer.js';
-import type { CacheStore } from './types.js';
+import { flatFields } from '../../core/forward/answer.js';
+import type { CacheEntry, CacheStore } from './types.js';
 import type { CacheRedisConfig } from './schema.js';
 import { acquireRedis, describeConnection, type SharedRedis } from '../../stores/connection.js';
 import { deploymentPrefix } from '../../stores/connection-schema.js';
@@ -43,7 +43,7 @@ function encode(entry: CacheEntry): string {
 
 function decode(text: string): CacheEntry {
   const s = JSON.parse(text) as Stored;
-  return { status: s.s, headers: s.h, body: Buffer.from(s.b, 'base64'), fields: storedFields(s.h), born: s.born, freshUntil: s.fu, staleUntil: s.su };
+  return { status: s.s, headers: s.h, body: Buffer.from(s.b, 'base64'), fields: flatFields(s.h), born: s.born, freshUntil: s.fu, staleUntil: s.su };
 }
 
 /** The Redis key of a cache key: a digest, of fixed length, that names no field value. */
