@@ -2,8 +2,8 @@
  * The document clients see: the interface document (openapi/pet-store.yaml, or the operator's) as
  * clients get it through the gateway. The interface says what the upstream's operations are; the
  * gateway adds answers of its own to every operation (docs/errors.md), headers (RateLimit,
- * Deprecation, WWW-Authenticate...) and the bearer scheme, and keeps its own `x-` extensions to
- * itself. `servedDocument` writes that down, from the document and what the policy switched on
+ * Deprecation, WWW-Authenticate...) and the bearer scheme, and serves no `x-` extension (its own
+ * are internal; an operator's may carry internals). `servedDocument` writes that down, from the document and what the policy switched on
  * (`ServedOptions`): every status and header it lists is one the gateway can send, and every status
  * the gateway sends on an operation is listed (the upstream's other error statuses, which the
  * gateway relays in the Error shape, under `default`). Served on the admin port as /openapi.json and
@@ -17,7 +17,7 @@ import { CATALOGUE, type ErrorCode } from '../core/errors.js';
 import { readShippedDocument } from './document.js';
 
 /** The extensions the gateway compiles (src/api/model.ts): internal, never served. */
-export const GATEWAY_EXTENSIONS: readonly string[] = Object.freeze(['x-list-limit', 'x-list-filter', 'x-error-code', 'x-sunset', 'x-successor']);
+export const GATEWAY_EXTENSIONS: readonly string[] = Object.freeze(['x-list-limit', 'x-list-filter', 'x-error-code', 'x-sunset', 'x-successor', 'x-successor-description']);
 
 /** What the policy in force changes in the served document (src/cli/openapi.ts reads it from a config). */
 export interface ServedOptions {
@@ -58,12 +58,25 @@ const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'
 
 const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** A copy without the gateway's extensions, at any depth. */
-function withoutGatewayExtensions(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withoutGatewayExtensions);
+/** Keys whose value is a map of names (a property, a header, a component may be named `x-...`): kept. */
+const NAME_MAPS = new Set(['paths', 'properties', 'patternProperties', '$defs', 'headers', 'content', 'responses', 'schemas', 'parameters', 'securitySchemes', 'requestBodies', 'examples', 'links', 'callbacks', 'variables', 'mapping', 'encoding', 'pathItems']);
+/** Keys whose value is data, copied as it is. */
+const DATA = new Set(['example', 'default', 'enum', 'const', 'value']);
+
+/**
+ * A copy without any `x-` extension, at any depth: the gateway's own (internal) and the operator's
+ * (an extension may carry what a client must not see, such as another gateway's integration or a
+ * credential). Names (of properties, headers, components) and data (examples, enums) are kept.
+ */
+function withoutGatewayExtensions(value: unknown, names = false): unknown {
+  if (Array.isArray(value)) return value.map((v) => withoutGatewayExtensions(v));
   if (!isObject(value)) return value;
   const out: Json = {};
-  for (const [k, v] of Object.entries(value)) if (!GATEWAY_EXTENSIONS.includes(k)) out[k] = withoutGatewayExtensions(v);
+  for (const [k, v] of Object.entries(value)) {
+    if (names) out[k] = withoutGatewayExtensions(v);
+    else if (DATA.has(k)) out[k] = v;
+    else if (!k.startsWith('x-')) out[k] = withoutGatewayExtensions(v, NAME_MAPS.has(k));
+  }
   return out;
 }
 

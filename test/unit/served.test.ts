@@ -116,10 +116,10 @@ t.test('no extension of the gateway is served, and the interface document is not
   const keys = keysOf(doc);
   for (const x of GATEWAY_EXTENSIONS) t.notOk(keys.has(x), `${x} is not served`);
   t.ok(keysOf(source).has('x-list-limit') && keysOf(source).has('x-error-code'), 'while the interface has them');
-  // An operator's own extensions (for clients) pass.
+  // An operator's own extensions are not served either: one may carry internals.
   const own = structuredClone(source);
   obj(obj(obj(own.paths)['/pets']).get)['x-codeSamples'] = [];
-  t.ok(keysOf(servedDocument(own, servedOptionsOf(config()))).has('x-codeSamples'), 'other x- extensions stay');
+  t.notOk(keysOf(servedDocument(own, servedOptionsOf(config()))).has('x-codeSamples'), 'other x- extensions are not served');
 });
 
 t.test('deprecated operations: Deprecation, Sunset and Link as the deprecation policy sends them, and 410', async (t) => {
@@ -207,4 +207,16 @@ t.test('the admin listener serves it as GET /openapi.json', async (t) => {
   const none = await request(`http://127.0.0.1:${without.address().port}/openapi.json`);
   assertError(t, none, 404, 'not_found', { message: /^No admin endpoint at this path: / });
   t.notMatch(none.body, /openapi/, 'a listener without the document does not name it');
+});
+
+t.test('no x- extension is served, the operator\'s included; names and data that look like one are kept', async (t) => {
+  const doc = shippedDocument();
+  const paths = doc.paths as Record<string, Record<string, Record<string, unknown>>>;
+  paths['/pets']!.get!['x-upstream-token'] = 'SECRET-TOKEN';
+  (doc.components as Record<string, Record<string, Record<string, unknown>>>).securitySchemes!.bearer!['x-key'] = 'SECRET-KEY';
+  const schemas = (doc.components as Record<string, Record<string, Record<string, unknown>>>).schemas!;
+  (schemas.Pet!.properties as Record<string, unknown>)['x-tag'] = { type: 'string', 'x-internal': 'SECRET-NOTE' };
+  const text = JSON.stringify(servedDocument(doc, servedOptionsOf(config())));
+  for (const secret of ['SECRET-TOKEN', 'SECRET-KEY', 'SECRET-NOTE', 'x-successor-description', 'x-list-limit']) t.notOk(text.includes(secret), `${secret} is not served`);
+  t.ok(text.includes('"x-tag"'), 'a property named x-tag is a name, kept');
 });
