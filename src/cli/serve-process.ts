@@ -104,7 +104,7 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
     onReloadSignal(() => log.warn({ primaryPid: process.ppid }, 'SIGHUP sent to a worker is ignored: send it to the primary, which reloads every worker'));
   } else {
     onReloadSignal((reason) => reload(reason));
-      if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
+    if (s.watch) watchFiles([s.file], () => reload('file changed'), log);
     if (s.watch) watchFiles(interfaceFiles(config), () => reload('interface changed'), log);
     if (s.watch) watchFiles(adminWatchFiles(config), () => reloadAdmin('admin file changed'), log);
     // The listener's certificate files are watched too (one reload when the key and the
