@@ -15,9 +15,9 @@ import { ensureBuilt, PROJECT_ROOT, plainCommand } from '../helpers/servers.js';
 const run = promisify(execFile);
 
 /** Paths allowed in the tarball: a file under one of these folders, or one of these files. */
-const ALLOWED_DIRS = ['dist/', 'schema/', 'policies/', 'docs/'];
+const ALLOWED_DIRS = ['dist/', 'schema/', 'policies/', 'docs/', 'openapi/'];
 const ALLOWED_FILES = ['README.md', 'LICENSE', 'package.json'];
-const REQUIRED = ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'docs/configuration.md', 'README.md', 'LICENSE', 'package.json'];
+const REQUIRED = ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'openapi/pet-store.yaml', 'docs/configuration.md', 'README.md', 'LICENSE', 'package.json'];
 
 /** Why `path` must not be shipped, or undefined when it may. */
 export function packProblem(path: string): string | undefined {

@@ -68,9 +68,8 @@ const DEFAULTS = {
     'rate-limit': { windowSeconds: 60, perKey: {}, store: 'memory', onStoreError: 'open' },
     route: {},
     deprecation: {
+      // The sunset and successor are the document's (x-sunset, x-successor): deprecation.test.ts.
       deprecatedAt: '2026-01-01T00:00:00Z',
-      sunset: '2030-12-05T00:00:00Z',
-      successor: '/v1/pets',
       links: [],
       removeAfterSunset: true,
       brownouts: [],
