@@ -17,38 +17,43 @@ const INTEGER = /^[+-]?[0-9]+$/;
 
 /** Compiles the check; `clamp`: an integer outside its bounds is brought to the nearest one instead. */
 export function compileQuery(params: readonly QueryParam[], clamp: boolean): (rawQuery: string) => QueryValues | { readonly error: string } {
-  const names = new Set(params.map((p) => p.name));
-  // Each name as the upstream query writes it, encoded once here ('page[size]' -> 'page%5Bsize%5D').
-  const keys = params.map((p) => encodeURIComponent(p.name));
-  return (rawQuery) => {
-    const search = new URLSearchParams(rawQuery);
+  // Each name and enum value as the upstream query writes it, encoded once here ('page[size]' -> 'page%5Bsize%5D').
+  const keys = params.map((p) => encodeURIComponent(p.name) + '=');
+  const encoded = params.map((p) => (p.kind === 'enum' ? new Map(p.values.map((v) => [v, encodeURIComponent(v)])) : undefined));
+  const check = (search: URLSearchParams | undefined): QueryValues | { readonly error: string } => {
     const values: (number | string | undefined)[] = [];
-    const parts: string[] = [];
+    let upstream = '';
     for (let i = 0; i < params.length; i++) {
       const p = params[i]!;
-      const given = search.getAll(p.name);
+      const given = search === undefined ? [] : search.getAll(p.name);
       if (given.length > 1) return { error: `${p.name} may be given once` };
       const text = given[0];
       let value: number | string | undefined;
+      let written: string | undefined;
       if (text === undefined) {
         if (p.required) return { error: `${p.name} is required` };
         value = p.kind === 'integer' ? p.default : undefined;
+        written = value === undefined ? undefined : String(value);
       } else if (p.kind === 'integer') {
         if (!INTEGER.test(text)) return { error: `${p.name} must be an integer from ${p.min} to ${p.max}` };
         const n = BigInt(text);
         if (n < p.min && !clamp) return { error: `${p.name} must be at least ${p.min}` };
         if (n > p.max && !clamp) return { error: `${p.name} must be at most ${p.max}` };
         value = n < p.min ? p.min : n > p.max ? p.max : Number(n);
+        written = String(value);
       } else {
-        if (!p.values.includes(text)) return { error: `${p.name} must be one of ${p.values.join(', ')}` };
+        written = encoded[i]!.get(text);
+        if (written === undefined) return { error: `${p.name} must be one of ${p.values.join(', ')}` };
         value = text;
       }
       values.push(value);
-      if (value !== undefined) parts.push(`${keys[i]}=${encodeURIComponent(value)}`);
+      if (written !== undefined) upstream += (upstream === '' ? '' : '&') + keys[i]! + written;
     }
-    void names;
-    return { values, upstream: parts.join('&') };
+    return { values, upstream };
   };
+  // A request without a query gets the defaults: computed once.
+  const none = check(undefined);
+  return (rawQuery) => (rawQuery === '' ? none : check(new URLSearchParams(rawQuery)));
 }
 
 /** The names of a query's parameters that the operation does not define (each once). */
