@@ -42,6 +42,7 @@ function planOf(op: ApiOperation, clamp: boolean) {
     filter: list && op.listFilter !== undefined ? (paramSlot(op.listFilter.param) as Slot<string>) : undefined,
     field: op.listFilter?.field,
     list,
+    scanner: scannerOf(op),
   };
 }
 
@@ -87,7 +88,7 @@ function create(config: ListPetsConfig, env: PolicyEnv) {
       try {
         // When the response contract will check this list, each item is checked during this same
         // pass and the findings handed on: the list is read once, not twice.
-        const scanner = scannerOf(plan.op);
+        const scanner = plan.scanner;
         const checked = ex.get(LIST_CHECK) === 'wanted' && scanner !== undefined;
         const out = checked ? scanner.scanPage(res.body, limit, filter) : filterArray(res.body, limit, plan.field, filter);
         if (checked && 'findings' in out && out.findings !== undefined && !res.truncated) ex.set(LIST_CHECK, out.findings);

@@ -26,6 +26,7 @@ import { isJsonMediaType } from '../../core/contract.js';
 import { errorResponse, GatewayError } from '../../core/errors.js';
 import { acceptsCoding, contentCoding } from '../../core/headers.js';
 import { LIST_CHECK, type ShapeScan } from '../../api/scan/index.js';
+import { apiOf } from '../../api/index.js';
 import { scannerOf } from '../../api/scanners.js';
 import type { ApiOperation } from '../../api/model.js';
 import type { SchemaType } from '../../core/options.js';
@@ -60,6 +61,8 @@ function uninvitedCoding(ex: Exchange, res: UpstreamResponse): string | undefine
 export type ResponseContractConfig = SchemaType<typeof schema>;
 
 function create(config: ResponseContractConfig, env: PolicyEnv) {
+  // Each operation's answer scanner (by index), compiled once: shared with list-pets.
+  const scanners = apiOf(env).operations.map((op) => scannerOf(op));
   // Absent (a config built in code, not loaded): the schema's default.
   const unknownFields = config.unknownFields ?? 'drop';
   let violations = 0;
@@ -68,7 +71,7 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
   /** The problems of the answer (empty when it conforms), and the body to send when it changed. */
   function check(ex: Exchange, op: ApiOperation, res: ResponseBody): ShapeScan {
     const success = op.success;
-    const scanner = scannerOf(op);
+    const scanner = scanners[op.index];
     if (success === undefined || scanner === undefined) return { problems: [] };
     if (res.status !== success.status) return { problems: [`status ${res.status} where the interface says ${success.status}`] };
     const type = res.headers['content-type'];
