@@ -45,8 +45,7 @@ import { finish, scanBody, scanPage } from './check.js';
 import type { ListFindings, PageScan, ShapeScan, UnknownFieldMode } from './scan.js';
 import { CompiledShape } from './shape.js';
 
-export { filterArray, type ArrayFilterResult } from './filter.js';
-export { ScanError } from './json.js';
+export { filterArray, ScanError, type ArrayFilterResult } from './json.js';
 export type { ListFindings, PageScan, ShapeScan, UnknownFieldMode } from './scan.js';
 
 export interface ShapeScanner {
