@@ -27,7 +27,7 @@
  * - `ScanError`; `LIST_CHECK`, the slot a contract check and a list cut share per request.
  *
  * What it accepts is what `parseLossless` followed by Ajv on the shape's JSON Schema accepts
- * (test/unit/api-scan.test.ts holds the two together): UTF-8 only (a byte that is not is refused,
+ * (test/unit/api-scan.test.ts and api-scan-shapes.test.ts hold the two together): UTF-8 only (a byte that is not is refused,
  * never replaced), a repeated member name only with an equal value (lossless-json's rule),
  * `__proto__` an ordinary unknown field, `int64` and `int32` as integers written without fraction
  * or exponent within their bounds. One difference, on purpose: nesting deeper than 512 levels
@@ -45,8 +45,7 @@ import { finish, scanBody, scanPage } from './check.js';
 import type { ListFindings, PageScan, ShapeScan, UnknownFieldMode } from './scan.js';
 import { CompiledShape } from './shape.js';
 
-export { filterArray, type ArrayFilterResult } from './filter.js';
-export { ScanError } from './json.js';
+export { filterArray, ScanError, type ArrayFilterResult } from './json.js';
 export type { ListFindings, PageScan, ShapeScan, UnknownFieldMode } from './scan.js';
 
 export interface ShapeScanner {

@@ -15,7 +15,7 @@
 import { decode, escaped, ScanError, skipSpace, skipString, skipValue } from './json.js';
 import { rareMembers } from './members.js';
 import type { Scan } from './scan.js';
-import { Kind, tokenAt, type CompiledField, type CompiledShape } from './shape.js';
+import { Kind, type CompiledField, type CompiledShape, type Token } from './shape.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -36,6 +36,26 @@ let enumIndex = -1;
 let commonStatus = -1;
 
 const isDigit = (b: number): boolean => b >= 0x30 && b <= 0x39;
+
+/** Whether `token` is at `buf[i]`. */
+function startsWith(buf: Buffer, i: number, token: Buffer): boolean {
+  if (i + token.length > buf.length) return false;
+  for (let k = 0; k < token.length; k++) if (buf[i + k] !== token[k]) return false;
+  return true;
+}
+
+/**
+ * Whether `t` is at `buf[i]` (`view` over the same bytes), four bytes per compare; byte by byte
+ * only when the last word would read past the end. In this file, beside its callers: a call to
+ * another module's function checks its target each time, in the loops of the common path.
+ */
+function tokenAt(buf: Buffer, view: DataView | undefined, i: number, t: Token): boolean {
+  const words = t.words;
+  const last = words.length - 1;
+  if (view === undefined || i + 4 * last + 4 > buf.length) return startsWith(buf, i, t.bytes);
+  for (let w = 0; w < last; w++) if (view.getInt32(i + 4 * w, true) !== words[w]) return false;
+  return (view.getInt32(i + 4 * last, true) & t.mask) === words[last];
+}
 
 /**
  * `i` at a value due to be an integer of `field`'s kind; returns the index after the value.
@@ -81,7 +101,7 @@ function checkInteger(buf: Buffer, i: number, field: CompiledField): number {
 /** `i` at a value of `field`; returns the index after it, with `valueOk`. */
 function checkField(buf: Buffer, view: DataView | undefined, i: number, field: CompiledField): number {
   const kind = field.kind;
-  if (kind === Kind.Int64 || kind === Kind.Int32) {
+  if (kind <= Kind.Int32) {
     // The common value first: fewer digits than the bounds, no leading zero, sign, fraction or exponent.
     const n = buf.length;
     let j = i;
@@ -141,18 +161,15 @@ function within(buf: Buffer, start: number, end: number, limit: Buffer): boolean
  */
 function commonObject(c: CompiledShape, buf: Buffer, view: DataView | undefined, i: number): number {
   const n = buf.length;
-  const fields = c.fields;
-  const filter = c.filter;
   let seen = 0;
   let status = -1;
   i++;
-  for (let f = 0; f < fields.length; f++) {
-    const field = fields[f]!;
+  for (let field = c.first; field !== null; field = field.next) {
     if (!tokenAt(buf, view, i, field.key)) return -1;
     i += field.key.bytes.length;
     let b = i < n ? buf[i]! : -1;
     const kind = field.kind;
-    if (kind === Kind.Int64 || kind === Kind.Int32) {
+    if (kind <= Kind.Int32) {
       const negative = b === MINUS;
       if (negative) b = ++i < n ? buf[i]! : -1;
       if (b === ZERO) {
@@ -182,10 +199,10 @@ function commonObject(c: CompiledShape, buf: Buffer, view: DataView | undefined,
       while (k < tokens.length && !tokenAt(buf, view, i, tokens[k]!)) k++;
       if (k === tokens.length) return -1;
       i += tokens[k]!.bytes.length;
-      if (f === filter) status = k;
+      if (field.filtered) status = k;
       b = i < n ? buf[i]! : -1;
     }
-    seen |= 1 << f;
+    seen |= field.bit;
     if (b === COMMA) {
       i++;
       continue;
