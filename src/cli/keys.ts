@@ -57,12 +57,17 @@ Exit codes: 0 ok, 1 registry unreachable or the change refused, 2 bad usage, 78 
 const OPERATION_ID = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 
 /** Refuses an operation the interface does not have (`known`: its operationIds), or, before the policy is read, one that is no operationId. */
-function checkOperations(operations: readonly unknown[], known: ReadonlySet<string> | undefined, what: (o: string) => string): void {
+function checkOperations(operations: readonly unknown[], known: ReadonlySet<string> | 'any-id', what: (o: string) => string): void {
   for (const o of operations) {
-    if (typeof o !== 'string' || !OPERATION_ID.test(o) || (known !== undefined && !known.has(o))) {
-      throw new KeysUsageError(`${what(String(o))}${known === undefined ? '' : `: the interface has ${[...known].join(', ')}`}`);
+    if (typeof o !== 'string' || !OPERATION_ID.test(o) || (known !== 'any-id' && !known.has(o))) {
+      throw new KeysUsageError(`${what(String(o))}${known === 'any-id' ? '' : `: the interface has ${[...known].join(', ')}`}`);
     }
   }
+}
+
+/** The operationIds of the shipped interface: what a key may name when no policy says otherwise. */
+function shippedOperationIds(): ReadonlySet<string> {
+  return new Set(shippedApi().operations.map((o) => o.id));
 }
 const DATE_TIME = /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$/;
 
@@ -105,7 +110,7 @@ const ACTIONS = ['create', 'list', 'rotate', 'revoke', 'export', 'import', 'rese
 const NO_ID = ['list', 'export', 'reset-epoch'];
 
 /** The records of an export file (`keys export`), checked before anything is written. */
-export function readExport(text: string, known?: ReadonlySet<string>): KeyRecord[] {
+export function readExport(text: string, known: ReadonlySet<string> | 'any-id' = shippedOperationIds()): KeyRecord[] {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -185,7 +190,7 @@ function parseKeysArgs(args: string[]): Parsed {
   return { action, values, id: id ?? '' };
 }
 
-function createInput(p: Parsed, known?: ReadonlySet<string>): { id: string; operations?: string[]; expires?: string } {
+function createInput(p: Parsed, known: ReadonlySet<string> | 'any-id'): { id: string; operations?: string[]; expires?: string } {
   const ops = p.values.operations as string | undefined;
   const operations = ops === undefined ? undefined : ops.split(',').map((o) => o.trim()).filter((o) => o !== '');
   checkOperations(operations ?? [], known, (o) => `--operations takes operationIds of the interface, not '${o}'`);
@@ -281,7 +286,8 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig, recor
 /** `keys ...`: throws KeysUsageError for bad usage; returns the exit code otherwise. */
 export async function keysCommand(args: string[], packageRoot: string): Promise<number> {
   const p = parseKeysArgs(args);
-  if (p.action === 'create') createInput(p);
+  // Before the policy is read, an operation is only checked to be an operationId; once it is read, to be one of its interface.
+  if (p.action === 'create') createInput(p, 'any-id');
   // A file that cannot be imported is refused before Redis is even asked.
   let records: KeyRecord[] = [];
   let importText: string | undefined;
@@ -292,7 +298,7 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
     } catch (err) {
       throw new KeysUsageError(`cannot read ${p.file}: ${(err as Error).message}`);
     }
-    records = readExport(text);
+    records = readExport(text, 'any-id');
     importText = text;
   }
   const file = (p.values.policy as string | undefined) ?? defaultPolicyFile(packageRoot);

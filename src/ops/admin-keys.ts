@@ -17,6 +17,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Ajv } from 'ajv';
+import { shippedApi } from '../api/index.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import type { KeyRegistry } from '../registry/registry.js';
 import { RegistryError, REGISTRY_DEFAULTS } from '../registry/types.js';
@@ -64,7 +65,7 @@ export interface KeyAdminOptions {
   readonly fileIds: () => ReadonlySet<string>;
   /** Where the audit lines go (info level); pino's logger fits. */
   readonly log: AuditLog | undefined;
-  /** The operationIds of the interface in force: a key may name only these; any when absent. */
+  /** The operationIds of the interface in force: a key may name only these; the shipped interface's when absent. */
   readonly operations?: () => ReadonlySet<string>;
 }
 
@@ -210,9 +211,9 @@ async function decide(options: KeyAdminOptions, req: IncomingMessage, { id, rota
     const input = body.value;
     if (input.expires !== undefined && Number.isNaN(parseDateTime(input.expires))) return invalid([{ instancePath: '/expires', message: 'is not a valid date' }]);
     if (options.fileIds().has(input.id)) return new GatewayError('conflict', { message: 'This id is a key of the policy file.' });
-    const known = options.operations?.();
-    const unknown = known === undefined ? -1 : (input.operations ?? []).findIndex((o) => !known.has(o));
-    if (unknown >= 0) return invalid([{ instancePath: `/operations/${unknown}`, message: `is not an operation of the interface: ${[...(known ?? [])].join(', ')}` }]);
+    const known = options.operations?.() ?? new Set(shippedApi().operations.map((o) => o.id));
+    const unknown = (input.operations ?? []).findIndex((o) => !known.has(o));
+    if (unknown >= 0) return invalid([{ instancePath: `/operations/${unknown}`, message: `is not an operation of the interface: ${[...known].join(', ')}` }]);
     const made = await registry.create(input);
     audit('created', input.id);
     return { status: 201, body: { ...made.info, key: made.key } };

@@ -51,7 +51,7 @@ t.test('serve refuses a document whose OpenAPI structure is wrong, exit 78, nami
   t.match(served.stderr, /\$\.interface: \.\/interface\.yaml: \$\.info\.contact\.email: /);
 });
 
-// parity: as above.
+// parity: the --watch and SIGHUP reloads are the CLI's, before any engine; reload.test.ts covers each engine's side.
 t.test('--watch reloads the document alone; SIGHUP to a broken one keeps the interface in force', async (t) => {
   writeDocument(100);
   const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', policy, '--host', '127.0.0.1', '--port', '0', '--watch'], /petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) /, { env, timeoutMs: 20_000 });
