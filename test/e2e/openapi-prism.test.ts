@@ -15,7 +15,7 @@
  * makes Prism report violations (the control: this test can fail).
  */
 import t from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TapTest } from '../helpers/assert.js';
@@ -25,6 +25,7 @@ import {
   childEnv,
   ensureBuilt,
   forEachEngine,
+  killOnTeardown,
   plainCommand,
   PROJECT_ROOT,
   request,
@@ -72,23 +73,11 @@ async function startGateway(t: TapTest, engine: Engine): Promise<Gateway> {
   return { url, admin: adminUrl(handle), keys };
 }
 
-/** Stops a child at teardown: SIGTERM, then SIGKILL after 2 s. */
-function stopAtTeardown(t: TapTest, child: ChildProcess): void {
-  t.teardown(async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 2000);
-    await exited;
-    clearTimeout(timer);
-  });
-}
-
 /** `prism proxy DOCUMENT UPSTREAM` on a free port; its base URL once it listens (at most 30 s). */
 async function startPrism(t: TapTest, document: string, upstream: string, errors: boolean): Promise<string> {
   const args = ['proxy', document, upstream, ...(errors ? ['--errors'] : []), '-p', '0', '-h', '127.0.0.1'];
   const child = spawn(...plainCommand(PRISM, args), { cwd: dir, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-  stopAtTeardown(t, child);
+  killOnTeardown(t, child);
   let output = '';
   return new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`prism did not listen within 30 s:\n${output}`)), 30_000);

@@ -382,7 +382,8 @@ export function runCli(t: TeardownHost, args: string[], options: RunCliOptions =
   });
 }
 
-function killOnTeardown(t: TeardownHost, child: ChildProcess): void {
+/** Stops a child at teardown: SIGTERM, then SIGKILL after 2 s. */
+export function killOnTeardown(t: TeardownHost, child: ChildProcess): void {
   t.teardown(async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
