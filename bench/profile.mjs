@@ -6,7 +6,7 @@
 //   npm run build && node bench/profile.mjs [--write]
 //
 // Environment: BENCH_PROFILE_SECONDS (5), BENCH_PROFILE_TARGETS (bare,undici,fastify,http-proxy-3,builtin;
-// also monitor, contract, cached, cached-enforce), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
+// also floor, monitor, contract, cached, cached-enforce), BENCH_PROFILE_TOP (15), BENCH_PROFILE_ROUTE (all; or list20, list100, get, create).
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,7 @@ import { AUTH, NEW_PET, ROOT, envNum, fmt, isMain, load, machine, sleep, startTa
 
 const KINDS = {
   bare: { name: 'bare @fastify/http-proxy', args: (up) => ['bare-proxy', up] },
+  floor: { name: 'floor: node:http + undici Pool, nothing else', args: (up) => ['floor', up] },
   undici: { name: 'gateway, engine undici', args: (up) => ['gateway', up, '--engine', 'undici'] },
   fastify: { name: 'gateway, engine fastify', args: (up) => ['gateway', up, '--engine', 'fastify'] },
   'http-proxy-3': { name: 'gateway, engine http-proxy-3', args: (up) => ['gateway', up, '--engine', 'http-proxy-3'] },
