@@ -23,14 +23,15 @@ import { GatewayMetrics } from '../dist/ops/metrics.js';
 import { requestIdOf, traceContextOf } from '../dist/core/request-id.js';
 import { KeyRing, hashKey, newKey } from '../dist/policies/auth/keys.js';
 import { DeclaredFacts } from '../dist/core/facts.js';
-import { DECLARES as LIST_DECLARES, LIMIT } from '../dist/policies/list-pets/facts.js';
+import { declaresOf, paramSlot } from '../dist/policies/list-pets/facts.js';
 
 const N = Number(process.env.BENCH_OPS_N ?? 50_000);
 const ROUNDS = Number(process.env.BENCH_OPS_ROUNDS ?? 5);
 
 // The facts list-pets leaves on a listPets exchange: the access log writes `limit` from them.
+const LIST_DECLARES = declaresOf(['limit', 'status'], new Set(['status']));
 const facts = new DeclaredFacts(LIST_DECLARES.logFields);
-facts.set(LIMIT, 20);
+facts.set(paramSlot('limit'), 20);
 const base = {
   startedAt: Date.now(), durationMs: 1.234, requestId: '6f1c1f0e-9d0b-4c38-9a7e-5b8c1d2e3f40', method: 'GET', route: '/v1/pets',
   operation: 'listPets', status: 200, errorCode: undefined, rejectedBy: undefined, upstreamStatus: 200, upstreamMs: 0.9,
