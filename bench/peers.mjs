@@ -261,10 +261,10 @@ export function writeCharts(charts, dir = CHARTS_DIR) {
 
 function markdownOf({ summary, gens, routeIds, targets, goals, gwId, header, notes, charts }) {
   const routeNames = routeIds.map((r) => ROUTES[r].name);
-  const parts = ['### The gateway beside its peers', '', header, ''];
+  const parts = ['## The gateway beside its peers', '', header, ''];
   if (charts.length > 0) {
     parts.push(
-      '#### Charts: req/s and p99 per target, both load generators',
+      '### Charts: req/s and p99 per target, both load generators',
       '',
       `One chart per route (\`${CHARTS_DIR}/\`, written with this section): the gateway's rows are banded and bold, ${gens.map((g, i) => `${g}'s bars ${i === 0 ? 'solid' : 'patterned'}`).join(' and ')}, each bar with its figure.`,
       '',
@@ -274,15 +274,15 @@ function markdownOf({ summary, gens, routeIds, targets, goals, gwId, header, not
   for (const gen of gens) {
     const cell = (r, t) => summary[gen][r][t.id];
     parts.push(
-      `#### ${gen}: req/s (median of rounds)`,
+      `### ${gen}: req/s (median of rounds)`,
       '',
       table(['target', ...routeNames], targets.map((t) => [t.name, ...routeIds.map((r) => fmt(cell(r, t).rps))])),
       '',
-      `#### ${gen}: p50 / p99 latency, ms`,
+      `### ${gen}: p50 / p99 latency, ms`,
       '',
       table(['target', ...routeNames], targets.map((t) => [t.name, ...routeIds.map((r) => `${cell(r, t).p50.toFixed(1)} / ${cell(r, t).p99.toFixed(1)}`)])),
       '',
-      `#### ${gen}: CPU µs per request of the target process`,
+      `### ${gen}: CPU µs per request of the target process`,
       '',
       table(['target', ...routeNames], targets.map((t) => [t.name, ...routeIds.map((r) => fmt(cell(r, t).cpuUs, 1))])),
       '',
@@ -290,7 +290,7 @@ function markdownOf({ summary, gens, routeIds, targets, goals, gwId, header, not
   }
   const gw = targets.find((t) => t.id === gwId);
   parts.push(
-    '#### Goals',
+    '### Goals',
     '',
     `${gw === undefined ? 'No gateway target ran.' : `${gw.name} against each peer`}: each cell is the median over rounds of the gateway's figure ÷ the peer's in the same round (p99: the gateway's p99 ÷ the peer's, at most 1.00 to meet).`,
     '',
