@@ -23,16 +23,16 @@ function formatValue(x, digits) {
   return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
-/** Axis ticks from 0 to at least `max`: steps of 1, 2, 2.5 or 5 times a power of ten, about `steps` of them. */
+/**
+ * Axis ticks from 0 up to `max` (not past it: the longest bar takes the panel's width), in steps
+ * of 1, 2, 2.5 or 5 times a power of ten, at most `steps` of them.
+ */
 export function niceTicks(max, steps = 5) {
-  if (!(max > 0) || !Number.isFinite(max)) return [0, 1];
-  const rough = max / steps;
-  const pow = 10 ** Math.floor(Math.log10(rough));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * pow).find((s) => s >= rough);
-  const ticks = [];
-  for (let v = 0; v < max + step * 1e-9; v += step) ticks.push(Number(v.toPrecision(12)));
-  if (ticks[ticks.length - 1] < max) ticks.push(Number((ticks[ticks.length - 1] + step).toPrecision(12)));
-  return ticks;
+  if (!(max > 0) || !Number.isFinite(max)) return [0];
+  const pow = 10 ** Math.floor(Math.log10(max / steps));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * pow).find((x) => Math.floor(max / x + 1e-9) <= steps);
+  const n = Math.floor(max / step + 1e-9);
+  return Array.from({ length: n + 1 }, (_, i) => Number((i * step).toPrecision(12)));
 }
 
 /** The fill of a bar: series 0 solid, the others a pattern in the row's colour. */
@@ -129,15 +129,16 @@ export function barChartSvg({ title, desc = '', note = '', series, seriesWord = 
     const barMax = panelW - valueRoom;
     const values = rows.flatMap((r) => (r.values[pi] ?? []).filter((v) => typeof v === 'number' && Number.isFinite(v)));
     // About one tick per 70 px, so that "12,500" and its neighbours do not touch.
-    const ticks = niceTicks(Math.max(0, ...values), Math.min(5, Math.max(2, Math.floor(barMax / 70))));
-    const scale = barMax / ticks[ticks.length - 1];
+    const largest = Math.max(0, ...values);
+    const ticks = niceTicks(largest, Math.min(5, Math.max(2, Math.floor(barMax / 70))));
+    const scale = largest > 0 ? barMax / largest : 0;
     const digits = p.digits ?? 0;
     out.push(`<text x="${x0}" y="${top - 18}" ${FONT} font-size="14" font-weight="bold" fill="#111111">${escapeXml(p.title)}</text>`);
     // Grid and ticks.
     for (const t of ticks) {
       const x = x0 + t * scale;
       out.push(`<line x1="${x}" y1="${top - 8}" x2="${x}" y2="${top + plotH - rowGap / 2}" stroke="#d0d0d0" stroke-width="1"/>`);
-      out.push(`<text x="${x}" y="${top + plotH + 8}" text-anchor="middle" ${FONT} font-size="11" fill="#444444">${escapeXml(formatValue(t, Number.isInteger(t) ? 0 : 1))}</text>`);
+      out.push(`<text x="${x}" y="${top + plotH + 8}" text-anchor="middle" ${FONT} font-size="11" fill="#444444">${escapeXml(formatValue(t, Math.min(4, (String(t).split('.')[1] ?? '').length)))}</text>`);
     }
     out.push(`<line x1="${x0}" y1="${top - 8}" x2="${x0}" y2="${top + plotH - rowGap / 2}" stroke="#333333" stroke-width="1"/>`);
     out.push(`<text x="${x0 + barMax / 2}" y="${top + plotH + 30}" text-anchor="middle" ${FONT} font-size="12" fill="#111111">${escapeXml(p.axis)}</text>`);
