@@ -13,7 +13,7 @@
 // and every function put in a part (front, exchange, forward layers, policies, access log,
 // metrics, undici, node, V8 builtins, runtime); the target runs without V8's clock-driven memory
 // reducer and code flushing (STEADY below). The least window of one build still moved by up to 25%
-// between runs (BENCHMARKS.md): compare builds by the per-function table, which repeats.
+// between runs: compare builds by the per-function table, which repeats.
 //
 //   npm run build && node bench/instr.mjs [--baseline /path/to/older/checkout] [--configs undici,no-ops] [--compare A,B]
 //     [--inclusive REGEX] [--keep DIR] [--json]

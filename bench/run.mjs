@@ -6,7 +6,8 @@
 //                         and the gateway with its rate limit in Redis (target redis) when redis-server is installed (else a note says so)
 //   4. bench/peers.mjs    the gateway (this machine's Node and Node 24) beside direct, nginx, nginx + Lua, bare
 //                         @fastify/http-proxy, bare http-proxy-3, floor and fast-gateway, under autocannon and wrk,
-//                         with the goals against the peers (written between the `peers` markers)
+//                         with the goals against the peers (written between the `peers` markers), and a
+//                         chart per route (req/s and p99 per target, both generators) in bench/charts/
 //   5. bench/scaling.mjs  connections 10..1,000, memory under 1,000 connections and distinct keys, body size over sockets
 //   6. bench/workers.mjs  serve --workers 1 vs 2 (when the CLI has --workers)
 //   7. bench/tls.mjs      HTTPS/1.1 (wrk) and HTTP/2 (h2load) beside nginx with the same certificate
@@ -24,7 +25,8 @@
 // Every knob is an environment variable, documented at the top of each script (BENCH_TARGETS, when
 // set, is the forward matrix's whole target list: redis is then added only if it names it); BENCH_SKIP takes a
 // comma list of chain,growth,forward,peers,scaling,workers,tls,registry,cache,costs to leave out (their
-// section then says so); BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (45) bounds the whole run.
+// section then says so); BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (45) bounds the whole run;
+// BENCH_CHARTS_DIR puts the peers charts elsewhere than bench/charts (with --no-write, only when set).
 // Sections 7-10 write their own blocks of BENCHMARKS.md (markers tls, registry, cache, costs), each
 // with its figures and the goals of its issue. Their knobs: BENCH_TLS_* (bench/tls.mjs), BENCH_REG_*
 // (bench/registry.mjs), BENCH_CACHE_* (bench/cache.mjs; BENCH_CACHE_AB_EPOCHS (4) and BENCH_CACHE_AB_RUNS (3)
@@ -36,7 +38,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { REDIS_SERVER, ROOT, envNum, fmt, machine, median, pin, ratio, redisServerVersion, runJsonChild, table, wrkVersion, writeSection } from './lib.mjs';
 import { DEFAULT_TARGETS, ROUTES, runForward } from './forward.mjs';
-import { runPeers } from './peers.mjs';
+import { CHARTS_DIR, runPeers, writeCharts } from './peers.mjs';
 import { runAb } from './ab.mjs';
 import { runRegistry } from './registry.mjs';
 import { runTls } from './tls.mjs';
@@ -379,10 +381,15 @@ if (profile !== undefined) console.log('\n' + profile.markdown);
 if (!process.argv.includes('--no-write')) {
   const file = join(ROOT, 'BENCHMARKS.md');
   writeSection(file, 'bench', md);
-  if (peers !== undefined) writeSection(file, 'peers', peers.markdown);
+  if (peers !== undefined) {
+    writeSection(file, 'peers', peers.markdown);
+    log(`bench: wrote the peers charts to ${writeCharts(peers.charts, process.env.BENCH_CHARTS_DIR || CHARTS_DIR)}`);
+  }
   // A skipped section keeps the figures of its last run in the file.
   for (const [name, text] of extra) if (!(name === 'cache' ? skip.has('cache') && skip.has('forward') : skip.has(name))) writeSection(file, name, text);
   if (profile !== undefined) writeSection(file, 'profile', profile.markdown);
   log(`bench: wrote ${file} (${elapsed()})`);
+} else if (peers !== undefined && process.env.BENCH_CHARTS_DIR) {
+  log(`bench: wrote the peers charts to ${writeCharts(peers.charts, process.env.BENCH_CHARTS_DIR)} (--no-write: BENCHMARKS.md untouched)`);
 }
 process.exit(0);

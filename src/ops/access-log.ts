@@ -231,7 +231,7 @@ export class AccessLog implements ExchangeObserver {
     const parent = options.logger ?? pino({ level: 'info', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }, own);
     this.ownDestination = own !== undefined;
     this.logger = parent.child({ log: 'access' });
-    // pino.symbols (exposed for integrations), not logger.info(): that costs over 3% of a route's req/s (BENCHMARKS.md, "Libraries").
+    // pino.symbols (exposed for integrations), not logger.info(): that costs over 3% of a route's req/s (docs/choices.md, "Libraries").
     // Where the logger writes, how it writes time, its bindings; the "pino's shape" test fails if pino changes them.
     const internals = this.logger as unknown as Record<symbol, unknown>;
     this.stream = own ?? (internals[pino.symbols.streamSym] as LineStream);

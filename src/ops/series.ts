@@ -141,7 +141,7 @@ interface HistogramData {
 /**
  * A histogram metric in a prom-client Registry (cumulative `_bucket` per bound and +Inf, `_sum`,
  * `_count`), in plain counts: prom-client's own Histogram `observe` costs a route more than the 3%
- * allowed a library's public API (BENCHMARKS.md, "The runtime and string writes, by caller").
+ * allowed a library's public API (docs/choices.md, "Libraries").
  */
 export class SeriesHistogram {
   private readonly series: CountedHistogramSeries[] = [];

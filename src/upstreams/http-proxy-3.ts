@@ -22,7 +22,7 @@ const PROXY_KINDS: ReadonlyMap<string, FailureKind> = new Map();
 /**
  * The request body as http-proxy-3 takes it (its `buffer` option, a Stream it calls `.pipe(proxyReq)`
  * on): the whole body (or none) handed over with `end`, in one write with the head.
- * Not a Readable per request (`Readable.from`): that costs over 3% of a route's req/s (BENCHMARKS.md, "Libraries").
+ * Not a Readable per request (`Readable.from`): that costs over 3% of a route's req/s (docs/choices.md, "Libraries").
  */
 class BodySource extends Stream {
   constructor(private readonly body: Buffer | undefined) {
