@@ -10,7 +10,9 @@
 // and the unit of the statistics is the process pair: for each route, the median over process
 // pairs (each the median of its runs) of B's req/s over A's and of B's CPU per request over A's,
 // with a 95% bootstrap interval (2,000 resamples, seeded), and the share of process pairs in which
-// B served more. An A/A run (the same code as A and B) read 0.985-1.016 per process pair.
+// B served more. An A/A run (the same code as A and B) read 0.985-1.016 per process pair. The tail
+// likewise: each side's p99 (ms) per run and B's p99 over A's, with the same statistics (under wrk,
+// from a run of two wrk processes after each run: one wrk process keeps one histogram).
 //
 //   npm run build && BENCH_AB=baseline,core BENCH_BASELINE=/path/to/old/checkout node bench/ab.mjs
 //
@@ -22,9 +24,11 @@
 // target), BENCH_AB_LOADGEN (autocannon: both loads from this process; wrk: one Debian wrk process,
 // a thread per target, so both loads start and stop together, pinned with the upstream: lib.mjs wrkPair).
 // wrk takes whole seconds: BENCH_AB_SECONDS and BENCH_AB_WARMUP are rounded for it.
+// BENCH_AB_FLAGS_A, BENCH_AB_FLAGS_B: Node options for that side's process only (added to
+// NODE_OPTIONS), e.g. BENCH_AB=undici,undici BENCH_AB_FLAGS_B=--max-semi-space-size=16.
 import { cpus } from 'node:os';
 import { ROUTES, TARGETS, loadOptions } from './forward.mjs';
-import { envNum, fmt, isMain, machine, measuredPair, median, pin, ratio, startRedis, startTarget, table, wrkVersion } from './lib.mjs';
+import { envNum, fmt, isMain, machine, measuredPair, median, pin, ratio, startRedis, startTarget, table, wrkLoad, wrkVersion } from './lib.mjs';
 
 /** A 95% bootstrap interval of the median of `xs` (percentile method, deterministic seed). */
 export function bootstrapMedian(xs, resamples = 2000, seed = 42) {
@@ -66,6 +70,18 @@ export async function runAb(o = {}) {
   const PIN = envNum('BENCH_AB_PIN', cpuCount >= 2 ? 1 : 0, 0, 1) === 1 && cpuCount >= 2;
   const targetCpu = String(cpuCount - 1);
   const otherCpus = cpuCount === 2 ? '0' : `0-${cpuCount - 2}`;
+  // The target's process is spawned synchronously by start(): NODE_OPTIONS is this side's only then.
+  const startSide = (id, side) => {
+    const extra = side === 'B' ? (process.env.BENCH_AB_FLAGS_B ?? '') : (process.env.BENCH_AB_FLAGS_A ?? '');
+    const saved = process.env.NODE_OPTIONS;
+    if (extra !== '') process.env.NODE_OPTIONS = `${saved ?? ''} ${extra}`.trim();
+    try {
+      return TARGETS[id].start(up, ctx);
+    } finally {
+      if (saved === undefined) delete process.env.NODE_OPTIONS;
+      else process.env.NODE_OPTIONS = saved;
+    }
+  };
   const place = (pid, cpuList) => {
     if (PIN && !pin(pid, cpuList)) throw new Error('BENCH_AB_PIN: taskset could not pin a process (set BENCH_AB_PIN=0)');
   };
@@ -87,17 +103,30 @@ export async function runAb(o = {}) {
     }
     const rps = Object.fromEntries(routeIds.map((r) => [r, []]));
     const cpu = Object.fromEntries(routeIds.map((r) => [r, []]));
+    const p99A = Object.fromEntries(routeIds.map((r) => [r, []]));
+    const p99B = Object.fromEntries(routeIds.map((r) => [r, []]));
+    const p99Ratio = Object.fromEntries(routeIds.map((r) => [r, []]));
     const gen = { generator: GENERATOR, ...(GENERATOR === 'wrk' && PIN ? { cpus: otherCpus } : {}) };
     const both = (a, b, opts) => measuredPair(a, b, { ...opts, ...gen });
+    // The latencies of each side: autocannon's are those of the measured run; wrk keeps one
+    // histogram for all its threads, so under wrk each run is followed by a run of the same length
+    // from two wrk processes started together, one per target (the few milliseconds between their
+    // starts skew the count of requests, not the tail), each printing its own p99.
+    const latencies = async (a, b, opts, ra, rb) => {
+      if (GENERATOR !== 'wrk') return [ra.p99, rb.p99];
+      const [la, lb] = await Promise.all([wrkLoad(a.url, { ...opts, ...gen }), wrkLoad(b.url, { ...opts, ...gen })]);
+      if (la.non2xx > 0 || lb.non2xx > 0 || la.errors > 0 || lb.errors > 0) throw new Error('non-2xx answers or errors in a latency run');
+      return [la.p99, lb.p99];
+    };
     for (let epoch = 0; epoch < EPOCHS; epoch++) {
-      const first = epoch % 2 === 0 ? idA : idB;
-      const t1 = await TARGETS[first].start(up, ctx);
+      const aFirst = epoch % 2 === 0;
+      const t1 = await (aFirst ? startSide(idA, 'A') : startSide(idB, 'B'));
       started.push(t1);
       place(t1.pid, targetCpu);
-      const t2 = await TARGETS[first === idA ? idB : idA].start(up, ctx);
+      const t2 = await (aFirst ? startSide(idB, 'B') : startSide(idA, 'A'));
       started.push(t2);
       place(t2.pid, targetCpu);
-      const [a, b] = first === idA ? [t1, t2] : [t2, t1];
+      const [a, b] = aFirst ? [t1, t2] : [t2, t1];
       // Every route once through both processes before the first is measured: code that several
       // routes share (and a cache's or a contract's miss path) is then compiled before any route is
       // timed, not during the first route's runs, which alone would pay for it.
@@ -108,37 +137,49 @@ export async function runAb(o = {}) {
         await both(a, b, { ...opts, duration: WARMUP });
         const runRps = [];
         const runCpu = [];
+        const runP99 = [[], [], []];
         for (let run = 0; run < RUNS; run++) {
           const [ra, rb] = await both(a, b, { ...opts, duration: SECONDS });
           if (ra.non2xx > 0 || rb.non2xx > 0 || ra.errors > 0 || rb.errors > 0) throw new Error(`${routeId}: non-2xx answers or errors in epoch ${epoch + 1}`);
           runRps.push(rb.total / ra.total);
           runCpu.push(rb.cpuUsPerReq / ra.cpuUsPerReq);
-          log(`  ${ROUTES[routeId].name.padEnd(24)} epoch ${epoch + 1}/${EPOCHS} run ${run + 1}/${RUNS}  ${idA} ${fmt(ra.rps)} req/s ${fmt(ra.cpuUsPerReq)} µs  ${idB} ${fmt(rb.rps)} req/s ${fmt(rb.cpuUsPerReq)} µs  ratio ${ratio(rb.total / ra.total)}`);
+          const [pa, pb] = await latencies(a, b, { ...opts, duration: SECONDS }, ra, rb);
+          runP99[0].push(pa);
+          runP99[1].push(pb);
+          runP99[2].push(pb / pa);
+          log(`  ${ROUTES[routeId].name.padEnd(24)} epoch ${epoch + 1}/${EPOCHS} run ${run + 1}/${RUNS}  ${idA} ${fmt(ra.rps)} req/s ${fmt(ra.cpuUsPerReq)} µs p99 ${pa.toFixed(2)} ms  ${idB} ${fmt(rb.rps)} req/s ${fmt(rb.cpuUsPerReq)} µs p99 ${pb.toFixed(2)} ms  ratio ${ratio(rb.total / ra.total)}, p99 ${ratio(pb / pa)}`);
         }
         rps[routeId].push(median(runRps));
         cpu[routeId].push(median(runCpu));
+        p99A[routeId].push(median(runP99[0]));
+        p99B[routeId].push(median(runP99[1]));
+        p99Ratio[routeId].push(median(runP99[2]));
       }
       await stopAll();
     }
     const rows = routeIds.map((routeId) => {
       const [rLo, rHi] = bootstrapMedian(rps[routeId]);
       const [cLo, cHi] = bootstrapMedian(cpu[routeId]);
+      const [pLo, pHi] = bootstrapMedian(p99Ratio[routeId]);
       return [
         ROUTES[routeId].name,
         `**${ratio(median(rps[routeId]))}** [${ratio(rLo)}–${ratio(rHi)}]`,
         rps[routeId].map((x) => x.toFixed(3)).join(' '),
         `${fmt((rps[routeId].filter((x) => x > 1).length / rps[routeId].length) * 100)}%`,
         `**${ratio(median(cpu[routeId]))}** [${ratio(cLo)}–${ratio(cHi)}]`,
+        median(p99A[routeId]).toFixed(2),
+        median(p99B[routeId]).toFixed(2),
+        `**${ratio(median(p99Ratio[routeId]))}** [${ratio(pLo)}–${ratio(pHi)}]`,
       ];
     });
     const markdown = [
       `node ${m.node}, ${m.nproc} × ${m.model}, load ${m.loadavg}, ${m.date}`,
       '',
-      `${TARGETS[idB].name} (B) against ${TARGETS[idA].name} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each from ${GENERATOR === 'wrk' ? `one ${wrkVersion()} process, a thread each` : 'autocannon in one process'}: ${EPOCHS} fresh pairs of processes, a ${WARMUP} s warm-up of every route, then per route a ${WARMUP} s warm-up and ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs.`,
+      `${TARGETS[idB].name}${process.env.BENCH_AB_FLAGS_B ? ` with ${process.env.BENCH_AB_FLAGS_B}` : ''} (B) against ${TARGETS[idA].name}${process.env.BENCH_AB_FLAGS_A ? ` with ${process.env.BENCH_AB_FLAGS_A}` : ''} (A), loaded together${PIN ? ` on CPU ${targetCpu} (load generator and upstream on ${otherCpus})` : ' (unpinned)'}, ${half} connections each from ${GENERATOR === 'wrk' ? `one ${wrkVersion()} process, a thread each` : 'autocannon in one process'}: ${EPOCHS} fresh pairs of processes, a ${WARMUP} s warm-up of every route, then per route a ${WARMUP} s warm-up and ${RUNS} runs of ${SECONDS} s; the median over process pairs (each the median of its runs) with a 95% bootstrap interval over process pairs. p99: of each side's latencies in a run (${GENERATOR === 'wrk' ? 'under wrk, from a run of the same length by two wrk processes started together, one per target' : "autocannon's, exact"}), the same median.`,
       '',
-      table(['route', 'req/s B ÷ A', 'per process pair', 'process pairs where B served more', 'CPU µs/req B ÷ A'], rows),
+      table(['route', 'req/s B ÷ A', 'per process pair', 'process pairs where B served more', 'CPU µs/req B ÷ A', 'p99 A ms', 'p99 B ms', 'p99 B ÷ A'], rows),
     ].join('\n');
-    return { markdown, rps, cpu };
+    return { markdown, rps, cpu, p99A, p99B, p99Ratio };
   } finally {
     await stopAll();
     await up.stop();
