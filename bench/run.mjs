@@ -17,14 +17,17 @@
 //                         when installed) and against undici, each loaded together on one core
 //  10. costs              bench/ab.mjs pairs: the per-connection in-flight bound off vs on, the response
 //                         contract off vs enforce, each loaded together on one core
-//  11. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
+//  11. goals              bench/ab.mjs pairs for the performance goals: the gateway (everything on)
+//                         against floor (req/s, goal ≥ 0.85) and against bare http-proxy-3 (p99, goal
+//                         ≤ 1.00), each loaded together on one core, under autocannon and wrk
+//  12. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
 // then the targets of the issue, each met or not and by how much.
 //
 //   npm run build && node bench/run.mjs [--no-write]
 //
 // Every knob is an environment variable, documented at the top of each script (BENCH_TARGETS, when
 // set, is the forward matrix's whole target list: redis is then added only if it names it); BENCH_SKIP takes a
-// comma list of chain,growth,forward,peers,scaling,workers,tls,registry,cache,costs to leave out (their
+// comma list of chain,growth,forward,peers,scaling,workers,tls,registry,cache,costs,goals to leave out (their
 // section then says so); BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (45) bounds the whole run;
 // BENCH_CHARTS_DIR puts the peers charts elsewhere than bench/charts (with --no-write, only when set).
 // Sections 7-10 write their own blocks of BENCHMARKS.md (markers tls, registry, cache, costs), each
@@ -32,7 +35,8 @@
 // (bench/registry.mjs), BENCH_CACHE_* (bench/cache.mjs; BENCH_CACHE_AB_EPOCHS (4) and BENCH_CACHE_AB_RUNS (3)
 // for the cache pairs, which take the costs' seconds and warm-up), BENCH_COST_EPOCHS (4 process pairs),
 // BENCH_COST_RUNS (3 runs), BENCH_COST_SECONDS (2 s per run), BENCH_COST_WARMUP (2 s per route) for
-// the costs pairs (BENCH_ROUTES applies).
+// the costs pairs (BENCH_ROUTES applies); BENCH_GOAL_EPOCHS (3 process pairs) and BENCH_GOAL_RUNS (2
+// runs) for the goals pairs, which take the costs' seconds and warm-up (markers goals).
 import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
@@ -99,6 +103,7 @@ const registry = await section('registry', () => (redisServerVersion() === undef
 const cacheBound = await section('cache', () => runJsonChild('cache.mjs', { execArgv: ['--expose-gc'] }));
 const cachePairs = skip.has('cache') ? undefined : await section('cache pairs', () => runCachePairs());
 const costs = await section('costs', () => runCosts());
+const goals = await section('goals', () => runGoals());
 const profile = process.env.BENCH_PROFILE === '1' ? await section('profile', () => runProfile({ log })) : undefined;
 
 /**
@@ -138,6 +143,52 @@ async function runCosts() {
     ...out.flatMap((p) => [`#### ${p.what}`, '', p.markdown, '']),
   ].join('\n');
   return { pairs: out, markdown };
+}
+
+/**
+ * The performance goals, measured as the costs are (bench/ab.mjs pairs loaded together on one
+ * core, under each load generator): the gateway with everything on (target undici) at least 0.85 of
+ * floor's req/s (node:http + an undici Pool, nothing else: the ceiling of this stack), and its p99
+ * no higher than bare http-proxy-3's, on every route.
+ */
+async function runGoals() {
+  const o = {
+    log,
+    epochs: envNum('BENCH_GOAL_EPOCHS', 3, 1, 200),
+    runs: envNum('BENCH_GOAL_RUNS', 2, 1, 100),
+    seconds: envNum('BENCH_COST_SECONDS', 2, 0.5, 30),
+    warmup: envNum('BENCH_COST_WARMUP', 2, 0.5, 60),
+  };
+  const generators = ['autocannon', ...(wrkVersion() === undefined ? [] : ['wrk'])];
+  const goals = [
+    { a: 'floor', what: 'req/s ÷ floor', target: '≥ 0.85', pick: (r) => r.rps, met: (x) => x >= 0.85 },
+    { a: 'bare-hp3', what: 'p99 ÷ bare http-proxy-3', target: '≤ 1.00', pick: (r) => r.p99Ratio, met: (x) => x <= 1 },
+  ];
+  const runs = [];
+  for (const g of goals) {
+    for (const generator of generators) {
+      log(`bench: goals: undici against ${g.a} (${generator})`);
+      const r = await runAb({ ...o, ab: `${g.a},undici`, generator });
+      if (cpus().length >= 2) pin(process.pid, `0-${cpus().length - 1}`);
+      runs.push({ goal: g, generator, r });
+    }
+  }
+  const routeIds = Object.keys(runs[0]?.r.rps ?? {});
+  const rows = runs.map(({ goal, generator, r }) => {
+    const cells = routeIds.map((id) => median(goal.pick(r)[id]));
+    const missed = cells.filter((x) => !goal.met(x)).length;
+    return [`${goal.what} ${goal.target} (${generator})`, ...cells.map((x) => `${ratio(x)}${goal.met(x) ? '' : ' ✗'}`), missed === 0 ? 'met' : `**not met** on ${missed} of ${cells.length} routes`];
+  });
+  const markdown = [
+    '## The performance goals, co-scheduled',
+    '',
+    `The gateway (engine undici, everything on) and the other target pinned to one core and loaded together (bench/ab.mjs), ${o.epochs} fresh pairs of processes, ${o.runs} runs of ${o.seconds} s per route: each cell is the median over process pairs. Node ${process.versions.node} runs the targets.`,
+    '',
+    table(['goal (load generator)', ...routeIds.map((id) => ROUTES[id].name), 'verdict'], rows),
+    '',
+    ...runs.flatMap(({ goal, generator, r }) => [`### undici against ${goal.a}, ${generator}`, '', r.markdown, '']),
+  ].join('\n');
+  return { runs, markdown };
 }
 
 /**
@@ -375,6 +426,7 @@ const extra = [
   ['registry', registry?.markdown ?? '### Key registry: the cost of a registry key\n\nSkipped (BENCH_SKIP).'],
   ['cache', cacheMarkdown()],
   ['costs', costs?.markdown ?? '### What the per-connection bound and the response contract cost\n\nSkipped (BENCH_SKIP).'],
+  ['goals', goals?.markdown ?? '## The performance goals, co-scheduled\n\nSkipped (BENCH_SKIP).'],
 ];
 for (const [, text] of extra) console.log('\n' + text);
 if (profile !== undefined) console.log('\n' + profile.markdown);
