@@ -30,7 +30,12 @@ export class MemoryRateLimitStore implements RateLimitStore {
     // more than it saves: lru-cache clears its whole preallocated arrays (max entries) when the
     // last live entry expires, which a single consumer calling every few ms triggers on nearly
     // every request, a cost that grows with `max`.
-    this.tats = new LRUCache<string, number>({ max: options.max ?? DEFAULT_MAX_KEYS });
+    // Bounded by count through `maxSize` (each entry counts 1), not `max`: with `max`, lru-cache
+    // allocates its arrays for every entry up front (a million entries: 18 MB of the old
+    // generation for a store that holds one key per consumer), which made full collections start
+    // under steady load and lengthened their pauses (bench/gc.mjs). With `maxSize` its storage
+    // grows with the keys actually held (lru-cache's README, "Storage Bounds Safety").
+    this.tats = new LRUCache<string, number>({ maxSize: options.max ?? DEFAULT_MAX_KEYS, sizeCalculation: () => 1 });
   }
 
   /** Synchronous: the policy's memory path makes no promise. */
