@@ -15,10 +15,11 @@
  *
  * A missing header guesses nothing: it is counted, not charged to the address.
  */
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
 import { Counter, Registry } from 'prom-client';
 import { clientKey } from '../core/client-key.js';
 import { EPSILON_MS, gcra } from '../stores/gcra.js';
+import { lruOfAtMost } from '../stores/memory.js';
 
 export const ADMIN_AUTH_FAILURES_METRIC = 'petstore_gateway_admin_auth_failures_total';
 export type AdminAuthFailure = 'missing' | 'invalid' | 'locked';
@@ -63,7 +64,7 @@ export class AdminAuthGuard {
   constructor(private readonly options: AdminGuardOptions) {
     this.rule = { limit: options.maxFailures, windowMs: options.windowSeconds * 1000 };
     this.now = options.now ?? Date.now;
-    this.addresses = new LRUCache({ max: options.maxAddresses ?? MAX_ADDRESSES });
+    this.addresses = lruOfAtMost<AddressState>(options.maxAddresses ?? MAX_ADDRESSES);
     this.counter = new Counter({
       name: ADMIN_AUTH_FAILURES_METRIC,
       help: 'Requests to the key admin API refused for their authentication, by reason: missing, invalid (a wrong token), locked (the address had too many failures)',

@@ -16,6 +16,19 @@ export interface MemoryStoreOptions {
 
 export const DEFAULT_MAX_KEYS = 1_000_000;
 
+const ONE = (): number => 1;
+
+/**
+ * An lru-cache of at most `max` string keys whose storage grows with the keys it holds: bounded by
+ * count through `maxSize` (each entry counts 1), not `max`. With `max`, lru-cache allocates its
+ * arrays for every entry up front: a million entries are 15 MB of the old generation for a table
+ * that holds a few keys, marked by every full collection (bench/gc.mjs), allocated by the first
+ * failure for a brute-force table. lru-cache's README, "Storage Bounds Safety".
+ */
+export function lruOfAtMost<V extends NonNullable<unknown>>(max: number): LRUCache<string, V> {
+  return new LRUCache<string, V>({ maxSize: max, sizeCalculation: ONE });
+}
+
 export class MemoryRateLimitStore implements RateLimitStore {
   readonly kind = 'memory' as const;
   /** Nothing to lose: the store is this process' memory. */
@@ -30,12 +43,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
     // more than it saves: lru-cache clears its whole preallocated arrays (max entries) when the
     // last live entry expires, which a single consumer calling every few ms triggers on nearly
     // every request, a cost that grows with `max`.
-    // Bounded by count through `maxSize` (each entry counts 1), not `max`: with `max`, lru-cache
-    // allocates its arrays for every entry up front (a million entries: 18 MB of the old
-    // generation for a store that holds one key per consumer), which made full collections start
-    // under steady load and lengthened their pauses (bench/gc.mjs). With `maxSize` its storage
-    // grows with the keys actually held (lru-cache's README, "Storage Bounds Safety").
-    this.tats = new LRUCache<string, number>({ maxSize: options.max ?? DEFAULT_MAX_KEYS, sizeCalculation: () => 1 });
+    this.tats = lruOfAtMost<number>(options.max ?? DEFAULT_MAX_KEYS);
   }
 
   /** Synchronous: the policy's memory path makes no promise. */

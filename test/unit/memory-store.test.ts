@@ -136,6 +136,17 @@ t.test('memory stays bounded: at most `max` keys, least recently used dropped fi
   t.equal(one.take('k', RULE).remaining, 49, 'after its TAT the key starts afresh');
 });
 
+t.test('storage grows with the keys held, not with `max`', async (t) => {
+  // With lru-cache's `max`, a store of the default million keys took 15 MB of heap before its
+  // first key: twenty such stores would take 300 MB. Kept in a list so none is collected early.
+  const before = process.memoryUsage().heapUsed;
+  const stores = Array.from({ length: 20 }, () => new MemoryRateLimitStore());
+  for (const s of stores) s.take('one-consumer', RULE);
+  const grown = process.memoryUsage().heapUsed - before;
+  t.ok(grown < 50 * 1024 * 1024, `20 stores of a million keys, one key each: ${(grown / 1048576).toFixed(1)} MB of heap`);
+  t.equal(stores[19]?.size, 1);
+});
+
 t.test('the memory deprecation ledger: count, first and last seen per operation and consumer', async (t) => {
   const ledger = new MemoryDeprecationLedger();
   t.strictSame(await ledger.report(), []);

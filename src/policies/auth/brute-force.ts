@@ -6,9 +6,9 @@
  * Only a guess counts: a well-formed bearer token that matches no key. A missing or malformed
  * header guesses nothing, and an expired key is a real key.
  */
-import { LRUCache } from 'lru-cache';
+import type { LRUCache } from 'lru-cache';
 import { gcra, EPSILON_MS } from '../../stores/gcra.js';
-import { DEFAULT_MAX_KEYS } from '../../stores/memory.js';
+import { DEFAULT_MAX_KEYS, lruOfAtMost } from '../../stores/memory.js';
 import type { RateLimitRule } from '../../stores/types.js';
 import type { BruteForceConfig } from './schema.js';
 
@@ -40,9 +40,9 @@ export class FailureLimiter {
   fail(address: string): void {
     const now = this.now();
     // No TTL per entry (a TAT in the past means no failures left to count): lru-cache clears its
-    // whole preallocated arrays when its last live entry expires, costly at a large `max`,
-    // which one guesser alone would trigger on nearly every failure. Old entries leave by LRU order.
-    const tats = (this.tats ??= new LRUCache<string, number>({ max: this.maxAddresses }));
+    // whole arrays when its last live entry expires, which one guesser alone would trigger on
+    // nearly every failure. Old entries leave by LRU order.
+    const tats = (this.tats ??= lruOfAtMost<number>(this.maxAddresses));
     const step = gcra(tats.get(address), now, this.rule);
     if (step.allowed) tats.set(address, step.tat);
   }
