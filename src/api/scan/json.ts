@@ -13,6 +13,8 @@
  * the scan.
  */
 
+import { flatObject, loadScratch } from './flat.js';
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
@@ -311,6 +313,8 @@ export function filterArray(buf: Buffer, limit: number, field: string | undefine
     wanted = Buffer.from(JSON.stringify(value));
   }
   const n = buf.length;
+  // Without a filter an element is only skipped: an object of scalars a word at a time (flat.ts).
+  const m = wanted === undefined ? loadScratch(buf) : 0;
   let i = skipSpace(buf, 0);
   if (i >= n || buf[i] !== LBRACKET) throw new ScanError('not a JSON array');
   i = skipSpace(buf, i + 1);
@@ -331,7 +335,8 @@ export function filterArray(buf: Buffer, limit: number, field: string | undefine
     const start = i;
     let end: number;
     if (wanted === undefined) {
-      end = skipValue(buf, i);
+      end = buf[i] === LBRACE ? flatObject(m, i) : -1;
+      if (end === -1) end = skipValue(buf, i);
       if (k === kept.length) kept = KEPT = growKept(kept);
       kept[k++] = start;
       kept[k++] = end;
