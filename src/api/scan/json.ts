@@ -3,6 +3,8 @@
  * escapes, and `skipValue`, the one loop that passes over any value while checking its structure;
  * and the structural cut of a list built on them (`filterArray`). The shape checks (object.ts) read
  * their own fields and call these for the rest, so there is one definition of what JSON text is.
+ * The cut's fast path (flat.ts) only ever passes over an element that skipValue would accept, and
+ * hands anything else to it.
  *
  * Scanning bytes is safe for UTF-8: every byte of a multi-byte sequence is >= 0x80, so it can never
  * be mistaken for a quote, bracket, comma or backslash.
