@@ -394,3 +394,147 @@ t.test('property: the filter on a generated field name, as JSON.parse would keep
   );
   t.pass('500 generated lists');
 });
+
+// ---------------------------------------------------------------------------------------------
+// Without a filter, an element that is an object of scalars is skipped a word at a time (flat.ts);
+// anything else is read by skipValue from the element's start. The two must agree on every input.
+
+/** Whether filterArray (no filter) accepts the text, and what it sends. */
+function cutOf(text: string | Buffer, limit: number): string {
+  try {
+    const r = filterArray(typeof text === 'string' ? b(text) : text, limit, 'status', undefined);
+    return `${r.changed ? 'changed' : 'same'} ${r.body.toString('latin1')}`;
+  } catch (err) {
+    if (err instanceof ScanError) return 'ScanError';
+    throw err;
+  }
+}
+
+t.test('flat elements: strings of every length, escapes, UTF-8 and what a string may not hold', async (t) => {
+  for (let length = 0; length <= 13; length++) {
+    const name = 'abcdefghijklm'.slice(0, length);
+    const pet = `{"id":1,"${name}":"${name}","status":"sold"}`;
+    t.equal(cutOf(`[${pet},${pet}]`, 2), `same [${pet},${pet}]`, `a key and a value of ${length} bytes`);
+    t.equal(cutOf(`[${pet},${pet}]`, 1), `changed [${pet}]`, `cut, ${length} bytes`);
+    // The string's closing quote at every place in a word, and the array's end right after it.
+    t.equal(cutOf(`[{"${name}":"${name}"}]`, 5), `same [{"${name}":"${name}"}]`);
+  }
+  const escaped = String.raw`{"name":"a\"b\\c\/d\b\f\n\r\t\u00e9","st\u0061tus":"sold"}`;
+  t.equal(cutOf(`[${escaped},{"id":2}]`, 1), `changed [${escaped}]`, 'escapes: read by skipValue, the same bytes');
+  const utf8 = '{"name":"Ad\u00e9 \u{1F436} \u6f22\u5b57","status":"sold"}';
+  t.equal(filterArray(b(`[${utf8},${utf8}]`), 1, 'status', undefined).body.toString('utf8'), `[${utf8}]`, 'UTF-8 passes as it is');
+  for (const bad of [String.raw`"a\x"`, String.raw`"\u12G4"`, String.raw`"\u12"`, '"a\u0001b"', '"tab\there"', '"new\nline"', '"\u001f"', '"ab', '"abcdefgh']) {
+    t.equal(cutOf(`[{"name":${bad}},{"id":2}]`, 5), 'ScanError', `refused: ${JSON.stringify(bad)}`);
+    t.equal(cutOf(`[{${bad}:1},{"id":2}]`, 5), 'ScanError', `refused as a key: ${JSON.stringify(bad)}`);
+  }
+  // Bytes >= 0x80 are string bytes here, each alone (UTF-8 itself is the response contract's check).
+  t.equal(cutOf(Buffer.from('[{"name":"\u007f\u0080\u00ff\u00e9"}]', 'latin1'), 5), 'same [{"name":"\u007f\u0080\u00ff\u00e9"}]', 'DEL and bytes >= 0x80');
+});
+
+t.test('flat elements: numbers and literals as JSON has them', async (t) => {
+  const good = ['0', '-0', '7', '-7', '10', '1234', '12345', '9007199254740993', '-9223372036854775808', '92233720368547758079223372036854775807', '1.5', '-0.0', '1e5', '1E+5', '2.5e-3', 'true', 'false', 'null'];
+  for (const v of good) {
+    const pet = `{"id":${v},"n":${v}}`;
+    t.equal(cutOf(`[${pet},${pet}]`, 2), `same [${pet},${pet}]`, `${v} kept`);
+    t.equal(cutOf(`[${pet},${pet}]`, 1), `changed [${pet}]`, `${v} cut after`);
+    t.equal(cutOf(`[{"id":${v}}]`, 1), `same [{"id":${v}}]`, `${v} before the object's end`);
+  }
+  const bad = ['01', '-01', '00', '-', '--1', '+1', '1.', '.5', '1e', '1e+', '0x10', '1a', '12345a', '1234567a', '1234:678', '9999;999', '12345678<', 'tru', 'truE', 'trueish', 'nul', 'nulll', 'fals', 'falsey', 'False', 'NaN', 'Infinity', 'undefined', "'a'", ''];
+  for (const v of bad) {
+    t.equal(cutOf(`[{"id":${v}},{"id":2}]`, 5), 'ScanError', `${JSON.stringify(v)} refused`);
+    t.equal(cutOf(`[{"id":1,"n":${v}}]`, 5), 'ScanError', `${JSON.stringify(v)} refused, last member`);
+  }
+});
+
+t.test('flat elements: spaces between tokens, nested values and other elements', async (t) => {
+  const spaced = ['{ "id" : 1 , "name" : "a b" }', '{\n\t"id":1,\r\n"status":"sold"\n}', '{ }', '{}', '{"a" :true ,"b": null}'];
+  for (const e of spaced) {
+    t.equal(cutOf(`[${e}, ${e}]`, 2), `same [${e}, ${e}]`, `kept: ${JSON.stringify(e)}`);
+    t.equal(cutOf(`[ ${e} ,\n${e} ]`, 1), `changed [${e}]`, `cut: ${JSON.stringify(e)}`);
+  }
+  const nested = ['{"id":1,"tags":["a","b"],"status":"sold"}', '{"id":1,"owner":{"name":"x","pets":[{"id":2}]}}', '{"a":[]}', '{"a":{}}'];
+  for (const e of nested) {
+    t.equal(cutOf(`[${e},${e}]`, 2), `same [${e},${e}]`, `kept: ${e}`);
+    t.equal(cutOf(`[${e},${e}]`, 1), `changed [${e}]`, `cut: ${e}`);
+  }
+  t.equal(cutOf('[{"a":1},[1,{"b":2}],"s",3,true,{"c":"d"}]', 6), 'same [{"a":1},[1,{"b":2}],"s",3,true,{"c":"d"}]', 'elements of every kind');
+  t.equal(cutOf('[{"a":1},[1,{"b":2}],"s",3,true,{"c":"d"}]', 5), 'changed [{"a":1},[1,{"b":2}],"s",3,true]');
+  for (const bad of ['{"a":1,}', '{,"a":1}', '{"a" 1}', '{"a":1 "b":2}', '{"a"::1}', '{"a":1;"b":2}', '{a:1}', '{"a":1]', '{"a":[1}', '{"a":{"b":1}', '{"a":1}}', '{"a":1']) {
+    t.equal(cutOf(`[${bad},{"id":2}]`, 5), 'ScanError', `refused: ${bad}`);
+    t.equal(cutOf(`[{"id":0},${bad}]`, 5), 'ScanError', `refused second: ${bad}`);
+  }
+});
+
+t.test('flat elements: exactly the limit, one more, and every truncation of a flat list', async (t) => {
+  const pets = Array.from({ length: 5 }, (_, i) => `{"id":${9007199254740993n + BigInt(i)},"name":"pet number ${i}","categoryId":9223372036854775807,"status":"${['available', 'pending', 'sold'][i % 3]}"}`);
+  const text = `[${pets.join(',')}]`;
+  t.equal(cutOf(text, 5), `same ${text}`, 'exactly the limit: the same buffer');
+  t.equal(cutOf(text, 4), `changed [${pets.slice(0, 4).join(',')}]`, 'one more than the limit: cut');
+  t.equal(cutOf(`[${pets.slice(0, 4).join(',')}]`, 5), `same [${pets.slice(0, 4).join(',')}]`, 'one less');
+  for (const limit of [2, 5]) {
+    const needed = limit === 5 ? text.length : text.indexOf(pets[limit]!);
+    for (let n = 0; n <= text.length; n++) {
+      const got = cutOf(text.slice(0, n), limit);
+      if (n < needed) {
+        if (got !== 'ScanError') t.fail(`limit ${limit}: a prefix of ${n} bytes gave ${got}`);
+      } else if (got !== `${limit === 5 ? 'same' : 'changed'} [${pets.slice(0, limit).join(',')}]`) t.fail(`limit ${limit}: a prefix of ${n} bytes gave ${got}`);
+    }
+  }
+  t.pass('every prefix');
+});
+
+t.test('flat elements: a body larger than the scratch copy is read whole', async (t) => {
+  const pet = (i: number): string => `{"id":${i},"name":"${'n'.repeat(40)}","status":"sold"}`;
+  const pets = Array.from({ length: 2000 }, (_, i) => pet(i));
+  const text = `[${pets.join(',')}]`;
+  t.ok(text.length > 64 * 1024, 'over 64 KiB');
+  t.equal(cutOf(text, 2000), `same ${text}`, 'all of it');
+  t.equal(cutOf(text, 1999), `changed [${pets.slice(0, 1999).join(',')}]`, 'cut past the copy');
+  const broken = `[${pets.slice(0, 1990).join(',')},{"id":1990,"name":"x" "status":"sold"}]`;
+  t.equal(cutOf(broken, 2000), 'ScanError', 'a malformed element past the copy is refused');
+  t.equal(cutOf(`[${pets.slice(0, 1900).join(',')},{"id":01}]`, 2000), 'ScanError', 'a bad number past the copy');
+  // An element that spans the copy's end.
+  for (let pad = 0; pad < 8; pad++) {
+    const head = `[{"name":"${'x'.repeat(64 * 1024 - 20 + pad)}"}`;
+    t.equal(cutOf(`${head},{"id":123456789}]`, 5), `same ${head},{"id":123456789}]`, `spanning the end, ${pad}`);
+  }
+  // The copy's last bytes, read one by one: a control character or an escape there is still judged.
+  for (const key of ['a', 'ab', 'abc', 'abcd']) {
+    for (let at = 64 * 1024 - 8; at < 64 * 1024 + 2; at++) {
+      const open = `[{"${key}":"`;
+      for (const c of ['\u0001', '\\q']) {
+        const head = `${open}${'x'.repeat(at - open.length)}${c}"}`;
+        t.equal(cutOf(`${head},{"id":1}]`, 5), 'ScanError', `${JSON.stringify(c)} at ${at}, key ${key}`);
+      }
+      const ok = `${open}${'x'.repeat(at - open.length)}\\n"},{"id":1}]`;
+      t.equal(cutOf(ok, 5), `same ${ok}`, `an escape at ${at}, key ${key}`);
+    }
+  }
+});
+
+t.test('property: flat lists with one byte changed, as JSON.parse judges them', async (t) => {
+  const scalar = fc.oneof(fc.string({ maxLength: 12 }), fc.integer(), fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null));
+  const object = fc.dictionary(fc.string({ maxLength: 10 }), scalar, { maxKeys: 6 });
+  const BYTES = [...'{}[]",:\\ 0123456789-.eE+tfnual\n\t'].map((c) => c.charCodeAt(0)).concat([0x00, 0x1f, 0x7f, 0xe9]);
+  const disagreements: string[] = [];
+  let refused = 0;
+  fc.assert(
+    fc.property(fc.array(object, { minLength: 1, maxLength: 8 }), fc.nat(), fc.constantFrom(...BYTES), fc.boolean(), (arr, at, byte, spaced) => {
+      const text = `[${arr.map((o) => `{${Object.entries(o).map(([k, v]) => `${JSON.stringify(k)}${spaced ? ' : ' : ':'}${typeof v === 'bigint' ? v.toString() : JSON.stringify(v)}`).join(',')}}`).join(',')}]`;
+      const buf = b(text);
+      buf[at % buf.length] = byte;
+      let parses = true;
+      try {
+        parses = Array.isArray(JSON.parse(buf.toString('utf8')));
+      } catch {
+        parses = false;
+      }
+      const got = cutOf(buf, 1_000_000);
+      if (got === 'ScanError') refused++;
+      if ((got !== 'ScanError') !== parses) disagreements.push(`${buf.toString('latin1')}: ${got}`);
+    }),
+    { numRuns: 3000, seed: 40 },
+  );
+  t.strictSame(disagreements, [], 'accepted exactly when JSON.parse parses an array');
+  t.ok(refused > 300 && refused < 2700, `both kinds generated (${refused} of 3000 refused)`);
+});

@@ -3,6 +3,8 @@
  * escapes, and `skipValue`, the one loop that passes over any value while checking its structure;
  * and the structural cut of a list built on them (`filterArray`). The shape checks (object.ts) read
  * their own fields and call these for the rest, so there is one definition of what JSON text is.
+ * The cut's fast path (flat.ts) only ever passes over an element that skipValue would accept, and
+ * hands anything else to it.
  *
  * Scanning bytes is safe for UTF-8: every byte of a multi-byte sequence is >= 0x80, so it can never
  * be mistaken for a quote, bracket, comma or backslash.
@@ -12,6 +14,8 @@
  * (`i < n ? buf[i]! : -1`) rather than through a helper because a call per byte costs as much as
  * the scan.
  */
+
+import { flatObject, loadScratch } from './flat.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -311,6 +315,8 @@ export function filterArray(buf: Buffer, limit: number, field: string | undefine
     wanted = Buffer.from(JSON.stringify(value));
   }
   const n = buf.length;
+  // Without a filter an element is only skipped: an object of scalars a word at a time (flat.ts).
+  const m = wanted === undefined ? loadScratch(buf) : 0;
   let i = skipSpace(buf, 0);
   if (i >= n || buf[i] !== LBRACKET) throw new ScanError('not a JSON array');
   i = skipSpace(buf, i + 1);
@@ -331,7 +337,8 @@ export function filterArray(buf: Buffer, limit: number, field: string | undefine
     const start = i;
     let end: number;
     if (wanted === undefined) {
-      end = skipValue(buf, i);
+      end = buf[i] === LBRACE ? flatObject(m, i) : -1;
+      if (end === -1) end = skipValue(buf, i);
       if (k === kept.length) kept = KEPT = growKept(kept);
       kept[k++] = start;
       kept[k++] = end;

@@ -2,7 +2,8 @@
  * What one call of a shape scanner finds, and the verdicts it gives. The types here are the API's
  * (index.ts re-exports them).
  */
-import { CompiledShape, wordView } from './shape.js';
+import { wordView } from './flat.js';
+import { CompiledShape } from './shape.js';
 
 /** Fields outside the shape: removed from the answer, refused (a problem each), or let through. */
 export type UnknownFieldMode = 'drop' | 'refuse' | 'pass';

@@ -35,21 +35,6 @@ function tokenOf(text: string): Token {
   return { bytes, words, mask: rest === 0 ? -1 : (1 << (8 * rest)) - 1 };
 }
 
-/**
- * Word reads need a DataView; one over each answer would be an object per request. Bodies up to
- * this size are copied (one memcpy) into a scratch buffer that has its own view, kept for the
- * process; a larger body gets a view of its own, its allocation small beside the body.
- */
-const SCRATCH = new Uint8Array(64 * 1024);
-const SCRATCH_VIEW = new DataView(SCRATCH.buffer);
-
-/** A view whose bytes [0, buf.length) are buf's: read only under that bound (tokenAt checks it). */
-export function wordView(buf: Buffer): DataView {
-  if (buf.length > SCRATCH.length) return new DataView(buf.buffer, buf.byteOffset, buf.length);
-  SCRATCH.set(buf);
-  return SCRATCH_VIEW;
-}
-
 export interface CompiledField {
   readonly name: string;
   /** The name as a JSON string token, quotes included: how an upstream spells it unescaped. */
