@@ -14,7 +14,7 @@ import type { BruteForceConfig } from './schema.js';
 
 export class FailureLimiter {
   private readonly rule: RateLimitRule;
-  /** Made on the first failure: lru-cache allocates its index arrays for `max` up front (tens of MB). */
+  /** Made on the first failure (its storage grows with the addresses it holds: `lruOfAtMost`). */
   private tats: LRUCache<string, number> | undefined;
 
   constructor(
