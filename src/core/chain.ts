@@ -27,6 +27,8 @@ export class OpenExchange extends DeclaredFacts implements Exchange {
   upstreamBody: Buffer | undefined = undefined;
   requestId?: string;
   deniedBy?: string;
+  /** A copy whose response phase runs for an answer no client gets (`copyAside`). */
+  aside = false;
 
   constructor(
     readonly head: RequestHead,
@@ -36,6 +38,23 @@ export class OpenExchange extends DeclaredFacts implements Exchange {
   ) {
     super(declared.logFields);
     this.operation = route.kind === 'operation' ? route.operation : undefined;
+  }
+
+  /**
+   * A copy of this exchange as it stands (its facts, its upstream query and fields, its own
+   * response fields), marked `aside`: the response phase may run on it for another answer than
+   * the client's, and changes nothing of this one.
+   */
+  copyAside(): OpenExchange {
+    const copy = new OpenExchange(this.head, this.route, this.rawQuery, this.declared);
+    copy.copyFacts(this);
+    copy.upstreamQuery = this.upstreamQuery;
+    Object.assign(copy.upstreamHeaders, this.upstreamHeaders);
+    Object.assign(copy.responseHeaders, this.responseHeaders);
+    copy.upstreamBody = this.upstreamBody;
+    if (this.requestId !== undefined) copy.requestId = this.requestId;
+    copy.aside = true;
+    return copy;
   }
 
   /** Who made the request, as the policy that identifies consumers declared it (auth's key id). */

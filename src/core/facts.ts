@@ -71,6 +71,16 @@ export class Facts implements FactReader {
     }
   }
 
+  /** Every fact of `from`, set here (a copy of its values: a later write to either is its own). */
+  protected copyFacts(from: Facts): void {
+    this.f0 = from.f0;
+    this.f1 = from.f1;
+    this.f2 = from.f2;
+    this.f3 = from.f3;
+    this.f4 = from.f4;
+    this.more = from.more?.slice();
+  }
+
   set<T>(slot: Slot<T>, value: T | undefined): void {
     switch (slot.index) {
       case 0:

@@ -64,6 +64,12 @@ export interface Exchange extends FactReader {
   deniedBy?: string;
   /** Records a fact of this request in a slot; `undefined` clears it. */
   set<T>(slot: Slot<T>, value: T | undefined): void;
+  /**
+   * True on a copy of an exchange whose response phase runs for an answer no client gets (a
+   * comparison of two upstreams' answers, `ForwardHandler.aside`): a policy logs and counts
+   * nothing of it.
+   */
+  readonly aside?: boolean;
 }
 
 /** What the gateway knows of an API key besides its id: when it expires and what it may call. */

@@ -6,6 +6,7 @@
  * buffering and error mapping); a transport only moves bytes and names what went wrong with a
  * neutral failure kind, never its library's codes.
  */
+import type { Exchange } from './policy.js';
 
 /**
  * What went wrong with an upstream call, in words of the exchange, not of a library:
@@ -66,6 +67,11 @@ export interface UpstreamRequest {
    * them by these too. A transport ignores it.
    */
   readonly answerRules?: string | undefined;
+  /**
+   * The exchange of the client request the call is made for, for a wrapper of send that routes by
+   * who asks and what the policies decided (its consumer, its header fields, its facts). Read only.
+   */
+  readonly exchange?: Exchange;
 }
 
 /** What a transport may do to the call it is running, handed to the handler at the start. */

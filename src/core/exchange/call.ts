@@ -7,9 +7,9 @@
  * call once, whichever way it went.
  */
 import { isValidUpstreamStatus } from '../contract.js';
-import { GatewayError } from '../errors.js';
+import { GatewayError, renderError } from '../errors.js';
 import type { FinishedAnswer } from '../forward/answer.js';
-import type { AnswerTaker, ForwardHandler } from '../forward/index.js';
+import type { AnswerTaker, AsideAnswer, AsideRun, ForwardHandler } from '../forward/index.js';
 import { clientResponseHeaders, tooManyHeaders, upstreamRequestHeaders } from '../headers.js';
 import type { HeaderValue, ResponseBody } from '../policy.js';
 import { traceContextOf } from '../request-id.js';
@@ -19,6 +19,11 @@ import { describeCause, endWith, Reply } from './reply.js';
 function errorFor(kind: FailureKind, cause: unknown): GatewayError {
   const code = kind === 'connect_timeout' || kind === 'headers_timeout' || kind === 'body_timeout' || kind === 'total_timeout' ? 'upstream_timeout' : kind === 'invalid_response' ? 'bad_gateway' : kind === 'tls' ? 'upstream_tls_error' : 'upstream_unavailable';
   return new GatewayError(code, { cause });
+}
+
+/** An Error the exchange would answer, as an aside answer. */
+function errorAnswer(err: GatewayError): AsideAnswer {
+  return { status: err.status, code: err.code, body: Buffer.from(renderError(err)), truncated: false };
 }
 
 /** No fields of a request: the view of the headers every client gets of a shared answer. */
@@ -203,6 +208,27 @@ export abstract class UpstreamCall extends Reply implements ForwardHandler {
       this.settled = true;
     }
     this.writeFinished(answer, trailing);
+  }
+
+  /**
+   * The response phase, aside (see `ForwardHandler.aside`): on a copy of the exchange as it stands
+   * now, for each answer. What the exchange would refuse (a status no upstream may send, a header
+   * flood) is the 502 it would answer; a policy that throws, the 500.
+   */
+  aside(): AsideRun {
+    const snapshot = this.ex.copyAside();
+    const chain = this.chain;
+    return (status, headers, body, truncated) => {
+      if (!isValidUpstreamStatus(status) || tooManyHeaders(headers)) return errorAnswer(new GatewayError('bad_gateway'));
+      const ex = snapshot.copyAside();
+      const res: ResponseBody = { status, headers: headers as Record<string, HeaderValue | number>, body, truncated };
+      try {
+        const out = chain.wantsResponseBody(ex, res) ? chain.finishResponse(ex, res) : res;
+        return { status: out.status, code: out.code, body: out.body, truncated: out.truncated };
+      } catch {
+        return errorAnswer(new GatewayError('internal_error'));
+      }
+    };
   }
 
   /** The response phase on a held answer; undefined when it crashed (answered 500). */

@@ -29,6 +29,7 @@ export class Outgoing implements UpstreamRequest {
   readonly path: string;
   readonly native: unknown;
   readonly answerRules: string | undefined;
+  readonly exchange: Exchange;
   private built: Record<string, string | string[]> | undefined = undefined;
   private forwarded: Record<string, string | string[]> | undefined = undefined;
 
@@ -47,6 +48,7 @@ export class Outgoing implements UpstreamRequest {
     this.path = this.query === '' ? this.pathname : `${this.pathname}?${this.query}`;
     this.native = active.native;
     this.answerRules = active.answerRulesOf;
+    this.exchange = ex;
   }
 
   get headers(): Record<string, string | string[]> {

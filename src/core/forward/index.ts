@@ -24,7 +24,7 @@ import { totalDeadline } from './total-deadline.js';
 import { compose, type Layer, type Send, type SendWrapper } from './layer.js';
 import { retryReads } from './retry.js';
 
-export type { AnswerTaker, CallClass, ForwardHandler, Layer, Outcome, Send, SendWrapper } from './layer.js';
+export type { AnswerTaker, AsideAnswer, AsideRun, CallClass, ForwardHandler, Layer, Outcome, Send, SendWrapper } from './layer.js';
 export { Call, ONE_WRITE_MAX, compose } from './layer.js';
 
 export interface LayerSettings {

@@ -61,7 +61,26 @@ export interface ForwardHandler extends UpstreamHandler {
    * the answer. Instead of `onStart`; nothing follows. Not an upstream failure: no observer counts it as one.
    */
   onRefused(err: GatewayError): void;
+  /**
+   * For a wrapper of `send` that compares another upstream's answer with this one (the handler
+   * above every layer has it): a copy of the request's exchange as it stands now, before any
+   * response phase, and a function that runs the response phase on an answer for a fresh copy of
+   * it each time and returns what the client would have got. Nothing is written, logged or counted.
+   */
+  aside?(): AsideRun;
 }
+
+/** An answer as the client gets it: after the response phase (`AsideRun`). */
+export interface AsideAnswer {
+  readonly status: number;
+  /** The catalogue code of an Error the gateway wrote; undefined for an upstream's own body. */
+  readonly code: string | undefined;
+  readonly body: Buffer;
+  readonly truncated: boolean;
+}
+
+/** Runs the response phase on an upstream answer no client gets (see `ForwardHandler.aside`). */
+export type AsideRun = (status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, truncated: boolean) => AsideAnswer;
 
 export type Send = (request: UpstreamRequest, handler: ForwardHandler) => void;
 

@@ -105,9 +105,11 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
       if (operation === undefined || res.status < 200 || res.status >= 300) return res;
       const op = operation.id;
       const coding = config.mode === 'off' ? uninvitedCoding(ex, res) : contentCoding(res.headers['content-encoding']);
+      // A copy run aside (a comparison) is not this gateway's answer: nothing counted or logged of it.
+      const log = ex.aside === true ? undefined : env.log;
       if (coding !== undefined) {
-        violations++;
-        env.log?.warn({ policy: 'response-contract', operation: op, problems: [`content-encoding ${coding.slice(0, 32)}`], violations, mode: config.mode }, 'upstream answer violates the interface');
+        if (ex.aside !== true) violations++;
+        log?.warn({ policy: 'response-contract', operation: op, problems: [`content-encoding ${coding.slice(0, 32)}`], violations, mode: config.mode }, 'upstream answer violates the interface');
         return errorResponse(violation);
       }
       if (config.mode === 'off') return res;
@@ -117,8 +119,8 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
         if (verdict.body === undefined || config.mode !== 'enforce') return res;
         return { ...res, body: verdict.body, truncated: false };
       }
-      violations++;
-      env.log?.warn({ policy: 'response-contract', operation: op, problems: verdict.problems, violations, mode: config.mode }, 'upstream answer violates the interface');
+      if (ex.aside !== true) violations++;
+      log?.warn({ policy: 'response-contract', operation: op, problems: verdict.problems, violations, mode: config.mode }, 'upstream answer violates the interface');
       return config.mode === 'enforce' ? errorResponse(violation) : res;
     },
   };

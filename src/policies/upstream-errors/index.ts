@@ -89,7 +89,8 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
   const challenge = `Bearer realm="${upstreamAuth.realm}", error="invalid_token"`;
   const refused = new GatewayError('upstream_auth_failed');
   const logError = (fields: Record<string, unknown>, message: string): void => {
-    if (env.log?.error !== undefined) env.log.error(fields, message);
+    if (env.log === undefined) return;
+    if (env.log.error !== undefined) env.log.error(fields, message);
     else env.log?.warn(fields, message);
   };
   return {
@@ -100,8 +101,10 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
     onResponseBody(ex: Exchange, res: ResponseBody): ResponseBody {
       if (res.status >= 200 && res.status < 300) return res;
       const op = ex.operation?.id;
+      // A copy run aside (a comparison) is not this gateway's answer: nothing logged of it.
+      const log = ex.aside === true ? undefined : env.log;
       if (res.status < 400) {
-        env.log?.warn({ policy: 'upstream-errors', upstreamStatus: res.status }, 'upstream answered outside the interface');
+        log?.warn({ policy: 'upstream-errors', upstreamStatus: res.status }, 'upstream answered outside the interface');
         return errorResponse(new GatewayError('upstream_contract_violation'));
       }
       // With `forward` the upstream saw the client's own key: it may echo it, so it is a secret here too.
@@ -109,7 +112,7 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
       const isPlain = (text: unknown): text is string => isPlainMessage(text) && !known.contains(text);
       const excerpt = (): string => redactForLog(res.body.subarray(0, 2048).toString('utf8'), 500, known, res.truncated || res.body.length > 2048);
       if ((res.status === 401 || res.status === 403) && upstreamAuth.credential === 'gateway') {
-        logError(
+        if (log !== undefined) logError(
           { policy: 'upstream-errors', operation: op, upstreamStatus: res.status, excerpt: excerpt() },
           "upstream refused the gateway's credentials (check upstreamAuthorization); the client got 502",
         );
@@ -140,7 +143,7 @@ function create(config: UpstreamErrorsConfig, env: PolicyEnv) {
       const message = extractMessage(value, isPlain);
       // A 4xx is the upstream's ordinary answer; a 5xx page is what the operator must see.
       if (message === undefined && res.body.length > 0 && status >= 500) {
-        env.log?.warn(
+        log?.warn(
           { policy: 'upstream-errors', operation: op, upstreamStatus: res.status, excerpt: excerpt() },
           'upstream error body replaced by a generic message',
         );
