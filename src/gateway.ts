@@ -14,7 +14,11 @@ import type { SendWrapper } from './core/forward/index.js';
 import type { Policy, PolicyEnv, PolicyModule, Problem } from './core/policy.js';
 import { gatewayPolicyEnv, POLICY_MODULES, type PolicyName } from './policies/index.js';
 import { compileHeaderRules, type HeaderRules } from './core/headers.js';
-import { SecretSet } from './core/redact.js';
+import { redactForLog, SecretSet } from './core/redact.js';
+import { compileMigration, type MigrationRules } from './policies/migration/rules.js';
+import { openMigration, type NextView, type OpenedMigration } from './policies/migration/open.js';
+import type { MigrationLaneView } from './policies/migration/view.js';
+import { undiciUpstream } from './upstreams/undici.js';
 import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';
 
@@ -35,6 +39,8 @@ export interface Gateway {
   readonly backend: ReferenceBackend | undefined;
   /** A fingerprint of what turns an upstream answer into the client's (`answerRulesOf`). */
   readonly answerRules: string;
+  /** The migration lane's rules (`migration:`): what a reload may change of it; none without the section. */
+  readonly migration: MigrationRules | undefined;
 }
 
 /**
@@ -80,6 +86,7 @@ export function compileGateway(config: PolicyConfig, env: PolicyEnv, backend?: R
     upstreamBasePath: url === undefined ? '' : url.pathname.replace(/\/+$/, ''),
     backend: builtin ? (backend ?? new ReferenceBackend()) : undefined,
     answerRules: answerRulesOf(config),
+    migration: config.migration == null ? undefined : compileMigration(config.migration, api, (text) => redactForLog(text, 64, penv.secrets ?? SecretSet.EMPTY)),
   };
 }
 
@@ -110,6 +117,15 @@ export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): P
       problems.push({ path: `$.${section}`, message: 'changed: this section takes effect only on a restart' });
     }
   }
+  // The migration lane's second upstream and its store are opened once, as `upstream` is; its
+  // modes, percents, bounds and comparison are reloadable.
+  const [was, is] = [current.migration ?? null, next.migration ?? null];
+  if ((was === null) !== (is === null)) problems.push({ path: '$.migration', message: `${was === null ? 'added' : 'removed'}: the migration lane starts and stops only on a restart` });
+  else if (was !== null && is !== null) {
+    for (const part of ['next', 'store'] as const) {
+      if (JSON.stringify(was[part]) !== JSON.stringify(is[part])) problems.push({ path: `$.migration.${part}`, message: 'changed: takes effect only on a restart' });
+    }
+  }
   // The cache (its store, its bound) is built once and outlives reloads, as the breaker does.
   if (JSON.stringify(next.policies.cache) !== JSON.stringify(current.policies.cache)) {
     problems.push({ path: '$.policies.cache', message: 'changed: the cache takes effect only on a restart' });
@@ -129,6 +145,9 @@ export class GatewayHolder {
    * this holder; like the `server` section, it changes only on a restart.
    */
   readonly gate: ConsumerGate | undefined;
+  /** The migration lane's tally and report (`migration:`), for the admin port and the metrics; none without the section. */
+  readonly migration: MigrationLaneView | undefined;
+  private readonly lane: OpenedMigration | undefined;
 
   /** `now`: the clock of the response cache and the circuit breaker's open window (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
   constructor(initial: Gateway, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } } = {}) {
@@ -140,14 +159,17 @@ export class GatewayHolder {
       initial.backend !== undefined
         ? undefined
         : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
-    this.sendWrapper = this.cache === undefined ? undefined : responseCache(this.cache);
+    const cached = this.cache === undefined ? undefined : responseCache(this.cache);
+    this.lane = openLane(initial, () => this.gw.migration, options);
+    this.migration = this.lane?.view;
+    this.sendWrapper = this.lane === undefined ? cached : this.lane.wrapper(cached);
     const { maxInFlightPerConsumer, consumerQueueMs } = initial.config.server;
     this.gate = maxInFlightPerConsumer === null ? undefined : new ConsumerGate({ maxInFlight: maxInFlightPerConsumer, queueMs: consumerQueueMs });
   }
 
   /** Closes what the holder opened (the cache's Redis connections), once the server has stopped. */
   async close(): Promise<void> {
-    await this.cache?.store.close();
+    await Promise.all([this.cache?.store.close(), this.lane?.close()]);
   }
 
   get current(): Gateway {
@@ -160,4 +182,25 @@ export class GatewayHolder {
     if (problems.length === 0) this.gw = next;
     return problems;
   }
+}
+
+/**
+ * The migration lane of a gateway with a `migration:` section and a URL upstream: `next` is reached
+ * with an undici Pool whatever the engine (http-proxy-3 and reply-from work through the client's
+ * own request, which legacy's call uses).
+ */
+function openLane(gw: Gateway, rules: () => MigrationRules | undefined, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } }): OpenedMigration | undefined {
+  const config = gw.config.migration;
+  if (config == null || gw.backend !== undefined) return undefined;
+  const next = config.next as unknown as UpstreamConfig & NextView;
+  return openMigration({
+    config,
+    next,
+    upstream: undiciUpstream(new URL(next.url).origin, next),
+    legacyBasePath: gw.upstreamBasePath,
+    rules,
+    env: process.env,
+    log: options.log,
+    ...(options.now === undefined ? {} : { now: options.now }),
+  });
 }

@@ -13,6 +13,8 @@ import { listenerProblems } from '../fronts/config.js';
 import { toJsonPath } from '../core/json-path.js';
 import type { CheckContext, PolicyEnv, PolicyModule, Problem, RunRequirement } from '../core/policy.js';
 import { POLICY_MODULES, type PolicyName } from '../policies/index.js';
+import { migrationProblems } from '../policies/migration/rules.js';
+import type { MigrationConfig } from '../policies/migration/schema.js';
 import { policyFileSchema } from './schema.js';
 import type { PolicyConfig } from './types.js';
 
@@ -270,6 +272,8 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
   problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
   if (isMapping(v.server) && clean('/server')) problems.push(...listenerProblems(v.server));
+  const m = (value as { migration?: unknown; upstream?: { url?: unknown } }).migration;
+  if (isMapping(m) && clean('/migration') && clean('/upstream')) problems.push(...migrationProblems(m as unknown as MigrationConfig, api, String((value as { upstream?: { url?: unknown } }).upstream?.url)));
   if (problems.length > 0) return { ok: false, problems };
   // No problem at all: the schema and every cross-field check accepted the whole document.
   const config = value as unknown as PolicyConfig;

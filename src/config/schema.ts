@@ -11,6 +11,7 @@ import { HEADERS_SCHEMA } from '../core/headers.js';
 import { LISTENER_SCHEMA } from '../fronts/config.js';
 import { POLICY_MODULES } from '../policies/index.js';
 import { UPSTREAM_SCHEMA } from '../upstreams/config.js';
+import { MIGRATION_SCHEMA } from '../policies/migration/schema.js';
 
 // The upstream, headers and log sections' schemas live beside the code that reads them, each with
 // its type derived from it. The server section is composed here from the listener's options
@@ -85,6 +86,34 @@ export const SERVER_SCHEMA = {
   properties: { ...listenerBeforeProxies, admin: SERVER_ADMIN_SCHEMA, trustedProxies },
 } as const;
 
+/**
+ * `migration:` with its `next` upstream: the options of `upstream` (a URL required), plus `sandbox`.
+ * The section's own schema (src/policies/migration) leaves `next` open: the lane reads of it only
+ * what it needs, and this layer knows the upstream's schema.
+ */
+const { default: _upstreamDefault, ...NEXT_BASE } = UPSTREAM_SCHEMA;
+
+export const MIGRATION_SECTION_SCHEMA = {
+  ...MIGRATION_SCHEMA,
+  properties: {
+    ...MIGRATION_SCHEMA.properties,
+    next: {
+      ...NEXT_BASE,
+      description: 'The new backend, with the options of `upstream` (its own timeouts, connections, TLS and circuit breaker), reached with an undici pool whatever the engine. Takes effect on a restart, as `upstream` does.',
+      required: ['url'],
+      properties: {
+        ...UPSTREAM_SCHEMA.properties,
+        url: { type: 'string', pattern: '^https?://[^\\s?#/@]+(/[^\\s?#]*)?$', description: 'The base URL of the new backend, ending with its path prefix, e.g. http://127.0.0.1:8082/v1. No user:password@ part.' },
+        sandbox: {
+          type: 'boolean',
+          default: false,
+          description: 'true: `next` is a sandbox whose writes do not matter, so shadow mode copies every method (a createPet copy creates an animal there). false (default): only GET and HEAD are copied.',
+        },
+      },
+    },
+  },
+} as const;
+
 export function policyFileSchema(): Record<string, unknown> {
   const policies: Record<string, unknown> = {};
   for (const m of POLICY_MODULES) policies[m.name] = { ...m.schema, default: {} };
@@ -106,6 +135,7 @@ export function policyFileSchema(): Record<string, unknown> {
       server: SERVER_SCHEMA,
       headers: HEADERS_SCHEMA,
       log: LOG_SCHEMA,
+      migration: MIGRATION_SECTION_SCHEMA,
       policies: {
         type: 'object',
         description: 'One entry per policy module; the chain runs them in a fixed order: ' + POLICY_MODULES.map((m) => m.name).join(', ') + '.',

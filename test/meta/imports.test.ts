@@ -38,7 +38,7 @@ export const RULES: Readonly<Record<Layer, Rule>> = {
   fronts: { may: ['core', 'tls'] },
   upstreams: { may: ['core', 'backend', 'tls'] },
   config: { may: ['core', 'api', 'stores', 'registry', 'policies', 'ops', 'fronts', 'upstreams'] },
-  gateway: { may: ['core', 'api', 'stores', 'policies', 'backend', 'config'] },
+  gateway: { may: ['core', 'api', 'stores', 'policies', 'backend', 'upstreams', 'config'] },
   engines: { may: ['core', 'api', 'stores', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway'] },
   cli: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
   index: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },

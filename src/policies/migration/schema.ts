@@ -61,6 +61,13 @@ export const MIGRATION_SCHEMA = {
         percent: { type: 'number', minimum: 0, maximum: 100, default: 100, description: 'The share of shadowed requests copied (by request, at random).' },
         maxInFlight: { type: 'integer', minimum: 1, maximum: 10000, default: 64, description: 'Most copies waiting for `next` at once, per process; one more is dropped and counted.' },
         timeoutMs: { type: 'integer', minimum: 1, maximum: 600000, default: 2000, description: 'A copy `next` has not answered whole in this many milliseconds is abandoned and counted as a timeout.' },
+        maxAnswerBytes: {
+          type: 'integer',
+          minimum: 1024,
+          maximum: 268435456,
+          default: 1048576,
+          description: 'Most bytes of each answer (legacy\'s and the copy\'s) held for the comparison; a larger answer is not compared (counted). The client\'s answer is never held for it.',
+        },
         maxBodyBytes: {
           type: 'integer',
           minimum: 0,
@@ -97,7 +104,7 @@ export const MIGRATION_SCHEMA = {
       type: 'object',
       additionalProperties: false,
       default: {},
-      description: 'Testers pick a side: a request carrying `header` (legacy or next) from a key with `scope` is sent there, in split and next mode; from any other key the header is ignored.',
+      description: 'Testers pick a side: a request carrying `header` (legacy or next) from a key with `scope` is sent there, whatever the operation\'s mode (no copy is made of it); from any other key the header is ignored.',
       properties: {
         header: { type: 'string', pattern: '^[a-z0-9-]+$', maxLength: 64, default: TESTER_DEFAULT.header, description: 'The request header (lower case) that names the side: legacy or next.' },
         scope: { type: 'string', pattern: '^[A-Za-z0-9:._-]+$', maxLength: 64, default: TESTER_DEFAULT.scope, description: 'The scope a key must carry (auth.keys[].scopes, or the key registry\'s) for its header to count.' },

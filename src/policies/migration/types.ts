@@ -41,10 +41,16 @@ export interface Comparison {
 }
 
 /** Why a request sent to `next` was answered from legacy instead (split and next modes). */
-export type FallbackReason = 'refused' | 'reset' | 'timeout' | 'invalid_response' | 'tls' | 'contract' | 'open_circuit';
+export type FallbackReason = 'refused' | 'reset' | 'timeout' | 'invalid_response' | 'tls' | 'contract' | 'server_error' | 'open_circuit';
 
-/** Why a shadow copy was not sent. */
-export type DropReason = 'in_flight' | 'body' | 'method' | 'sampled_out';
+/**
+ * Why a shadowed request was not compared: its copy was not sent (`in_flight`: maxInFlight copies
+ * were waiting; `body`: its body is over shadow.maxBodyBytes; `method`: not GET or HEAD, and `next`
+ * is no sandbox; `sampled_out`: outside shadow.percent), or an answer could not be compared
+ * (`answer_too_large`: over shadow.maxAnswerBytes; `legacy_failed`: legacy failed, or was not in
+ * within shadow.timeoutMs). A copy `next` failed is counted by `nextFailed` instead.
+ */
+export type DropReason = 'in_flight' | 'body' | 'method' | 'sampled_out' | 'answer_too_large' | 'legacy_failed';
 
 /** What the lane tells its tally, per operation (operationId). */
 export interface Recorder {
