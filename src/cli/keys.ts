@@ -24,9 +24,10 @@ import { EXPORT_FORMAT, RegistryError, REGISTRY_DEFAULTS } from '../registry/typ
 import { openRegistry } from '../registry/index.js';
 import { ID_PATTERN, parseRecord, type KeyInfo, type KeyRecord } from '../registry/records.js';
 import { describeConnection } from '../stores/connection.js';
+import { SCOPES_SCHEMA } from '../core/policy.js';
 import { parseDateTime } from '../policies/deprecation/index.js';
 
-export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operations OP,...] [--expires RFC3339] [--policy FILE]
+export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operations OP,...] [--scope S]... [--expires RFC3339] [--policy FILE]
        petstore-gateway keys list [--json] [--policy FILE]
        petstore-gateway keys rotate ID [--overlap 24h] [--policy FILE]
        petstore-gateway keys revoke ID [--policy FILE]
@@ -37,8 +38,8 @@ export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operati
 Issue, list, rotate and revoke the keys of the key registry that the policy file names
 (policies.auth.registry); every gateway sharing it sees a change within a second.
   create    a key for a new id; the secret is printed once, alone on one stdout line
-  list      id, created, expires, operations, last used, until when older secrets work (never a
-            secret or a hash)
+  list      id, created, expires, operations, scopes, last used, until when older secrets work
+            (never a secret or a hash)
   rotate    a new secret for the id; every older secret stays valid for --overlap at most
             (default 24h; 0: every older secret ends now, as for a leaked key)
   revoke    removes the id and all its secrets
@@ -49,6 +50,7 @@ Issue, list, rotate and revoke the keys of the key registry that the policy file
             restored: every gateway drops the keys it kept that Redis no longer has
   --policy FILE   the policy file (default: ./policies/default.yaml, else the packaged one)
   --operations    comma-separated operationIds the key may call (listPets, createPet, getPet)
+  --scope S       a scope of the key (repeatable), such as migration:tester (docs/keys.md, "Scopes")
   --expires T     when the key stops working (RFC 3339)
 Exit codes: 0 ok, 1 registry unreachable or the change refused, 2 bad usage, 78 no registry configured.
 `;
@@ -63,6 +65,16 @@ function checkOperations(operations: readonly unknown[], known: ReadonlySet<stri
       throw new KeysUsageError(`${what(String(o))}${known === 'any-id' ? '' : `: the interface has ${[...known].join(', ')}`}`);
     }
   }
+}
+
+const SCOPE = new RegExp(SCOPES_SCHEMA.items.pattern);
+
+/** Refuses a scope out of SCOPES_SCHEMA's form, and more distinct scopes than it allows. */
+function checkScopes(scopes: readonly unknown[], what: (s: string) => string): void {
+  for (const s of scopes) {
+    if (typeof s !== 'string' || !SCOPE.test(s) || s.length > SCOPES_SCHEMA.items.maxLength) throw new KeysUsageError(`${what(String(s))}: a scope is 1 to 64 letters, digits, ':', '.', '_' or '-'`);
+  }
+  if (new Set(scopes).size > SCOPES_SCHEMA.maxItems) throw new KeysUsageError(`a key has at most ${SCOPES_SCHEMA.maxItems} scopes`);
 }
 
 /** The operationIds of the shipped interface: what a key may name when no policy says otherwise. */
@@ -88,17 +100,17 @@ function defaultPolicyFile(packageRoot: string): string {
   return existsSync(local) ? local : join(packageRoot, 'policies', 'default.yaml');
 }
 
-const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'LAST USED', 'OLD SECRETS UNTIL'];
+const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'SCOPES', 'LAST USED', 'OLD SECRETS UNTIL'];
 
 function table(keys: readonly KeyInfo[]): string {
-  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.lastUsed ?? '-', k.previousValidUntil ?? '-'])];
+  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.scopes?.join(',') || '-', k.lastUsed ?? '-', k.previousValidUntil ?? '-'])];
   const widths = HEADER.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
 }
 
 interface Parsed {
   readonly action: string;
-  readonly values: Record<string, string | boolean | undefined>;
+  readonly values: Record<string, string | string[] | boolean | undefined>;
   /** '' for the actions of NO_ID and import: every other action requires an id (parseKeysArgs). */
   readonly id: string;
   /** `keys import FILE`: the export to read ('-': stdin). */
@@ -131,6 +143,10 @@ export function readExport(text: string, known: ReadonlySet<string> | 'any-id' =
     if (record.operations !== undefined) {
       if (!Array.isArray(record.operations)) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has operations that are not a list`);
       checkOperations(record.operations, known, (o) => `record ${i + 1} ('${record.id}') names an operation the interface does not have, '${o}'`);
+    }
+    if (record.scopes !== undefined) {
+      if (!Array.isArray(record.scopes)) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has scopes that are not a list`);
+      checkScopes(record.scopes, (sc) => `record ${i + 1} ('${record.id}') has a scope that is not one, '${sc}'`);
     }
     if (record.secrets.some((sec) => sec.until !== undefined && !Number.isSafeInteger(sec.until))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a secret whose end is not epoch milliseconds`);
     return record;
@@ -168,12 +184,12 @@ function parseKeysArgs(args: string[]): Parsed {
       args: rest,
       allowPositionals: true,
       strict: true,
-      options: { policy: { type: 'string' }, id: { type: 'string' }, operations: { type: 'string' }, expires: { type: 'string' }, overlap: { type: 'string' }, json: { type: 'boolean' } },
+      options: { policy: { type: 'string' }, id: { type: 'string' }, operations: { type: 'string' }, scope: { type: 'string', multiple: true }, expires: { type: 'string' }, overlap: { type: 'string' }, json: { type: 'boolean' } },
     });
   } catch (err) {
     throw new KeysUsageError((err as Error).message);
   }
-  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const values = parsed.values as Record<string, string | string[] | boolean | undefined>;
   if (action === 'import') {
     if (parsed.positionals.length !== 1) throw new KeysUsageError('keys import needs one FILE (an export), or - for stdin');
     return { action, values, id: '', file: parsed.positionals[0] };
@@ -190,13 +206,15 @@ function parseKeysArgs(args: string[]): Parsed {
   return { action, values, id: id ?? '' };
 }
 
-function createInput(p: Parsed, known: ReadonlySet<string> | 'any-id'): { id: string; operations?: string[]; expires?: string } {
+function createInput(p: Parsed, known: ReadonlySet<string> | 'any-id'): { id: string; operations?: string[]; scopes?: string[]; expires?: string } {
   const ops = p.values.operations as string | undefined;
   const operations = ops === undefined ? undefined : ops.split(',').map((o) => o.trim()).filter((o) => o !== '');
   checkOperations(operations ?? [], known, (o) => `--operations takes operationIds of the interface, not '${o}'`);
+  const scopes = p.values.scope as string[] | undefined;
+  checkScopes(scopes ?? [], (sc) => `--scope takes a scope, not '${sc}'`);
   const expires = p.values.expires as string | undefined;
   if (expires !== undefined && (!DATE_TIME.test(expires) || Number.isNaN(parseDateTime(expires)))) throw new KeysUsageError(`--expires must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z, not '${expires}'`);
-  return { id: p.id, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(expires === undefined ? {} : { expires }) };
+  return { id: p.id, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(scopes === undefined ? {} : { scopes: [...new Set(scopes)] }), ...(expires === undefined ? {} : { expires }) };
 }
 
 /** Who made a change from the command line, for its audit line: the OS user and host. */

@@ -47,6 +47,7 @@ const PATTERN_EXPECTS: Readonly<Record<string, string>> = {
   '^[a-z]+/[a-z0-9.+-]+$': 'must be a lower-case media type such as text/html',
   '^[\\x20-\\x21\\x23-\\x5b\\x5d-\\x7e]{1,64}$': 'must be 1 to 64 printable ASCII characters without " or \\',
   '^[1-5][0-9]{2}$': 'must be an HTTP status code of three digits, such as 422',
+  '^[A-Za-z0-9:._-]+$': 'must be a scope: letters, digits, ":", ".", "_" and "-", such as migration:tester',
 };
 
 function describe(e: ErrorObject): Problem {

@@ -56,6 +56,7 @@ function authWeakenings(prev: Policies['auth'], next: Policies['auth']): string[
       continue;
     }
     if (old.operations !== undefined && (k.operations === undefined || k.operations.some((op) => !old.operations?.includes(op)))) out.push(`auth key '${k.id}' may call more operations`);
+    if ((k.scopes ?? []).some((sc) => !(old.scopes ?? []).includes(sc))) out.push(`auth key '${k.id}' has more scopes`);
     if (old.expires !== undefined && (k.expires === undefined || Date.parse(k.expires) > Date.parse(old.expires))) out.push(`auth key '${k.id}' expires later`);
     if (old.hash !== k.hash) out.push(`auth key '${k.id}' accepts another key`);
   }

@@ -72,14 +72,24 @@ export interface Exchange extends FactReader {
   readonly aside?: boolean;
 }
 
-/** What the gateway knows of an API key besides its id: when it expires and what it may call. */
+/** What the gateway knows of an API key besides its id: when it expires, what it may call, its scopes. */
 export interface Consumer {
   readonly id: string;
   /** RFC 3339, as the policy file gives it; undefined: never expires. */
   readonly expires: string | undefined;
   /** The operationIds the key may call; undefined: every operation. */
   readonly operations: readonly string[] | undefined;
+  /** What else the key may do (SCOPES_SCHEMA), read by the policies that need a scope; undefined: none. */
+  readonly scopes: readonly string[] | undefined;
 }
+
+/** A key's scopes as every source takes them (a policy file's keys, the key registry's CLI and admin API). */
+export const SCOPES_SCHEMA = {
+  type: 'array',
+  uniqueItems: true,
+  maxItems: 32,
+  items: { type: 'string', pattern: '^[A-Za-z0-9:._-]+$', maxLength: 64 },
+} as const;
 
 /** A decision: continue (`undefined`) or stop with an error. */
 export type Decision = GatewayError | undefined;

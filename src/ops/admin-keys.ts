@@ -6,10 +6,10 @@
  * Failed authentications are limited per address, logged and counted (src/ops/admin-guard.ts).
  * While no token is in force these routes do not exist (404, as any unknown admin path).
  *
- * - `POST /keys` {"id", "operations"?, "expires"?} -> 201 {"id", "key", "created", "expires", "operations"}
+ * - `POST /keys` {"id", "operations"?, "scopes"?, "expires"?} -> 201 {"id", "key", "created", "expires", "operations", "scopes"}
  * - `POST /keys/{id}/rotate` {"overlapSeconds"?} -> 200 {..., "key", "previousKeyValidUntil"}
  * - `DELETE /keys/{id}` -> 204
- * - `GET /keys` -> 200 {"keys": [{"id", "created", "expires", "operations", "lastUsed"}]}
+ * - `GET /keys` -> 200 {"keys": [{"id", "created", "expires", "operations", "scopes", "lastUsed"}]}
  *
  * A request is validated (Ajv) before anything changes, so bad input changes nothing. Every error is
  * in the interface's Error shape. Each change leaves one audit line (who, what, which id), never
@@ -19,6 +19,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Ajv } from 'ajv';
 import { shippedApi } from '../api/index.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
+import { SCOPES_SCHEMA } from '../core/policy.js';
 import type { KeyRegistry } from '../registry/registry.js';
 import { RegistryError, REGISTRY_DEFAULTS } from '../registry/types.js';
 import { ID_PATTERN } from '../registry/records.js';
@@ -39,6 +40,7 @@ const CREATE_SCHEMA = {
   properties: {
     id: { type: 'string', pattern: ID_PATTERN },
     operations: { type: 'array', uniqueItems: true, items: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' } },
+    scopes: SCOPES_SCHEMA,
     expires: { type: 'string', pattern: DATE_TIME },
   },
 } as const;
@@ -50,7 +52,7 @@ const ROTATE_SCHEMA = {
 } as const;
 
 const ajv = new Ajv({ allErrors: false, strict: true });
-const validCreate = ajv.compile<{ id: string; operations?: string[]; expires?: string }>(CREATE_SCHEMA);
+const validCreate = ajv.compile<{ id: string; operations?: string[]; scopes?: string[]; expires?: string }>(CREATE_SCHEMA);
 const validRotate = ajv.compile<{ overlapSeconds?: number }>(ROTATE_SCHEMA);
 const ID = new RegExp(ID_PATTERN);
 

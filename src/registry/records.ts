@@ -19,6 +19,8 @@ export interface KeyRecord {
   readonly created: string;
   readonly expires?: string;
   readonly operations?: readonly string[];
+  /** Absent in records written before keys had scopes: none. */
+  readonly scopes?: readonly string[];
   /** The current secret last; older ones only while their overlap lasts. */
   readonly secrets: readonly SecretRecord[];
 }
@@ -29,6 +31,8 @@ export interface KeyInfo {
   readonly created: string;
   readonly expires: string | null;
   readonly operations: readonly string[] | null;
+  /** null: none. */
+  readonly scopes: readonly string[] | null;
   /** RFC 3339, to the flush interval; null: not used yet. */
   readonly lastUsed: string | null;
   /**
@@ -68,6 +72,7 @@ export function grantOf(record: KeyRecord): KeyGrant {
     id: record.id,
     expires: record.expires,
     operations: record.operations === undefined ? undefined : Object.freeze([...record.operations]),
+    scopes: record.scopes === undefined ? undefined : Object.freeze([...record.scopes]),
   });
   return Object.freeze({
     expiresMs: record.expires === undefined ? undefined : Date.parse(record.expires),
@@ -90,6 +95,7 @@ export function infoOf(record: KeyRecord, lastUsedMs: number | undefined, nowMs:
     created: record.created,
     expires: record.expires ?? null,
     operations: record.operations === undefined ? null : [...record.operations],
+    scopes: record.scopes === undefined ? null : [...record.scopes],
     lastUsed: lastUsedMs === undefined || !Number.isFinite(lastUsedMs) ? null : new Date(lastUsedMs).toISOString(),
     previousValidUntil: Number.isFinite(previous) ? new Date(previous).toISOString() : null,
   };

@@ -329,6 +329,7 @@ export class KeyRegistry {
       created: new Date(this.now()).toISOString(),
       ...(input.expires === undefined ? {} : { expires: input.expires }),
       ...(input.operations === undefined ? {} : { operations: [...input.operations] }),
+      ...(input.scopes === undefined ? {} : { scopes: [...input.scopes] }),
       secrets: [{ hash: hashKey(key) }],
     };
     const { text } = await this.read(input.id);

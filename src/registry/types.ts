@@ -80,5 +80,6 @@ export interface RegistryOptions {
 export interface NewKeyInput {
   readonly id: string;
   readonly operations?: readonly string[] | undefined;
+  readonly scopes?: readonly string[] | undefined;
   readonly expires?: string | undefined;
 }

@@ -28,6 +28,9 @@ t.test('usage errors exit 2 with one line and a pointer to the help', async (t) 
     ['keys', 'create', '--id', 'has space'],
     ['keys', 'create', '--id', 'env#1'],
     ['keys', 'create', '--id', 'a', '--operations', 'listPets,deletePet'],
+    ['keys', 'create', '--id', 'a', '--scope', 'migration:tester', '--scope', 'has space'],
+    ['keys', 'create', '--id', 'a', '--scope', 's'.repeat(65)],
+    ['keys', 'create', '--id', 'a', '--scope='],
     ['keys', 'create', '--id', 'a', '--expires', '2030-02-30T00:00:00Z'],
     ['keys', 'create', '--id', 'a', '--nope'],
     ['keys', 'rotate'],
@@ -43,6 +46,7 @@ t.test('usage errors exit 2 with one line and a pointer to the help', async (t) 
   t.equal(help.code, 0);
   t.match(help.stdout, /keys create --id ID/);
   t.match(help.stdout, /--overlap/);
+  t.match(help.stdout, /--scope S/);
 });
 
 // parity: the keys command talks to Redis only; no engine serves anything
@@ -62,7 +66,7 @@ t.test('no registry in the policy: 78; Redis unreachable: 1, clearly, within sec
 });
 
 // parity: the keys command talks to Redis only; no engine serves anything
-t.test('an id of the policy file is refused; rotate --overlap is checked', async (t) => {
+t.test('an id of the policy file is refused; scopes kept through list and rotate; rotate --overlap is checked', async (t) => {
   const redis = await startRedis();
   t.teardown(() => redis.stop());
   const file = policy('file-id', { keys: [{ id: 'ops', hash: hashKey(testKey()) }], registry: { redis: { url: redis.url } } });
@@ -70,10 +74,19 @@ t.test('an id of the policy file is refused; rotate --overlap is checked', async
   t.equal(r.code, 1);
   t.match(r.stderr, /'ops' is a key id of the policy file/);
   t.equal(r.stdout, '');
-  const made = await runCli(t, ['keys', 'create', '--id', 'svc', '--policy', file]);
+  const made = await runCli(t, ['keys', 'create', '--id', 'svc', '--operations', 'getPet', '--scope', 'migration:tester', '--scope', 'b', '--scope', 'migration:tester', '--policy', file]);
   t.equal(made.code, 0);
   t.match(made.stderr, /^\{"audit":"keys","action":"created","id":"svc","by":"cli:[^"]+@[^"]+"\}\n/, 'one audit line: who, what, which id');
   t.notOk(made.stderr.includes(made.stdout.trim()), 'without the secret');
+  await runCli(t, ['keys', 'create', '--id', 'plain', '--policy', file]);
+  const listed = await runCli(t, ['keys', 'list', '--json', '--policy', file]);
+  t.match(JSON.parse(listed.stdout), { keys: [{ id: 'plain', operations: null, scopes: null }, { id: 'svc', operations: ['getPet'], scopes: ['migration:tester', 'b'] }] }, 'repeated --scope, once each');
+  const rotated = await runCli(t, ['keys', 'rotate', 'svc', '--overlap', '0', '--policy', file]);
+  t.equal(rotated.code, 0);
+  const table = (await runCli(t, ['keys', 'list', '--policy', file])).stdout.split('\n');
+  t.match(table[0], /^ID +CREATED +EXPIRES +OPERATIONS +SCOPES +LAST USED/);
+  t.match(table[1], /^plain +\S+ +- +all +- +- /);
+  t.match(table[2], /^svc +\S+ +- +getPet +migration:tester,b +- /, 'rotated: the same scopes');
   const bad = await runCli(t, ['keys', 'rotate', 'svc', '--overlap', '5x', '--policy', file]);
   t.equal(bad.code, 2);
   t.match(bad.stderr, /--overlap must be a duration/);

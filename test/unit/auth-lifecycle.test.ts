@@ -1,6 +1,6 @@
 /**
  * The key lifecycle in the auth policy: key expiry (401 with RFC 6750's "The access token expired"),
- * operations (403 forbidden), the consumer on the exchange, brute-force protection per client
+ * operations (403 forbidden), the consumer on the exchange (with its scopes), brute-force protection per client
  * address (429 with Retry-After, bounded memory), and `describeKeys` for `check`.
  */
 import t from 'tap';
@@ -17,7 +17,7 @@ function config(patch: Partial<AuthConfig> = {}): AuthConfig {
   return {
     keys: [
       { id: 'ops', hash: hashKey(KEYS.ops) },
-      { id: 'reader', hash: hashKey(KEYS.reader), operations: ['listPets', 'getPet'] },
+      { id: 'reader', hash: hashKey(KEYS.reader), operations: ['listPets', 'getPet'], scopes: ['migration:tester', 'team.b_2-x'] },
       { id: 'old', hash: hashKey(KEYS.old), expires: '2027-03-01T12:00:10Z' },
     ],
     keysFromEnv: null,
@@ -47,7 +47,7 @@ t.test('expires: valid before, 401 expired_api_key with the RFC 6750 challenge f
   const { call, advance } = setup();
   const before = call(KEYS.old);
   t.equal(before.error, undefined);
-  t.strictSame(before.ex.get(CONSUMER), { id: 'old', expires: '2027-03-01T12:00:10Z', operations: undefined });
+  t.strictSame(before.ex.get(CONSUMER), { id: 'old', expires: '2027-03-01T12:00:10Z', operations: undefined, scopes: undefined });
   advance(10_000);
   const after = call(KEYS.old);
   t.match(after.error, { code: 'expired_api_key', status: 401 });
@@ -64,7 +64,8 @@ t.test('operations: the listed operationIds pass, others are 403 forbidden (insu
   t.match(create.error, { code: 'forbidden', status: 403 });
   t.equal(create.error?.headers['www-authenticate'], 'Bearer realm="petstore", error="insufficient_scope"');
   t.equal(call(KEYS.ops, { method: 'POST', target: '/v1/pets' }).error, undefined, 'a key without operations may call all');
-  t.strictSame(call(KEYS.reader).ex.get(CONSUMER), { id: 'reader', expires: undefined, operations: ['listPets', 'getPet'] });
+  t.strictSame(call(KEYS.reader).ex.get(CONSUMER), { id: 'reader', expires: undefined, operations: ['listPets', 'getPet'], scopes: ['migration:tester', 'team.b_2-x'] });
+  t.equal(call(KEYS.ops).ex.get(CONSUMER)?.scopes, undefined, 'a key without scopes has none');
   // The same frozen object every time: no allocation per request.
   t.equal(call(KEYS.reader).ex.get(CONSUMER), call(KEYS.reader).ex.get(CONSUMER));
 });
@@ -113,12 +114,12 @@ t.test('brute force: 1,000,000 distinct addresses keep memory bounded at the cac
   t.equal(call(KEYS.ops, { from: '192.0.2.200' }).error, undefined);
 });
 
-t.test('describeKeys: one line per key with id, expiry and operations, never a hash or a key', async (t) => {
+t.test('describeKeys: one line per key with id, expiry, operations and scopes, never a hash or a key', async (t) => {
   const env = { env: { EXTRA_KEYS: 'psg_env-one,psg_env-two' }, now: () => T0 + 60_000 };
   const lines = describeKeys(config({ keysFromEnv: 'EXTRA_KEYS' }), env);
   t.strictSame(lines, [
     'ops: never expires, all operations',
-    'reader: never expires, operations: listPets, getPet',
+    'reader: never expires, operations: listPets, getPet, scopes: migration:tester, team.b_2-x',
     'old: EXPIRED 2027-03-01T12:00:10Z, all operations',
     'EXTRA_KEYS#1: never expires, all operations (from the environment)',
     'EXTRA_KEYS#2: never expires, all operations (from the environment)',
@@ -130,15 +131,15 @@ t.test('describeKeys: one line per key with id, expiry and operations, never a h
   t.match(describeKeys(config(), { env: {}, now: () => T0 })[2], /^old: expires 2027-03-01T12:00:10Z/);
 });
 
-t.test('schema: expires, operations and bruteForce accepted and checked', async (t) => {
+t.test('schema: expires, operations, scopes and bruteForce accepted and checked', async (t) => {
   const hash = hashKey(KEYS.ops);
   const ok = parsePolicy(
-    `policies:\n  auth:\n    keys:\n      - { id: a, hash: "${hash}", expires: "2030-01-01T00:00:00Z", operations: [listPets] }\n    bruteForce: null\n`,
+    `policies:\n  auth:\n    keys:\n      - { id: a, hash: "${hash}", expires: "2030-01-01T00:00:00Z", operations: [listPets], scopes: ["migration:tester"] }\n    bruteForce: null\n`,
     { env: {} },
   );
   t.ok(ok.ok);
   if (ok.ok) {
-    t.strictSame(ok.config.policies.auth.keys, [{ id: 'a', hash, expires: '2030-01-01T00:00:00Z', operations: ['listPets'] }]);
+    t.strictSame(ok.config.policies.auth.keys, [{ id: 'a', hash, expires: '2030-01-01T00:00:00Z', operations: ['listPets'], scopes: ['migration:tester'] }]);
     t.equal(ok.config.policies.auth.bruteForce, null);
   }
   const bad = parsePolicy(
@@ -154,4 +155,19 @@ t.test('schema: expires, operations and bruteForce accepted and checked', async 
   }
   const badDate = parsePolicy(`policies:\n  auth:\n    keys:\n      - { id: a, hash: "${hash}", expires: "2030-02-30T00:00:00Z" }\n`, { env: {} });
   t.strictSame(badDate.ok ? [] : badDate.problems, [{ path: '$.policies.auth.keys[0].expires', message: 'is not a valid date' }]);
+  // A scope out of form, one too long, one twice, one too many: each refused at its path.
+  const scopes = (list: string) => parsePolicy(`policies:\n  auth:\n    keys:\n      - { id: a, hash: "${hash}", scopes: ${list} }\n`, { env: {} });
+  const many = JSON.stringify(Array.from({ length: 33 }, (_, i) => `s${i}`));
+  for (const [list, path] of [
+    ['["migration:tester", "has space"]', '$.policies.auth.keys[0].scopes[1]'],
+    [`["${'x'.repeat(65)}"]`, '$.policies.auth.keys[0].scopes[0]'],
+    ['[a, a]', '$.policies.auth.keys[0].scopes'],
+    [many, '$.policies.auth.keys[0].scopes'],
+    ['migration:tester', '$.policies.auth.keys[0].scopes'],
+  ] as const) {
+    const r = scopes(list);
+    t.strictSame(r.ok ? [] : r.problems.map((p) => p.path), [path], list.slice(0, 40));
+  }
+  const spaced = scopes('["has space"]');
+  t.strictSame(spaced.ok ? [] : spaced.problems, [{ path: '$.policies.auth.keys[0].scopes[0]', message: 'must be a scope: letters, digits, ":", ".", "_" and "-", such as migration:tester' }]);
 });

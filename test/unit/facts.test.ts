@@ -77,7 +77,7 @@ t.test('policies write their own slots; the exchange type names none of them', a
   const { ex, error } = chain.begin({ ...HEAD, headers: { authorization: `Bearer ${KEY}` } });
   t.equal(error, undefined);
   t.equal(ex.get(KEY_ID), 'team-a', "auth's key id");
-  t.strictSame(ex.get(CONSUMER), { id: 'team-a', expires: undefined, operations: undefined }, "auth's consumer");
+  t.strictSame(ex.get(CONSUMER), { id: 'team-a', expires: undefined, operations: undefined, scopes: undefined }, "auth's consumer");
   t.equal(ex.get(LIMIT), 7, "list-pets' limit, a number");
   t.equal(ex.get(STATUS), 'sold');
   t.equal(ex.consumerId, 'team-a', 'the consumer, through the slot auth declared');

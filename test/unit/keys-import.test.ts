@@ -11,7 +11,7 @@ const record = (over: Record<string, unknown> = {}) => ({ id: 'partner', created
 const file = (records: unknown[], format = 'petstore-gateway-keys/1') => JSON.stringify({ format, exported: '2026-01-02T00:00:00Z', records });
 
 t.test('an export is read back', async (t) => {
-  const ok = record({ expires: '2027-01-01T00:00:00Z', operations: ['listPets'], secrets: [{ hash: HASH, until: 1767225600000 }, { hash: HASH.replace(/a$/, 'b') }] });
+  const ok = record({ expires: '2027-01-01T00:00:00Z', operations: ['listPets'], scopes: ['migration:tester'], secrets: [{ hash: HASH, until: 1767225600000 }, { hash: HASH.replace(/a$/, 'b') }] });
   t.strictSame(readExport(file([ok])), [ok]);
   t.strictSame(readExport(file([])), []);
 });
@@ -24,6 +24,9 @@ t.test('anything else is refused, with the record it is about', async (t) => {
     ['an id with #', file([record({ id: 'ENV#1' })]), /record 1/],
     ['an expiry that is no date', file([record(), record({ id: 'p2', expires: 'tomorrow' })]), /record 2 \('p2'\) has a date/],
     ['an unknown operation', file([record({ operations: ['deletePet'] })]), /names an operation/],
+    ['scopes that are no list', file([record({ scopes: 'migration:tester' })]), /record 1 \('partner'\) has scopes that are not a list/],
+    ['a scope out of form', file([record({ scopes: ['migration:tester', 'has space'] })]), /record 1 \('partner'\) has a scope that is not one, 'has space'/],
+    ['too many scopes', file([record({ scopes: Array.from({ length: 33 }, (_, i) => `s${i}`) })]), /at most 32 scopes/],
     ['an overlap end that is no number', file([record({ secrets: [{ hash: HASH, until: 'soon' }] })]), /end is not epoch milliseconds/],
     ['an id twice', file([record(), record({ secrets: [{ hash: HASH.replace(/a$/, 'b') }] })]), /the id 'partner' twice; nothing was imported/],
     ['a hash under two ids', file([record({ operations: ['listPets'] }), record({ id: 'partner-all' })]), /one secret hash under two records \('partner', 'partner-all'\)/],

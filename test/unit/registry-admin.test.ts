@@ -107,6 +107,11 @@ t.test('the key API: tokens, validation, changes, audit, Redis away', async (t) 
       ['POST', '/keys', '{"id":"env#1"}', 'invalid_request', 400],
       ['POST', '/keys', '{"operations":["listPets"]}', 'invalid_request', 400],
       ['POST', '/keys', '{"id":"x","operations":["deletePet"]}', 'invalid_request', 400],
+      ['POST', '/keys', '{"id":"x","scopes":["has space"]}', 'invalid_request', 400],
+      ['POST', '/keys', '{"id":"x","scopes":["a","a"]}', 'invalid_request', 400],
+      ['POST', '/keys', JSON.stringify({ id: 'x', scopes: ['s'.repeat(65)] }), 'invalid_request', 400],
+      ['POST', '/keys', JSON.stringify({ id: 'x', scopes: Array.from({ length: 33 }, (_, i) => `s${i}`) }), 'invalid_request', 400],
+      ['POST', '/keys', '{"id":"x","scopes":"migration:tester"}', 'invalid_request', 400],
       ['POST', '/keys', '{"id":"x","expires":"tomorrow"}', 'invalid_request', 400],
       ['POST', '/keys', '{"id":"x","expires":"2030-02-30T00:00:00Z"}', 'invalid_request', 400],
       ['POST', '/keys', '[]', 'invalid_request', 400],
@@ -134,17 +139,19 @@ t.test('the key API: tokens, validation, changes, audit, Redis away', async (t) 
 
   t.test('create, rotate, list, revoke; one audit line each, never the secret', async (t) => {
     audit.length = 0;
-    const c = await call('POST', '/keys', JSON.stringify({ id: 'svc', operations: ['getPet'], expires: '2030-01-01T00:00:00Z' }));
+    const c = await call('POST', '/keys', JSON.stringify({ id: 'svc', operations: ['getPet'], scopes: ['migration:tester'], expires: '2030-01-01T00:00:00Z' }));
     t.equal(c.status, 201);
     const made = c.json as { key: string };
-    t.match(c.json, { id: 'svc', operations: ['getPet'], expires: '2030-01-01T00:00:00Z', lastUsed: null });
+    t.match(c.json, { id: 'svc', operations: ['getPet'], scopes: ['migration:tester'], expires: '2030-01-01T00:00:00Z', lastUsed: null });
     const r = await call('POST', '/keys/svc/rotate', '');
     t.equal(r.status, 200, 'an empty body: the default overlap');
     const rotated = r.json as { key: string; previousKeyValidUntil: string };
     t.ok(Date.parse(rotated.previousKeyValidUntil) - Date.now() > 86_000_000, 'default overlap: 24 h');
+    t.match(r.json, { id: 'svc', operations: ['getPet'], scopes: ['migration:tester'] }, 'rotated: the same operations and scopes');
     const l = await call('GET', '/keys');
     t.equal(l.status, 200);
     t.match((l.json as { keys: Array<{ id: string }> }).keys.map((k) => k.id), ['keep', 'svc']);
+    t.match(l.json, { keys: [{ id: 'keep', scopes: null }, { id: 'svc', operations: ['getPet'], scopes: ['migration:tester'] }] });
     t.notMatch(l.body, /psgk_|sha256/, 'no secret or hash in the list');
     const d = await call('DELETE', '/keys/svc');
     t.equal(d.status, 204);

@@ -72,17 +72,23 @@ t.test('a change on one registry reaches another local copy by publish/subscribe
   const reader = opened(t, config(redis.url, { syncIntervalMs: 600_000 }));
   const writer = opened(t, config(redis.url), undefined, false);
   await Promise.all([reader.ready, writer.ready]);
-  const made = await writer.create({ id: 'alice', operations: ['listPets'] });
+  const made = await writer.create({ id: 'alice', operations: ['listPets'], scopes: ['migration:tester'] });
   await waitFor('the key in the other copy', () => knows(reader, made.key), 1000);
   const grant = reader.grant(digestOf(made.key), Date.now());
   t.equal(grant?.consumer.id, 'alice');
   t.strictSame([...(grant?.operations ?? [])], ['listPets']);
+  t.strictSame(grant?.consumer.scopes, ['migration:tester']);
+  t.match(await writer.list(), [{ id: 'alice', operations: ['listPets'], scopes: ['migration:tester'] }]);
   await writer.revoke('alice');
   await waitFor('the revocation in the other copy', () => !knows(reader, made.key), 1000);
   t.pass('revoked within 1 s');
   const list = await writer.list();
   t.strictSame(list, [], 'nothing left');
+  // Without scopes the record has no such field, as every record written before keys had scopes.
   const raw = await writer.create({ id: 'bob' });
+  await waitFor('bob in the other copy', () => knows(reader, raw.key), 1000);
+  t.equal(reader.grant(digestOf(raw.key), Date.now())?.consumer.scopes, undefined, 'no scopes: none');
+  t.equal((await writer.list())[0]?.scopes, null);
   const text = JSON.stringify(await writer.list());
   t.notMatch(text, raw.key, 'the list shows no secret');
   t.notMatch(text, 'sha256', 'nor a hash');
@@ -108,9 +114,11 @@ t.test('rotation: both secrets until the overlap ends, then only the new one (in
   // The clock jumps an hour: staleness is another test's subject.
   const r = opened(t, config(redis.url, { maxStaleSeconds: null }), clock);
   await r.ready;
-  const first = await r.create({ id: 'svc' });
+  const first = await r.create({ id: 'svc', operations: ['getPet'], scopes: ['migration:tester', 'b'] });
   const second = await r.rotate('svc', 3600);
   t.equal(second.previousValidUntil, '2027-01-01T01:00:00.000Z');
+  t.match(second.info, { operations: ['getPet'], scopes: ['migration:tester', 'b'] }, 'a rotation keeps operations and scopes');
+  t.strictSame(r.grant(digestOf(second.key), now)?.consumer.scopes, ['migration:tester', 'b']);
   t.ok(knows(r, first.key, now), 'old secret during the overlap');
   t.ok(knows(r, second.key, now), 'new secret');
   now += 3600 * 1000 - 1;

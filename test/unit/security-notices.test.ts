@@ -40,6 +40,11 @@ t.test('each weakening is named; the same config, or a stricter one, names none'
     securityWeakenings(base, config({ auth: { keysFromEnv: null, keys: [{ id: 'a', hash: H2 }, { id: 'b', hash: H1 }] } })),
     ["auth key 'a' may call more operations", "auth key 'a' expires later", "auth key 'a' accepts another key", 'auth keys added: b'],
   );
+  const scoped = (scopes?: string[]) => config({ auth: { keysFromEnv: null, keys: [{ id: 'a', hash: H1, operations: ['listPets'], expires: '2030-01-01T00:00:00Z', ...(scopes === undefined ? {} : { scopes }) }] } });
+  t.strictSame(securityWeakenings(base, scoped(['migration:tester'])), ["auth key 'a' has more scopes"], 'a scope given');
+  t.strictSame(securityWeakenings(scoped(['x']), scoped(['x', 'migration:tester'])), ["auth key 'a' has more scopes"], 'a scope added');
+  t.strictSame(securityWeakenings(scoped(['x', 'migration:tester']), scoped(['x'])), [], 'a scope taken away is not a weakening');
+  t.strictSame(securityWeakenings(scoped(['x']), base), [], 'nor are all of them');
   t.strictSame(securityWeakenings(base, config({}, { headers: { response: { allow: ['x-debug'] } }, log: { access: false } })), ['headers.response.allow gained x-debug', 'log.access turned off']);
   t.strictSame(securityWeakenings(config({ 'rate-limit': { limit: 100 } }), config({ 'rate-limit': { limit: 50 } })), [], 'a lower limit is not a weakening');
 });

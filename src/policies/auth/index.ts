@@ -43,7 +43,7 @@ const BEARER = /^bearer +/i;
 /** The keys a config accepts: its hashes, plus the plaintext keys of its environment variable. */
 export function buildKeyRing(config: AuthConfig, env: PolicyEnv): KeyRing {
   const ring = new KeyRing();
-  for (const k of config.keys) ring.add(k.id, k.hash, { expires: k.expires, operations: k.operations });
+  for (const k of config.keys) ring.add(k.id, k.hash, { expires: k.expires, operations: k.operations, scopes: k.scopes });
   for (const [i, key] of envKeys(config, env).entries()) ring.addPlain(`${config.keysFromEnv}#${i + 1}`, key);
   return ring;
 }
@@ -127,7 +127,7 @@ function check(config: AuthConfig, path: string, env: PolicyEnv, context?: Check
 }
 
 /**
- * One line per key for `check`: id, expiry and operations. Never a hash or a key.
+ * One line per key for `check`: id, expiry, operations and scopes (when it has some). Never a hash or a key.
  * `now` marks keys that have already expired.
  */
 export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {
@@ -135,7 +135,8 @@ export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {
   const lines = config.keys.map((k) => {
     const expires = k.expires === undefined ? 'never expires' : `${Date.parse(k.expires) <= now ? 'EXPIRED' : 'expires'} ${k.expires}`;
     const ops = k.operations === undefined ? 'all operations' : `operations: ${k.operations.length === 0 ? '(none)' : k.operations.join(', ')}`;
-    return `${k.id}: ${expires}, ${ops}`;
+    const scopes = k.scopes === undefined ? '' : `, scopes: ${k.scopes.length === 0 ? '(none)' : k.scopes.join(', ')}`;
+    return `${k.id}: ${expires}, ${ops}${scopes}`;
   });
   envKeys(config, env).forEach((_, i) => {
     lines.push(`${config.keysFromEnv}#${i + 1}: never expires, all operations (from the environment)`);

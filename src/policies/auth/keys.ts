@@ -55,12 +55,13 @@ export function sameDigest(a: string, b: string): boolean {
 export class KeyRing {
   private readonly byDigest = new Map<string, Entry>();
 
-  add(id: string, hash: string, limits: { expires?: string | undefined; operations?: readonly string[] | undefined } = {}): void {
+  add(id: string, hash: string, limits: { expires?: string | undefined; operations?: readonly string[] | undefined; scopes?: readonly string[] | undefined } = {}): void {
     const hex = hash.slice(HASH_PREFIX.length);
     const consumer: Consumer = Object.freeze({
       id,
       expires: limits.expires,
       operations: limits.operations === undefined ? undefined : Object.freeze([...limits.operations]),
+      scopes: limits.scopes === undefined ? undefined : Object.freeze([...limits.scopes]),
     });
     const grant: KeyGrant = Object.freeze({
       expiresMs: limits.expires === undefined ? undefined : Date.parse(limits.expires),

@@ -1,5 +1,6 @@
 /** The options of the `auth` policy: its JSON Schema (with defaults), and the types derived from it. */
 import type { SchemaType } from '../../core/options.js';
+import { SCOPES_SCHEMA } from '../../core/policy.js';
 import { HASH_PATTERN } from './keys.js';
 import { REDIS_CONNECTION_SCHEMA, REDIS_PREFIX_SCHEMA } from '../../stores/connection-schema.js';
 
@@ -37,6 +38,10 @@ export const schema = {
             uniqueItems: true,
             items: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' },
             description: 'The operationIds the key may call (of the interface: listPets, createPet, getPet in the shipped one); any other gets 403 forbidden. Absent: every operation.',
+          },
+          scopes: {
+            ...SCOPES_SCHEMA,
+            description: 'What else the key may do, each of A-Z a-z 0-9 : . _ -, read by the features that ask for one: today `migration.tester.scope` (default migration:tester). Absent: none. See docs/keys.md, "Scopes".',
           },
         },
       },
@@ -99,7 +104,7 @@ export const schema = {
 } as const;
 
 export type AuthConfig = SchemaType<typeof schema>;
-/** One entry of `keys`: `expires` is RFC 3339 (after it, 401); `operations` absent: all of them. */
+/** One entry of `keys`: `expires` is RFC 3339 (after it, 401); `operations` absent: all of them; `scopes` absent: none. */
 export type KeyEntry = AuthConfig['keys'][number];
 /** Failed authentications per client address; `bruteForce: null` is no limit. */
 export type BruteForceConfig = NonNullable<AuthConfig['bruteForce']>;
