@@ -40,7 +40,7 @@ export interface Gateway {
   /** A fingerprint of what turns an upstream answer into the client's (`answerRulesOf`). */
   readonly answerRules: string;
   /** The migration lane's rules (`migration:`): what a reload may change of it; none without the section. */
-  readonly migration: MigrationRules | undefined;
+  readonly migrationRules: MigrationRules | undefined;
 }
 
 /**
@@ -86,7 +86,7 @@ export function compileGateway(config: PolicyConfig, env: PolicyEnv, backend?: R
     upstreamBasePath: url === undefined ? '' : url.pathname.replace(/\/+$/, ''),
     backend: builtin ? (backend ?? new ReferenceBackend()) : undefined,
     answerRules: answerRulesOf(config),
-    migration: config.migration == null ? undefined : compileMigration(config.migration, api, (text) => redactForLog(text, 64, penv.secrets ?? SecretSet.EMPTY)),
+    migrationRules: config.migration == null ? undefined : compileMigration(config.migration, api, (text) => redactForLog(text, 64, penv.secrets ?? SecretSet.EMPTY)),
   };
 }
 
@@ -160,7 +160,7 @@ export class GatewayHolder {
         ? undefined
         : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
     const cached = this.cache === undefined ? undefined : responseCache(this.cache);
-    this.lane = openLane(initial, () => this.gw.migration, options);
+    this.lane = openLane(initial, () => this.gw.migrationRules, options);
     this.migration = this.lane?.view;
     this.sendWrapper = this.lane === undefined ? cached : this.lane.wrapper(cached);
     const { maxInFlightPerConsumer, consumerQueueMs } = initial.config.server;

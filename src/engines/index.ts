@@ -163,6 +163,9 @@ export class PetstoreGateway extends GatewayHolder implements Gateway {
   get answerRules(): string {
     return this.current.answerRules;
   }
+  get migrationRules(): Gateway['migrationRules'] {
+    return this.current.migrationRules;
+  }
 }
 
 /**
