@@ -93,7 +93,6 @@ export async function startLaneGateway(t: TeardownHost, engine: Engine, backends
   };
   const policy = (m: Record<string, unknown>) => ({ upstream: { url: backends.legacy }, migration: { next: { url: backends.next.url }, ...m }, ...more });
   const holder = new GatewayHolder(compile(policy(migration)));
-  t.teardown(() => holder.close());
   const { url } = await listenEngine(t, engine, holder);
   const report = () => holder.migration!.report();
   return {

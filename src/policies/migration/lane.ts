@@ -97,19 +97,19 @@ export class MigrationLane {
         const routed = new Routed(handler, request, op, SAFE.has(request.method), legacy, o.tally, o.nextMaxBytes);
         return routed.start(o.next, new NextRequest(request, o.legacyBasePath, o.nextBasePath));
       }
-      o.tally.routed(op.id, 'legacy', undefined);
-      if (m?.mode !== 'shadow' || picked !== undefined) return legacy(request, handler);
+      // Legacy's answer, timed (a Tee passes every callback on first).
+      if (m?.mode !== 'shadow' || picked !== undefined) return legacy(request, new Tee(handler, op.id, o.tally, undefined, 0));
       // Shadow: is a copy allowed, and is there room for it?
       const s = rules.shadow;
       const drop = !SAFE.has(request.method) && !o.sandbox ? 'method' : s.percent < 100 && Math.random() * 100 >= s.percent ? 'sampled_out' : this.inFlight >= s.maxInFlight ? 'in_flight' : (request.body?.length ?? 0) > s.maxBodyBytes ? 'body' : undefined;
       const run = drop === undefined ? handler.aside?.() : undefined;
       if (run === undefined) {
         if (drop !== undefined) o.tally.dropped(op.id, drop);
-        return legacy(request, handler);
+        return legacy(request, new Tee(handler, op.id, o.tally, undefined, 0));
       }
       this.inFlight++;
       const pair = new Pair({ op, run, compare: rules.compare, tally: o.tally, done: this.pairDone }, s.timeoutMs);
-      legacy(request, new Tee(handler, pair, s.maxAnswerBytes));
+      legacy(request, new Tee(handler, op.id, o.tally, pair, s.maxAnswerBytes));
       const copy = new ShadowCopy(pair, op.id, o.tally, s.maxAnswerBytes);
       const nextRequest = new NextRequest(request, o.legacyBasePath, o.nextBasePath);
       // After legacy's call is under way: the copy never goes out before the client's request.

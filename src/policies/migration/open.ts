@@ -57,11 +57,12 @@ export function openMigration(o: OpenOptions): OpenedMigration {
     nextMaxBytes: n.maxBufferedBytes,
     tally: view.tally,
   });
+  let closing: Promise<void> | undefined;
   return {
     view,
     lane,
     breaker,
     wrapper: (inner) => ({ wrap: (call) => lane.wrap(inner === undefined ? call : inner.wrap(call)), trailing: inner?.trailing ?? NONE, account: inner?.account ?? NONE }),
-    close: () => Promise.all([o.upstream.close(), view.close()]).then(() => undefined),
+    close: () => (closing ??= Promise.all([o.upstream.close(), view.close()]).then(() => undefined)),
   };
 }

@@ -106,26 +106,41 @@ export class Pair {
 }
 
 /**
- * Legacy's handler seen through: every callback passes on first, unchanged; what the client gets
- * is noted for the pair. A whole or finished answer (the response cache's) passes on as well.
+ * Legacy's handler seen through: every callback passes on first, unchanged; then the time legacy
+ * took is counted and, for a shadowed request (`pair`), what the client got is noted. A whole or
+ * finished answer (the response cache's) passes on as well.
  */
 export class Tee implements ForwardHandler {
   private status = 0;
   private headers: Readonly<Record<string, HeaderValue>> = {};
   private chunks: Buffer[] = [];
   private bytes = 0;
-  private over = false;
+  /** Over `max` (or no pair): the body is not kept. */
+  private over: boolean;
   private readonly t0 = performance.now();
 
   constructor(
     private readonly handler: ForwardHandler,
-    private readonly pair: Pair,
+    private readonly operation: string,
+    private readonly tally: Recorder,
+    private readonly pair: Pair | undefined,
     private readonly max: number,
-  ) {}
+  ) {
+    this.over = pair === undefined;
+  }
 
   private note(body: Buffer, truncated: boolean, finished: boolean): void {
-    if (this.over || body.length > this.max) return this.pair.noted('legacy', 'answer_too_large');
-    this.pair.noted('legacy', { status: this.status, headers: this.headers, body, truncated, finished, ms: performance.now() - this.t0 });
+    const ms = performance.now() - this.t0;
+    this.tally.routed(this.operation, 'legacy', ms);
+    const pair = this.pair;
+    if (pair === undefined) return;
+    if (this.over || body.length > this.max) return pair.noted('legacy', 'answer_too_large');
+    pair.noted('legacy', { status: this.status, headers: this.headers, body, truncated, finished, ms });
+  }
+
+  private failed(): void {
+    this.tally.routed(this.operation, 'legacy', undefined);
+    this.pair?.noted('legacy', 'legacy_failed');
   }
 
   onStart(control: UpstreamControl): void {
@@ -161,12 +176,12 @@ export class Tee implements ForwardHandler {
 
   onFailure(failure: UpstreamFailure): void {
     this.handler.onFailure(failure);
-    this.pair.noted('legacy', 'legacy_failed');
+    this.failed();
   }
 
   onRefused(err: GatewayError): void {
     this.handler.onRefused(err);
-    this.pair.noted('legacy', 'legacy_failed');
+    this.failed();
   }
 
   onWhole(status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, taker: AnswerTaker): void {
