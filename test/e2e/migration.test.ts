@@ -123,6 +123,7 @@ forEachEngine(t, async (t, engine) => {
   });
 });
 
+// parity: the side is the lane's choice, made above every transport (src/policies/migration/side.ts); the engines' part is covered above
 t.test('split: each key on one side every time, the share within binomial bounds, monotone on reload', async (t) => {
   const keys = Array.from({ length: 200 }, () => testKey());
   const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'split', percent: 30 } } }, {}, keys.join(','));
@@ -142,6 +143,7 @@ t.test('split: each key on one side every time, the share within binomial bounds
   await backends.next.drift('none');
 });
 
+// parity: the tester's pick is read from the exchange by the lane, above every transport; the engines' part is covered above
 t.test('testers pick a side with the header only when their key has the scope', async (t) => {
   const tester = testKey();
   const plain = testKey();
