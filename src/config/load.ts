@@ -9,6 +9,7 @@ import { loadInterface, shippedApi, type Api } from '../api/index.js';
 import { Ajv, type ErrorObject } from 'ajv';
 import { parseDocument } from 'yaml';
 import { checkHeaderRules } from '../core/headers.js';
+import { checkConnection } from '../stores/connection-schema.js';
 import { listenerProblems } from '../fronts/config.js';
 import { toJsonPath } from '../core/json-path.js';
 import type { CheckContext, PolicyEnv, PolicyModule, Problem, RunRequirement } from '../core/policy.js';
@@ -39,6 +40,8 @@ const PATTERN_EXPECTS: Readonly<Record<string, string>> = {
     'must be an RFC 3339 date-time with a zone, such as 2030-12-05T00:00:00Z',
   '^(builtin|https?://[^\\s?#/@]+(/[^\\s?#]*)?)$':
     'must be "builtin" or an http(s) base URL without user:password@, query or fragment, ending with the /v1 prefix, such as http://127.0.0.1:8081/v1 (an upstream credential goes in policies.auth.upstreamAuthorization)',
+  '^https?://[^\\s?#/@]+(/[^\\s?#]*)?$':
+    'must be an http(s) base URL without user:password@, query or fragment, ending with the /v1 prefix, such as https://next.internal/v1',
   '^sha256:[0-9a-f]{64}$': 'must be "sha256:" and 64 lower-case hex digits, as `petstore-gateway hash-key` prints it',
   '^[A-Za-z_][A-Za-z0-9_]*$': 'must be an environment variable name such as PETSTORE_API_KEYS (letters, digits and _, not starting with a digit)',
   '^[^\\s<>"]+$': 'must be a URI reference without spaces, <, > or ", such as /v1/pets or https://example.com/doc',
@@ -266,10 +269,12 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   const api = interfaceOf(value.interface, options.baseDir, problems);
   if (isMapping(value.policies)) problems.push(...policyProblems(value.policies, { ...env, api }, options.keys ?? 'not-checked', schemaPaths));
   // Header names the gateway never forwards, and trusted proxies proxy-addr cannot parse.
-  const v = value as { headers?: unknown; server?: unknown };
+  const v = value as { headers?: unknown; server?: unknown; migration?: unknown };
   const clean = (pointer: string) => !errors.some((e) => e.instancePath === pointer || e.instancePath.startsWith(pointer + '/'));
   problems.push(...checkHeaderRules({ headers: clean('/headers') ? v.headers : undefined, server: clean('/server/trustedProxies') ? v.server : undefined }));
   if (isMapping(v.server) && clean('/server')) problems.push(...listenerProblems(v.server));
+  const store = isMapping(v.migration) ? v.migration.store : undefined;
+  if (isMapping(store) && clean('/migration/store')) problems.push(...checkConnection(store, '$.migration.store'));
   if (problems.length > 0) return { ok: false, problems };
   // No problem at all: the schema and every cross-field check accepted the whole document.
   const config = value as unknown as PolicyConfig;

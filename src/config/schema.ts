@@ -10,6 +10,7 @@ import { MIN_TOKEN_LENGTH } from '../ops/admin-tokens.js';
 import { HEADERS_SCHEMA } from '../core/headers.js';
 import { LISTENER_SCHEMA } from '../fronts/config.js';
 import { POLICY_MODULES } from '../policies/index.js';
+import { MIGRATION_SCHEMA } from '../policies/migration/schema.js';
 import { UPSTREAM_SCHEMA } from '../upstreams/config.js';
 
 // The upstream, headers and log sections' schemas live beside the code that reads them, each with
@@ -85,6 +86,36 @@ export const SERVER_SCHEMA = {
   properties: { ...listenerBeforeProxies, admin: SERVER_ADMIN_SCHEMA, trustedProxies },
 } as const;
 
+/**
+ * `migration:` (src/policies/migration/schema.ts), its `next` the options of `upstream` (a URL
+ * required, never the built-in backend) plus `sandbox`.
+ */
+const { default: _upstreamDefault, ...UPSTREAM_OPTIONS } = UPSTREAM_SCHEMA;
+export const MIGRATION_SECTION_SCHEMA = {
+  ...MIGRATION_SCHEMA,
+  properties: {
+    ...MIGRATION_SCHEMA.properties,
+    next: {
+      ...UPSTREAM_OPTIONS,
+      required: ['url'],
+      description: MIGRATION_SCHEMA.properties.next.description,
+      properties: {
+        ...UPSTREAM_OPTIONS.properties,
+        url: {
+          type: 'string',
+          pattern: '^https?://[^\\s?#/@]+(/[^\\s?#]*)?$',
+          description: 'The base URL of the new backend, ending with its /v1 prefix, e.g. https://next.internal/v1 (never builtin). No user:password@ part.',
+        },
+        sandbox: {
+          type: 'boolean',
+          default: false,
+          description: 'true: `next` is a sandbox whose writes do not matter, so shadow mode copies every method (a createPet copy creates an animal there) with its body; false (default): only GET is shadowed.',
+        },
+      },
+    },
+  },
+} as const;
+
 export function policyFileSchema(): Record<string, unknown> {
   const policies: Record<string, unknown> = {};
   for (const m of POLICY_MODULES) policies[m.name] = { ...m.schema, default: {} };
@@ -106,6 +137,7 @@ export function policyFileSchema(): Record<string, unknown> {
       server: SERVER_SCHEMA,
       headers: HEADERS_SCHEMA,
       log: LOG_SCHEMA,
+      migration: MIGRATION_SECTION_SCHEMA,
       policies: {
         type: 'object',
         description: 'One entry per policy module; the chain runs them in a fixed order: ' + POLICY_MODULES.map((m) => m.name).join(', ') + '.',

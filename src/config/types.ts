@@ -3,12 +3,15 @@ import type { Api } from '../api/index.js';
 import type { LogConfig } from '../ops/access-log.js';
 import type { HeadersConfig } from '../core/headers.js';
 import type { SchemaType } from '../core/options.js';
-import type { SERVER_SCHEMA } from './schema.js';
+import type { MIGRATION_SECTION_SCHEMA, SERVER_SCHEMA } from './schema.js';
 import type { PolicyConfigs } from '../policies/index.js';
 import type { UpstreamConfig } from '../upstreams/config.js';
 
 /** The `server:` section: the API listener's options (src/fronts) and the admin listener's (src/ops). */
 export type ServerConfig = SchemaType<typeof SERVER_SCHEMA>;
+
+/** The `migration:` section (docs/migration.md), when set: `next` with the options of `upstream`. */
+export type MigrationSection = NonNullable<SchemaType<typeof MIGRATION_SECTION_SCHEMA>>;
 
 export interface PolicyConfig {
   readonly version: 1;
@@ -20,6 +23,8 @@ export interface PolicyConfig {
   readonly server: ServerConfig;
   readonly headers: HeadersConfig;
   readonly log: LogConfig;
+  /** The migration lane: a second upstream, `next`; null (default): one upstream. */
+  readonly migration: MigrationSection | null;
   readonly policies: PolicyConfigs;
 }
 
