@@ -17,6 +17,7 @@ import { compileHeaderRules, type HeaderRules } from './core/headers.js';
 import { SecretSet } from './core/redact.js';
 import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';
+import { openMigrationView, type MigrationLaneView } from './policies/migration/view.js';
 
 export interface Gateway {
   readonly config: PolicyConfig;
@@ -129,6 +130,8 @@ export class GatewayHolder {
    * this holder; like the `server` section, it changes only on a restart.
    */
   readonly gate: ConsumerGate | undefined;
+  /** The migration lane's tally and report (`migration:`), built once like the cache; none without the section. */
+  readonly migration: MigrationLaneView | undefined;
 
   /** `now`: the clock of the response cache and the circuit breaker's open window (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
   constructor(initial: Gateway, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } } = {}) {
@@ -143,11 +146,18 @@ export class GatewayHolder {
     this.sendWrapper = this.cache === undefined ? undefined : responseCache(this.cache);
     const { maxInFlightPerConsumer, consumerQueueMs } = initial.config.server;
     this.gate = maxInFlightPerConsumer === null ? undefined : new ConsumerGate({ maxInFlight: maxInFlightPerConsumer, queueMs: consumerQueueMs });
+    const migration = initial.config.migration;
+    this.migration =
+      migration === null
+        ? undefined
+        : openMigrationView(migration, { current: () => this.gw.config.migration, log: options.log, ...(options.now === undefined ? {} : { now: options.now }) });
   }
 
   /** Closes what the holder opened (the cache's Redis connections), once the server has stopped. */
   async close(): Promise<void> {
     await this.cache?.store.close();
+    // The tally's last counts go to the fleet's Redis (bounded by its deadline).
+    await this.migration?.close();
   }
 
   get current(): Gateway {
