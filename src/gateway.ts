@@ -199,6 +199,8 @@ function openLane(gw: Gateway, rules: () => MigrationRules | undefined, options:
     upstream: undiciUpstream(new URL(next.url).origin, next),
     legacyBasePath: gw.upstreamBasePath,
     rules,
+    // The report's modes and percents: those in force (a reload changes them).
+    current: () => rules()?.config,
     env: process.env,
     log: options.log,
     ...(options.now === undefined ? {} : { now: options.now }),

@@ -1,8 +1,8 @@
 /**
  * The command line: the dispatch of serve (serve.ts), check (check.ts), backend (backend.ts),
- * keys (keys.ts), health (health.ts), openapi (openapi.ts) and the small ones kept here (hash-key, new-key, schema,
+ * keys (keys.ts), health (health.ts), openapi (openapi.ts), migration (migration.ts) and the small ones kept here (hash-key, new-key, schema,
  * --version), the help texts, and how a usage error or a failure ends. Exit codes (usage.ts): 0 ok,
- * 1 runtime failure, 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
+ * 1 runtime failure, 2 bad usage, 3 not ready (migration report), 78 bad config (EX_CONFIG, sysexits.h).
  *
  * Output: while serving, stdout carries only pino's JSON lines (NDJSON); human text
  * (the banner, the ephemeral key, usage errors, policy problems) goes to stderr.
@@ -15,6 +15,7 @@ import { BACKEND_HELP, backend } from './backend.js';
 import { CHECK_HELP, check } from './check.js';
 import { HEALTH_HELP, healthCommand, HealthUsageError } from './health.js';
 import { keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
+import { migrationCommand, MIGRATION_HELP } from './migration.js';
 import { OPENAPI_HELP, openapiCommand } from './openapi.js';
 import { serve, SERVE_HELP } from './serve.js';
 import { EXIT, HelpRequested, PACKAGE_ROOT, parse, UsageError } from './usage.js';
@@ -58,6 +59,8 @@ Usage:
       Print the JSON Schema of policy files.
   petstore-gateway openapi [--policy FILE]
       Print the OpenAPI document of what clients get through the gateway.
+  petstore-gateway migration report|reset [--admin URL] ...
+      The migration lane's report from a running gateway, with the gate's verdict; or its reset.
   petstore-gateway --version
 
 'petstore-gateway <command> --help' for a command's options.
@@ -66,7 +69,7 @@ Environment:
   PETSTORE_API_KEYS   API keys, comma-separated (the name is set by auth.keysFromEnv)
   LOG_LEVEL           fatal, error, warn, info (default), debug, trace, silent
 
-Exit codes: 0 ok, 1 runtime failure, 2 bad usage, 78 bad policy file.
+Exit codes: 0 ok, 1 runtime failure, 2 bad usage, 3 not ready (migration report), 78 bad policy file.
 `;
 
 const COMMAND_HELP: Readonly<Record<string, string>> = {
@@ -79,6 +82,7 @@ const COMMAND_HELP: Readonly<Record<string, string>> = {
   keys: KEYS_HELP,
   health: HEALTH_HELP,
   openapi: OPENAPI_HELP,
+  migration: MIGRATION_HELP,
 };
 
 async function readStdin(): Promise<string> {
@@ -129,6 +133,8 @@ export async function main(argv: string[]): Promise<number> {
         });
       case 'openapi':
         return openapiCommand(rest);
+      case 'migration':
+        return await migrationCommand(rest);
       case 'schema':
         parse('schema', rest, {});
         process.stdout.write(JSON.stringify(policyFileSchema(), null, 2) + '\n');

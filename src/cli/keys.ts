@@ -15,7 +15,8 @@ import { shippedApi } from '../api/index.js';
 import { formatProblems, loadPolicyFile } from '../config/load.js';
 import type { PolicyConfig } from '../config/types.js';
 import type { Logger } from 'pino';
-import type { AdminRoutes } from '../ops/admin.js';
+import { combineRoutes, type AdminRoutes } from '../ops/admin.js';
+import { migrationAdminRoutes } from '../ops/admin-migration.js';
 import { ADMIN_BRUTE_FORCE_DEFAULT, AdminAuthGuard } from '../ops/admin-guard.js';
 import { keyAdminRoutes } from '../ops/admin-keys.js';
 import { liveAdminTokens } from './admin.js';
@@ -350,11 +351,12 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
 }
 
 /**
- * The key admin API's routes for a serving process, with their failed-authentication metric. The
- * routes answer 404 while no admin token is in force; tokens of `server.admin.tokensFile` are
+ * The key admin API's routes for a serving process, with their failed-authentication metric, and
+ * `DELETE /migration` when the migration lane is on (`migrationReset`). The routes answer 404
+ * while no admin token is in force; tokens of `server.admin.tokensFile` are
  * re-read on each reload (src/cli/admin.ts).
  */
-export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string, string | undefined>>, log: Logger): AdminRoutes | undefined {
+export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string, string | undefined>>, log: Logger, migrationReset?: () => Promise<void>): AdminRoutes | undefined {
   const admin = config.server.admin;
   if (admin === null) return undefined;
   const rc = config.policies.auth.registry;
@@ -366,12 +368,15 @@ export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string
   if (tokens.size > 0 && admin.tls === undefined && !/^(127\.|localhost$|::1$)/.test(admin.host)) {
     log.warn({ host: admin.host, port: admin.port }, 'the key admin API (/keys) is on an admin listener other machines may reach, in plain HTTP: keep its port to your monitoring network, or set server.admin.tls (docs/operations.md, "Exposing the admin port")');
   }
-  return keyAdminRoutes({
+  // One guard: wrong tokens add up whichever admin route they are tried on.
+  const guard = new AdminAuthGuard({ ...(admin.bruteForce ?? ADMIN_BRUTE_FORCE_DEFAULT), log });
+  const keys = keyAdminRoutes({
     tokens,
-    guard: new AdminAuthGuard({ ...(admin.bruteForce ?? ADMIN_BRUTE_FORCE_DEFAULT), log }),
+    guard,
     registry: () => (rc === null ? undefined : openRegistry(rc, env)),
     fileIds: () => fileIds,
     operations: () => operationIds,
     log,
   });
+  return combineRoutes([keys, migrationReset === undefined ? undefined : migrationAdminRoutes({ tokens, guard, reset: migrationReset, log })]);
 }

@@ -66,7 +66,8 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
   // The server exists once the engine started; the metric may be scraped before (it reads 0).
   const listening: { server?: Server } = {};
   const overflowCounts = () => overflowsOf(listening.server, holder);
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store), overflowCounts });
+  const migration = holder.migration;
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store), overflowCounts, migrationCounts: () => migration?.tally.metricCounts() });
   const running = await startEngine(s.engine, holder, log, ops.observer);
   listening.server = running.server;
   registerCertificateGauge(ops.metrics.registry, running.server);
@@ -84,13 +85,14 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
   };
   const adminConfig = config.server.admin;
   if (cluster.isWorker) {
-    if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(state.phase), ledger: ops.ledger });
+    if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(state.phase), ledger: ops.ledger, migration });
   } else if (adminConfig !== null) {
     const metrics = async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType });
-    const routes = adminKeyRoutes(config, s.env, log);
+    const routes = adminKeyRoutes(config, s.env, log, migration === undefined ? undefined : () => migration.reset());
     // The document of the policy in force, with the port the API listener got (port 0 included).
     const openapi = () => servedFor(holder.current.config, (running.server.address() as AddressInfo | null)?.port);
-    state.admin = await listenAdmin(adminConfig, { readiness: () => ops.readiness(state.phase), metrics, deprecations: () => ops.deprecations(), routes, openapi }, log);
+    const report = migration === undefined ? undefined : () => migration.report();
+    state.admin = await listenAdmin(adminConfig, { readiness: () => ops.readiness(state.phase), metrics, deprecations: () => ops.deprecations(), routes, openapi, migration: report }, log);
     if (state.admin === undefined) {
       await release();
       return EXIT.runtime;

@@ -99,13 +99,13 @@ export function printBanner(banner: string, ephemeral: string | undefined, url: 
 }
 
 /** The admin listener on its own port; undefined (after a clear message) when it cannot listen. */
-export async function listenAdmin(at: NonNullable<PolicyConfig['server']['admin']>, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations' | 'routes' | 'openapi'>, log: Logger): Promise<AdminHandle | undefined> {
+export async function listenAdmin(at: NonNullable<PolicyConfig['server']['admin']>, callbacks: Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations' | 'routes' | 'openapi' | 'migration'>, log: Logger): Promise<AdminHandle | undefined> {
   try {
     const tls = adminTls(at, log);
     const admin = await startAdmin({ host: at.host, port: at.port, allowedHosts: at.allowedHosts, tls: tls?.options, ...callbacks, onError: (err, path) => log.error({ err, path }, 'admin endpoint failed') });
     tls?.attach(admin.server);
     const a = admin.address();
-    log.info({ url: `${tls === undefined ? 'http' : 'https'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` }, 'admin listening (/healthz, /readyz, /metrics, /deprecations, /openapi.json)');
+    log.info({ url: `${tls === undefined ? 'http' : 'https'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` }, `admin listening (/healthz, /readyz, /metrics, /deprecations, /openapi.json${callbacks.migration === undefined ? '' : ', /migration'})`);
     return admin;
   } catch (err) {
     const e = err as NodeJS.ErrnoException;

@@ -18,6 +18,7 @@ import { shippedApi } from '../api/index.js';
 import { deprecatedOperations } from '../api/lifecycle.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { closeRegistries, setRegistryLog } from '../registry/index.js';
+import { migrationGroup } from '../policies/migration/view.js';
 import { listenerTlsFiles } from '../tls/ops.js';
 import { adminWatchFiles, reloadAdmin } from './admin.js';
 import { adminKeyRoutes } from './keys.js';
@@ -156,17 +157,21 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   let inForce = { text: s.text, config };
   const adminConfig = config.server.admin;
   if (adminConfig !== null) {
+    // The lane's report of the whole group; the policy in force gives its modes (a reload changes them).
+    const lane = config.migration == null ? undefined : migrationGroup(config.migration, { current: () => inForce.config.migration, env: s.env, log });
     const group = primaryOps({
       workers,
       readiness: () => (draining ? { ready: false, reason: 'draining' } : READY),
       deprecated: deprecatedOperations((config.api ?? shippedApi()).operations, config.policies.deprecation),
       sharedLedger: config.policies['rate-limit'].store === 'memory' ? undefined : openDeprecationLedger(config.policies['rate-limit'].store),
+      migration: lane,
     });
     // The policy in force (a reload replaces `inForce`); its port, unless 0 (then each worker's own, unknown here).
     const openapi = () => servedFor(inForce.config);
-    const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log), openapi }, log);
+    const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log, group.migrationReset), openapi }, log);
     if (admin === undefined) {
       group.close();
+      await lane?.close();
       await closeStores();
       await closeRegistries();
       return EXIT.runtime;

@@ -1,7 +1,8 @@
 /**
  * What every command shares: the exit codes, usage errors, and the parsing of flags (ports, hosts,
  * --upstream, the policy overrides of `serve` and `check`). Exit codes: 0 ok, 1 runtime failure,
- * 2 bad usage, 78 bad config (EX_CONFIG, sysexits.h).
+ * 2 bad usage, 3 not ready (`migration report`: the gate's verdict), 78 bad config (EX_CONFIG,
+ * sysexits.h).
  */
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -10,7 +11,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Overrides } from '../config/load.js';
 import { maskUrl } from '../stores/connection-schema.js';
 
-export const EXIT = { ok: 0, runtime: 1, usage: 2, config: 78 } as const;
+export const EXIT = { ok: 0, runtime: 1, usage: 2, notReady: 3, config: 78 } as const;
 
 export const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 

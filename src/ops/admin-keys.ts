@@ -25,12 +25,12 @@ import { RegistryError, REGISTRY_DEFAULTS } from '../registry/types.js';
 import { ID_PATTERN } from '../registry/records.js';
 import { parseDateTime } from '../core/date-time.js';
 import type { AdminRoutes } from './admin.js';
-import { AdminAuthGuard } from './admin-guard.js';
+import { adminAuthenticator } from './admin-auth.js';
+import type { AdminAuthGuard } from './admin-guard.js';
 import type { AdminTokens } from './admin-tokens.js';
 
 const BODY_LIMIT = 16 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';
-const REALM = 'Bearer realm="petstore-gateway-admin"';
 const DATE_TIME = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$';
 
 const CREATE_SCHEMA = {
@@ -138,29 +138,7 @@ function registryError(err: unknown): GatewayError {
  */
 export function keyAdminRoutes(options: KeyAdminOptions): AdminRoutes {
   const { tokens, guard } = options;
-  const missing = new GatewayError('missing_api_key', { message: 'An admin token is required: send Authorization: Bearer <admin token>.', headers: { 'www-authenticate': REALM } });
-  const wrong = new GatewayError('invalid_api_key', { message: 'The admin token is not valid.', headers: { 'www-authenticate': `${REALM}, error="invalid_token"` } });
-
-  /** The name of the matching token, or the refusal (counted and charged to the address). */
-  const who = (req: IncomingMessage, client: string): string | GatewayError => {
-    const waitMs = guard.lockedFor(client);
-    if (waitMs > 0) {
-      guard.refusedLocked();
-      return new GatewayError('too_many_auth_failures', { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });
-    }
-    const header = req.headers.authorization;
-    if (header === undefined || header === '') {
-      guard.failed(client, 'missing');
-      return missing;
-    }
-    const m = /^bearer +(\S+)$/i.exec(header);
-    const name = m === null ? undefined : tokens.match(m[1] ?? '');
-    if (name === undefined) {
-      guard.failed(client, 'invalid');
-      return wrong;
-    }
-    return name;
-  };
+  const who = adminAuthenticator(tokens, guard);
 
   return {
     metrics: () => guard.metrics(),
@@ -168,7 +146,7 @@ export function keyAdminRoutes(options: KeyAdminOptions): AdminRoutes {
       if (tokens.size === 0) return false;
       const m = /^\/keys(?:\/([^/]+)(\/rotate)?)?\/?$/.exec(path);
       if (m === null) return false;
-      const by = who(req, AdminAuthGuard.keyOf(req.socket.remoteAddress));
+      const by = who(req);
       const answer = by instanceof GatewayError ? by : await decide(options, req, { id: m[1], rotate: m[2] !== undefined, by }).catch(registryError);
       if (answer instanceof GatewayError) sendError(res, answer);
       else send(res, answer.status, answer.body);

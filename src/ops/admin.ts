@@ -9,7 +9,10 @@
  *                        a `detail` object when the readiness callback gives one;
  * - `GET /metrics`      Prometheus text exposition;
  * - `GET /deprecations` the deprecation report (JSON);
- * - `GET /openapi.json` the OpenAPI document of what clients get through the gateway (when given).
+ * - `GET /openapi.json` the OpenAPI document of what clients get through the gateway (when given);
+ * - `GET /migration`    the migration report (JSON), when the lane is on (src/policies/migration);
+ *                        `DELETE /migration` resets its counts, behind the admin tokens
+ *                        (src/ops/admin-migration.ts: a route of `routes`), else 404.
  *
  * HEAD is answered like GET without a body (RFC 9110 section 9.3.2; some load balancers probe
  * with HEAD). Any other method on these paths: 405 with `Allow: GET, HEAD`; any other path: 404;
@@ -54,6 +57,8 @@ export interface AdminOptions {
   readonly deprecations: () => Promise<DeprecationReport>;
   /** The document clients see (src/api/served.ts), for the policy in force; absent: /openapi.json is 404. */
   readonly openapi?: (() => object | Promise<object>) | undefined;
+  /** The migration report (src/policies/migration/report.ts), when the lane is on; absent: /migration is 404. */
+  readonly migration?: (() => Promise<object>) | undefined;
   /** Told about a failing callback (the client gets a 500 without details). */
   readonly onError?: (err: unknown, path: string) => void;
   /** More routes (the key admin API, src/ops/admin-keys.ts). */
@@ -70,6 +75,27 @@ export interface AdminRoutes {
   handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean>;
   /** More Prometheus text exposition, appended to /metrics. */
   metrics?(): Promise<string>;
+}
+
+/**
+ * Several route sets as one: the first that answers a request wins; their metrics are joined.
+ *
+ * @example
+ *   await startAdmin({ ..., routes: combineRoutes([keyRoutes, migrationRoutes]) });
+ */
+export function combineRoutes(list: ReadonlyArray<AdminRoutes | undefined>): AdminRoutes | undefined {
+  const all = list.filter((r): r is AdminRoutes => r !== undefined);
+  if (all.length <= 1) return all[0];
+  return {
+    async handle(req, res, path) {
+      for (const r of all) if (await r.handle(req, res, path)) return true;
+      return false;
+    },
+    async metrics() {
+      const texts = await Promise.all(all.map((r) => r.metrics?.() ?? Promise.resolve('')));
+      return texts.filter((x) => x !== '').join('');
+    },
+  };
 }
 
 export interface AdminHandle {
@@ -103,7 +129,7 @@ export const ADMIN_SCHEMA = {
     },
   },
 } as const;
-export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/deprecations', '/openapi.json'] as const;
+export const ADMIN_PATHS = ['/healthz', '/readyz', '/metrics', '/deprecations', '/openapi.json', '/migration'] as const;
 const ALLOW = 'GET, HEAD';
 const JSON_TYPE = 'application/json; charset=utf-8';
 const HEALTHY = JSON.stringify({ status: 'ok' });
@@ -185,9 +211,15 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
   const q = target.indexOf('?');
   const path = q === -1 ? target : target.slice(0, q);
   if (options.routes !== undefined && (await options.routes.handle(req, res, path))) return;
-  if (!(ADMIN_PATHS as readonly string[]).includes(path) || (path === '/openapi.json' && options.openapi === undefined)) {
-    const paths = options.openapi === undefined ? ADMIN_PATHS.filter((p) => p !== '/openapi.json') : ADMIN_PATHS;
+  const absent = (p: string) => (p === '/openapi.json' && options.openapi === undefined) || (p === '/migration' && options.migration === undefined);
+  if (!(ADMIN_PATHS as readonly string[]).includes(path) || absent(path)) {
+    const paths = ADMIN_PATHS.filter((p) => !absent(p));
     sendError(res, new GatewayError('not_found', { message: `No admin endpoint at this path: ${paths.join(', ')}.` }));
+    return;
+  }
+  if (path === '/migration' && req.method === 'DELETE') {
+    // As /keys: the reset exists only while an admin token is in force (the route answered it then).
+    sendError(res, new GatewayError('not_found', { message: 'DELETE /migration needs an admin token (server.admin.tokensFromEnv or tokensFile).' }));
     return;
   }
   if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -216,6 +248,11 @@ async function route(options: AdminOptions, req: IncomingMessage, res: ServerRes
         // Present: a listener without it answered 404 above.
         const document: object = (await options.openapi?.()) ?? {};
         send(res, 200, JSON_TYPE, JSON.stringify(document));
+        return;
+      }
+      case '/migration': {
+        const report: object = (await options.migration?.()) ?? {};
+        send(res, 200, JSON_TYPE, JSON.stringify(report));
         return;
       }
       default: {

@@ -8,12 +8,15 @@
  * - readiness: every worker is asked and must answer ready within a deadline; the group is ready
  *   only when all N workers run and are ready (the first reason otherwise);
  * - deprecations: a shared ledger (Redis) is read once; memory ledgers (one per worker) are asked
- *   for and merged (counts added, earliest first sighting, latest last one).
+ *   for and merged (counts added, earliest first sighting, latest last one);
+ * - migration: each worker's tally snapshot is asked for (flushed to the fleet's Redis first when
+ *   there is one) and the caller makes the report of them (summed, or the fleet's from Redis); a
+ *   reset resets the fleet's Redis first (the caller), then each worker's tally.
  *
  * Messages (the primary's questions and the workers' answers), besides prom-client's own:
  *   worker -> primary  { type: 'petstore-gateway:hello' } once it answers questions (until then: starting)
- *   primary -> worker  { type: 'petstore-gateway:ask', id: number, what: 'readiness' | 'deprecations' }
- *   worker -> primary  { type: 'petstore-gateway:answer', id: number, what, result?: Readiness | DeprecationUse[], error?: string }
+ *   primary -> worker  { type: 'petstore-gateway:ask', id: number, what: Question, epoch?: string }
+ *   worker -> primary  { type: 'petstore-gateway:answer', id: number, what, result?: Readiness | DeprecationUse[] | snapshot, error?: string }
  * Pull, not push: the answer is the worker's state when the probe comes, with no change events to
  * wire from the breaker or the store, and a worker that hangs is seen as not ready.
  */
@@ -28,19 +31,21 @@ export const HELLO = 'petstore-gateway:hello';
 export const ASK = 'petstore-gateway:ask';
 export const ANSWER = 'petstore-gateway:answer';
 
-export type Question = 'readiness' | 'deprecations';
+export type Question = 'readiness' | 'deprecations' | 'migration' | 'migration-reset';
 
 export interface AskMessage {
   readonly type: typeof ASK;
   readonly id: number;
   readonly what: Question;
+  /** migration-reset: the fleet's new epoch (with a store). */
+  readonly epoch?: string;
 }
 
 export interface AnswerMessage {
   readonly type: typeof ANSWER;
   readonly id: number;
   readonly what: Question;
-  readonly result?: Readiness | DeprecationUse[];
+  readonly result?: Readiness | DeprecationUse[] | unknown;
   readonly error?: string;
 }
 
@@ -59,6 +64,14 @@ export interface WorkerOpsOptions {
   readonly readiness: () => Readiness | Promise<Readiness>;
   /** The worker's ledger, asked when the primary merges memory ledgers. */
   readonly ledger?: DeprecationLedger;
+  /** The worker's migration lane, when it is on: its tally's snapshot and its reset. */
+  readonly migration?: WorkerMigration | undefined;
+}
+
+/** What a worker's migration lane answers its primary (src/policies/migration/view.ts). */
+export interface WorkerMigration {
+  snapshot(): Promise<unknown>;
+  resetLocal(epoch?: string): Promise<void>;
 }
 
 /**
@@ -86,6 +99,11 @@ export function serveWorkerOps(options: WorkerOpsOptions): () => void {
 async function answer(options: WorkerOpsOptions, ask: AskMessage): Promise<AnswerMessage> {
   try {
     if (ask.what === 'readiness') return { type: ANSWER, id: ask.id, what: ask.what, result: await options.readiness() };
+    if (ask.what === 'migration') return { type: ANSWER, id: ask.id, what: ask.what, result: (await options.migration?.snapshot()) ?? null };
+    if (ask.what === 'migration-reset') {
+      await options.migration?.resetLocal(ask.epoch);
+      return { type: ANSWER, id: ask.id, what: ask.what, result: true };
+    }
     return { type: ANSWER, id: ask.id, what: ask.what, result: options.ledger === undefined ? [] : await options.ledger.report() };
   } catch (err) {
     return { type: ANSWER, id: ask.id, what: ask.what, error: err instanceof Error ? err.message : String(err) };
@@ -102,9 +120,18 @@ export interface PrimaryOpsOptions {
   readonly sharedLedger?: DeprecationLedger;
   /** How long a worker has to answer a question; default 800 ms (a Kubernetes probe waits 1 s by default). */
   readonly answerTimeoutMs?: number;
+  /** The migration lane, when it is on (src/policies/migration/view.ts `migrationGroup`). */
+  readonly migration?: PrimaryMigration | undefined;
 }
 
-type Callbacks = Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations'>;
+/** The primary's side of the migration report: the report of the workers' snapshots, the store's reset. */
+export interface PrimaryMigration {
+  report(snapshots: readonly unknown[]): Promise<object>;
+  /** Resets the fleet's store (when there is one) before the workers: the epoch to hand them. */
+  reset(): Promise<string | undefined>;
+}
+
+type Callbacks = Pick<AdminOptions, 'readiness' | 'metrics' | 'deprecations' | 'migration'>;
 
 interface Pending {
   readonly answers: AnswerMessage[];
@@ -150,7 +177,7 @@ class WorkerQuestions {
     return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true && this.registered.has(w.id));
   }
 
-  ask(what: Question, workers: Worker[]): Promise<AnswerMessage[]> {
+  ask(what: Question, workers: Worker[], epoch?: string): Promise<AnswerMessage[]> {
     const id = this.nextId++;
     const timeoutMs = this.timeoutMs;
     return new Promise((resolve, reject) => {
@@ -168,7 +195,7 @@ class WorkerQuestions {
         },
       };
       this.pending.set(id, p);
-      const message: AskMessage = { type: ASK, id, what };
+      const message: AskMessage = epoch === undefined ? { type: ASK, id, what } : { type: ASK, id, what, epoch };
       for (const w of workers) w.send(message);
     });
   }
@@ -189,7 +216,7 @@ class WorkerQuestions {
  *   const admin = await startAdmin({ host, port, ...ops.callbacks });
  *   // on shutdown: await admin.close(); ops.close();
  */
-export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; close(): void } {
+export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; migrationReset?: () => Promise<void>; close(): void } {
   const aggregator = new AggregatorRegistry();
   const questions = new WorkerQuestions(options.answerTimeoutMs ?? 800);
   // Fewer workers than asked for is "starting" until the group has been ready once, then "worker down".
@@ -233,8 +260,25 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
     },
   };
 
+  const migration = options.migration;
+  /** Every running worker's answer to `what`; a worker's error fails the whole. */
+  const askAll = async (what: Question, epoch?: string): Promise<unknown[]> => {
+    const workers = questions.running();
+    const answers = workers.length === 0 ? [] : await questions.ask(what, workers, epoch);
+    const failed = answers.find((a) => a.error !== undefined);
+    if (failed !== undefined) throw new Error(`a worker's migration lane failed: ${failed.error}`);
+    return answers.map((a) => a.result);
+  };
   return {
-    callbacks,
+    callbacks: migration === undefined ? callbacks : { ...callbacks, migration: async () => migration.report(await askAll('migration')) },
+    ...(migration === undefined
+      ? {}
+      : {
+          migrationReset: async () => {
+            const epoch = await migration.reset();
+            await askAll('migration-reset', epoch);
+          },
+        }),
     close() {
       questions.close();
     },

@@ -144,6 +144,8 @@ export interface OpsOptions {
   readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
   /** Failed commands of the response cache's Redis store, when there is one. */
   readonly cacheStoreErrors?: () => number;
+  /** The migration lane's counts, when it is on (the petstore_gateway_migration_* metrics). */
+  readonly migrationCounts?: GatewayMetricsOptions['migrationCounts'];
   /** The connection and consumer bounds' counts (petstore_gateway_overflows_total). */
   readonly overflowCounts?: GatewayMetricsOptions['overflowCounts'];
   /** Prometheus default process metrics; off in tests that start many gateways. */
@@ -225,6 +227,7 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     cacheCounts: options.cacheCounts,
     cacheStoreErrors: options.cacheStoreErrors,
     overflowCounts: options.overflowCounts,
+    migrationCounts: options.migrationCounts,
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,

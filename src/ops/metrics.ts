@@ -32,6 +32,7 @@ import { shippedApi } from '../api/index.js';
 import { CATALOGUE } from '../core/errors.js';
 import { UNKNOWN_ROUTE } from '../core/operations.js';
 import { FAILURE_KINDS, type FailureKind } from '../core/upstream.js';
+import { registerMigrationMetrics, type MigrationMetricCounts } from './migration-metrics.js';
 import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series.js';
 
 /**
@@ -201,6 +202,8 @@ export interface GatewayMetricsOptions {
   readonly cacheCounts?: () => Readonly<Partial<Record<'hit' | 'miss' | 'stale' | 'coalesced' | 'bypass', number>>> | undefined;
   /** The connection and consumer bounds' counts (OVERFLOW_EVENTS); read at each scrape. */
   readonly overflowCounts?: () => Readonly<Partial<Record<OverflowEvent, number>>> | undefined;
+  /** The migration lane's counts per operation, when it is on; read at each scrape. */
+  readonly migrationCounts?: () => readonly MigrationMetricCounts[] | undefined;
   /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
   readonly logDropped?: () => number;
   /** How many commands of the response cache's Redis store failed so far; read at each scrape. */
@@ -370,9 +373,8 @@ export class GatewayMetrics implements ExchangeObserver {
       },
     });
 
-    if (options.defaultMetrics !== false) {
-      collectDefaultMetrics({ register: registry, ...(options.defaultMetricsPrefix === undefined ? {} : { prefix: options.defaultMetricsPrefix }) });
-    }
+    registerMigrationMetrics(registry, options.migrationCounts);
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry, ...(options.defaultMetricsPrefix === undefined ? {} : { prefix: options.defaultMetricsPrefix }) });
   }
 
   /** Records one finished request. Never throws: a metrics fault must not fail a request. */

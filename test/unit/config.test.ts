@@ -56,6 +56,7 @@ const DEFAULTS = {
   },
   headers: { request: { allow: [] }, response: { allow: [] } },
   log: { access: true, level: 'info' },
+  migration: null,
   policies: {
     auth: {
       keys: [],

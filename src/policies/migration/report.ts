@@ -193,9 +193,9 @@ export function verdict(report: Pick<MigrationReport, 'operations' | 'gate'>, ga
     if (violations > gate.maxViolations) reasons.push(`${violations} contract violations by next, more than ${gate.maxViolations}`);
     if (o.mode === 'split' || o.mode === 'next') {
       const errors = sum(o.nextErrors);
-      if (errors > 0) reasons.push(`next failed ${errors} times (${byKind(o.nextErrors)})`);
+      if (errors > 0) reasons.push(`next failed ${errors === 1 ? 'once' : `${errors} times`} (${byKind(o.nextErrors)})`);
       const fallbacks = sum(o.fallbacks);
-      if (fallbacks > 0) reasons.push(`${fallbacks} requests fell back to legacy (${byKind(o.fallbacks)})`);
+      if (fallbacks > 0) reasons.push(`${fallbacks} ${fallbacks === 1 ? 'request' : 'requests'} fell back to legacy (${byKind(o.fallbacks)})`);
     }
     return { operation: o.operation, mode: o.mode, ready: reasons.length === 0, reasons };
   });
