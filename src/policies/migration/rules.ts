@@ -16,7 +16,8 @@ export interface MigrationRules {
   readonly operations: ReadonlyMap<string, ApiOperation>;
   readonly shadow: MigrationConfig['shadow'];
   readonly tester: MigrationConfig['tester'];
-  readonly compare: (legacy: ClientView, next: ClientView) => Comparison;
+  /** `mask`: the request's own secrets, masked in the samples first. */
+  readonly compare: (legacy: ClientView, next: ClientView, mask?: (text: string) => string) => Comparison;
   /** The section as loaded, for the report (modes and thresholds). */
   readonly config: MigrationConfig;
 }

@@ -1,0 +1,136 @@
+/**
+ * The migration lane attacked: a hostile `next` (an in-test server on a real socket) beside the
+ * reference backend as legacy (its own process). What a next answers never reaches the client, a
+ * log or the report unmasked; every shadow copy ends (the lane's in-flight count back to 0); a
+ * reload changes only what it says it changes.
+ */
+import t from 'tap';
+import { gzipSync } from 'node:zlib';
+import type { ServerResponse } from 'node:http';
+import { bearer, forEachEngine, request, sendJson, startBackendProcess, startStubUpstream, testKey, type TeardownHost } from '../helpers/servers.js';
+import { until } from '../helpers/wait.js';
+import { seed, startLaneGateway, type Backends, type LaneGateway, type NextUpstream } from '../helpers/migration.js';
+import { hashKey } from '../../src/policies/auth/keys.js';
+
+const legacy = (await startBackendProcess(t)).url;
+await seed(legacy);
+
+/** How the hostile next answers, by request (a test sets it). */
+let behave: (path: string, headers: Record<string, string | string[] | undefined>, res: ServerResponse) => void = (_p, _h, res) => sendJson(res, 500, { code: 'internal_error', message: 'unset', status: 500 });
+const hostile = await startStubUpstream(t, (req, res) => behave(req.url, req.headers, res));
+const backends: Backends = { legacy, next: { url: `${hostile.origin}/v1` } as NextUpstream };
+
+/** The lane inside a holder: its in-flight shadow copies. */
+function inFlight(gw: LaneGateway): number {
+  return (gw.holder as unknown as { lane: { lane: { inFlight: number } } }).lane.lane.inFlight;
+}
+
+async function settled(gw: LaneGateway, ms = 5000): Promise<void> {
+  await until('every shadow copy ended', async () => inFlight(gw) === 0, ms);
+}
+
+const PET1 = '{"id":1,"name":"Rex","categoryId":1,"status":"available"}';
+
+async function legacyPet1(): Promise<string> {
+  return (await request(`${legacy}/pets/1`)).body;
+}
+
+t.test('a key the client presented is masked in the samples, even when next echoes it (forwarded credential)', async (t) => {
+  const key = testKey();
+  behave = (_p, headers, res) => {
+    const token = String(headers.authorization ?? '').replace(/^Bearer /, '');
+    sendJson(res, 200, `{"id":1,"name":"${token}","categoryId":1,"status":"available"}`);
+  };
+  const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'shadow' } } }, { policies: { auth: { keysFromEnv: null, keys: [{ id: 'k1', hash: hashKey(key) }], upstreamAuthorization: 'forward' } } }, key);
+  const res = await request(`${gw.url}/v1/pets/1`, { headers: bearer(key) });
+  t.equal(res.status, 200);
+  await until('compared', async () => ((await gw.op('getPet'))?.compared ?? 0) >= 1, 5000);
+  const report = JSON.stringify(await gw.report());
+  t.ok(report.includes('$.name'), 'the difference is found');
+  t.notOk(report.includes(key), 'the key is not in the report');
+  t.notOk(report.includes(key.slice(0, 12)), 'nor a part of it');
+});
+
+forEachEngine(t, async (t, engine) => {
+  t.test('shadow: a hostile next never changes the client\'s answer, and every copy ends', async (t) => {
+    const gw = await startLaneGateway(t, engine, backends, { operations: { getPet: { mode: 'shadow' } }, shadow: { timeoutMs: 500 } });
+    const expected = await legacyPet1();
+    const kinds: Record<string, (res: ServerResponse) => void> = {
+      huge: (res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(Buffer.alloc(8 * 1024 * 1024, 0x20));
+      },
+      status999: (res) => {
+        res.socket!.end('HTTP/1.1 999 Nope\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}');
+      },
+      headerFlood: (res) => {
+        for (let i = 0; i < 200; i++) res.setHeader(`x-flood-${i}`, 'v'.repeat(100));
+        sendJson(res, 200, PET1);
+      },
+      gzip: (res) => {
+        const body = gzipSync(PET1);
+        res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': body.length });
+        res.end(body);
+      },
+      html: (res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end('<html><body>DB_PASSWORD=hunter2hunter2</body></html>');
+      },
+      shortLength: (res) => {
+        res.socket!.end(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n${PET1}`);
+      },
+      drip: (res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const timer = setInterval(() => res.write(' '), 50);
+        res.on('close', () => clearInterval(timer));
+      },
+      headersThenReset: (res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"id":1,');
+        setTimeout(() => res.socket?.destroy(), 20);
+      },
+      informational: (res) => {
+        res.writeContinue();
+        res.writeProcessing?.();
+        sendJson(res, 200, PET1);
+      },
+    };
+    for (const [kind, answer] of Object.entries(kinds)) {
+      behave = (_p, _h, res) => answer(res);
+      const res = await request(`${gw.url}/v1/pets/1`, { headers: bearer(gw.key) });
+      t.equal(res.status, 200, `${kind}: 200`);
+      t.equal(res.body, expected, `${kind}: legacy's answer, byte for byte`);
+      t.notOk(JSON.stringify(res.headers).includes('flood'), `${kind}: nothing of next's headers`);
+    }
+    await settled(gw);
+    t.equal(inFlight(gw), 0, 'no copy left in flight');
+    const report = JSON.stringify(await gw.report());
+    t.notOk(report.includes('hunter2'), 'nothing of next\'s body in the report');
+  });
+});
+
+t.test('a client that leaves mid-request leaves no copy in flight (next hangs)', async (t) => {
+  const hung: ServerResponse[] = [];
+  behave = (_p, _h, res) => void hung.push(res);
+  t.teardown(() => hung.forEach((r) => r.destroy()));
+  const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'shadow' }, listPets: { mode: 'next' } }, shadow: { timeoutMs: 300 } });
+  for (let i = 0; i < 5; i++) {
+    await request(`${gw.url}/v1/pets/1`, { headers: bearer(gw.key), timeoutMs: 1 }).catch(() => undefined);
+    await request(`${gw.url}/v1/pets?limit=2`, { headers: bearer(gw.key), timeoutMs: 50 }).catch(() => undefined);
+  }
+  await settled(gw, 3000);
+  t.equal(inFlight(gw), 0, 'in flight back to 0');
+});
+
+function reloadGate(t: TeardownHost) {
+  return startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'shadow' } }, compare: { maxSamples: 20 } });
+}
+
+t.test('a reload that changes compare.maxSamples or maxPaths is refused: the tally keeps its bounds until a restart', async (t) => {
+  const gw = await reloadGate(t);
+  const problems = await gw.reload({ operations: { getPet: { mode: 'shadow' } }, compare: { maxSamples: 0 } });
+  t.ok(problems.some((p) => p.includes('maxSamples')), `refused: ${problems.join('; ')}`);
+  const paths = await gw.reload({ operations: { getPet: { mode: 'shadow' } }, compare: { maxSamples: 20, maxPaths: 5 } });
+  t.ok(paths.some((p) => p.includes('maxPaths')), `refused: ${paths.join('; ')}`);
+  t.same(await gw.reload({ operations: { getPet: { mode: 'split', percent: 5 } }, compare: { maxSamples: 20 } }), [], 'a mode still reloads');
+});
