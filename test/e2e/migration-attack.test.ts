@@ -134,3 +134,105 @@ t.test('a reload that changes compare.maxSamples or maxPaths is refused: the tal
   t.ok(paths.some((p) => p.includes('maxPaths')), `refused: ${paths.join('; ')}`);
   t.same(await gw.reload({ operations: { getPet: { mode: 'split', percent: 5 } }, compare: { maxSamples: 20 } }), [], 'a mode still reloads');
 });
+
+const NEXT_PET1 = '{"id":1,"name":"Nx","categoryId":1,"status":"available"}';
+
+t.test('next mode: whatever a hostile next does to a getPet, the client gets a whole answer (legacy\'s on a failure)', async (t) => {
+  const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'next' } } }, {}, undefined);
+  const expected = await legacyPet1();
+  const kinds: Record<string, [(res: ServerResponse) => void, string]> = {
+    good: [(res) => sendJson(res, 200, NEXT_PET1), NEXT_PET1],
+    brokenBody: [(res) => sendJson(res, 200, '{"id":1,"name":'), expected],
+    headersThenReset: [(res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"id":1,');
+      setTimeout(() => res.socket?.destroy(), 20);
+    }, expected],
+    huge: [(res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(Buffer.alloc(8 * 1024 * 1024, 0x20));
+    }, expected],
+    status999: [(res) => void res.socket!.end('HTTP/1.1 999 Nope\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}'), expected],
+    gzip: [(res) => {
+      const body = gzipSync(NEXT_PET1);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': body.length });
+      res.end(body);
+    }, expected],
+    html: [(res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html>oops</html>');
+    }, expected],
+    shortLength: [(res) => void res.socket!.end(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n${NEXT_PET1}`), expected],
+    informational: [(res) => {
+      res.writeProcessing?.();
+      sendJson(res, 200, NEXT_PET1);
+    }, NEXT_PET1],
+  };
+  for (const [kind, [answer, want]] of Object.entries(kinds)) {
+    behave = (_p, _h, res) => answer(res);
+    const res = await request(`${gw.url}/v1/pets/1`, { headers: bearer(gw.key) });
+    t.equal(res.status, 200, `${kind}: 200`);
+    t.equal(res.body, want, `${kind}: ${want === expected ? "legacy's" : "next's"} answer`);
+  }
+  const op = await gw.op('getPet');
+  t.ok(Object.values(op?.fallbacks ?? {}).reduce((a, b) => a + b, 0) >= 7, `fallbacks counted: ${JSON.stringify(op?.fallbacks)}`);
+});
+
+t.test('next mode: a createPet next fails is never repeated, never created twice', async (t) => {
+  const gw = await startLaneGateway(t, 'undici', backends, { operations: { createPet: { mode: 'next' } }, next: { url: backends.next.url, timeouts: { headersMs: 300 } } });
+  const count = async () => ((await request(`${legacy}/pets?limit=100`)).json as unknown[]).length;
+  const before = await count();
+  const kinds: Record<string, (res: ServerResponse) => void> = {
+    headersThenReset: (res) => {
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.write('{"id":9,');
+      setTimeout(() => res.socket?.destroy(), 20);
+    },
+    status999: (res) => void res.socket!.end('HTTP/1.1 999 Nope\r\ncontent-length: 0\r\n\r\n'),
+    error500: (res) => sendJson(res, 500, { code: 'internal_error', message: 'broke', status: 500 }),
+    reset: (res) => void res.socket?.destroy(),
+    hang: () => undefined,
+  };
+  for (const [kind, answer] of Object.entries(kinds)) {
+    const posts = hostile.requests.filter((r) => r.method === 'POST').length;
+    behave = (_p, _h, res) => answer(res);
+    const res = await request(`${gw.url}/v1/pets`, { method: 'POST', headers: bearer(gw.key, { 'content-type': 'application/json' }), body: '{"name":"Once","categoryId":5}' }).catch((err: Error) => ({ status: 0, body: err.message }));
+    t.not(res.status, 201, `${kind}: not a creation (${res.status})`);
+    t.equal(hostile.requests.filter((r) => r.method === 'POST').length, posts + 1, `${kind}: next got it once`);
+  }
+  t.equal(await count(), before, 'legacy created nothing');
+});
+
+t.test('the response cache with the lane: shadow hits and misses are compared; next\'s answers are never cached', async (t) => {
+  const tester = testKey();
+  const plain = testKey();
+  behave = (_p, _h, res) => sendJson(res, 200, NEXT_PET1);
+  const auth = { keysFromEnv: null, keys: [{ id: 'tester', hash: hashKey(tester), scopes: ['migration:tester'] }, { id: 'plain', hash: hashKey(plain) }] };
+  const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'shadow' } } }, { policies: { auth, cache: { ttlSeconds: { getPet: 60 } } } }, plain);
+  const first = await request(`${gw.url}/v1/pets/1`, { headers: bearer(plain) });
+  const second = await request(`${gw.url}/v1/pets/1`, { headers: bearer(plain) });
+  t.match(String(first.headers['cache-status']), /miss|stored/i, `the first is a miss: ${String(first.headers['cache-status'])}`);
+  t.match(String(second.headers['cache-status']), /hit/i, `the second a hit: ${String(second.headers['cache-status'])}`);
+  t.equal(second.body, first.body, "the hit is legacy's answer");
+  await until('both compared', async () => ((await gw.op('getPet'))?.compared ?? 0) >= 2, 5000);
+  const op = await gw.op('getPet');
+  t.equal(op?.different, 2, 'the hit compared too (next differs at $.name)');
+  t.same(op?.paths.map((p) => p.path), ['$.name']);
+  const picked = await request(`${gw.url}/v1/pets/1`, { headers: bearer(tester, { 'x-migration-side': 'next' }) });
+  t.equal(picked.body, NEXT_PET1, "a tester's pick of next is next's answer, not the cached one");
+  const again = await request(`${gw.url}/v1/pets/1`, { headers: bearer(plain) });
+  t.equal(again.body, first.body, "next's answer was not cached");
+  await settled(gw);
+});
+
+t.test('HTTP/2 clients in shadow mode: the client gets legacy\'s answer, the copy is compared', async (t) => {
+  const { makeTestPki, h2Request } = await import('../helpers/certs.js');
+  const pki = makeTestPki(t);
+  behave = (_p, _h, res) => sendJson(res, 200, NEXT_PET1);
+  const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'shadow' } } }, { server: { tls: { certFile: pki.server.cert, keyFile: pki.server.key } } });
+  const res = await h2Request(gw.url.replace('http:', 'https:'), '/v1/pets/1', { ca: pki.read(pki.ca), headers: bearer(gw.key) as Record<string, string> });
+  t.equal(res.alpn, 'h2');
+  t.equal(res.body, await legacyPet1());
+  await until('compared', async () => ((await gw.op('getPet'))?.compared ?? 0) >= 1, 5000);
+  t.same((await gw.op('getPet'))?.paths.map((p) => p.path), ['$.name']);
+});
