@@ -236,3 +236,44 @@ t.test('HTTP/2 clients in shadow mode: the client gets legacy\'s answer, the cop
   await until('compared', async () => ((await gw.op('getPet'))?.compared ?? 0) >= 1, 5000);
   t.same((await gw.op('getPet'))?.paths.map((p) => p.path), ['$.name']);
 });
+
+t.test('the CLI: check refuses a bad section; SIGHUP reloads modes, refuses a new next or no section', async (t) => {
+  const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const { tmpdir } = await import('node:os');
+  const { runCli, spawnCliUntil } = await import('../helpers/servers.js');
+  const dir = mkdtempSync(join(tmpdir(), 'migration-attack-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key, LOG_LEVEL: 'info' };
+  const file = join(dir, 'policy.json');
+  const write = (migration: unknown, upstream = legacy) =>
+    writeFileSync(file, JSON.stringify({ version: 1, upstream: { url: upstream }, ...(migration === undefined ? {} : { migration }), policies: { auth: { keys: [], keysFromEnv: 'PETSTORE_API_KEYS' } } }));
+  const next = { url: backends.next.url };
+  for (const [what, migration, upstream, word] of [
+    ['an operation the interface lacks', { next, operations: { deletePet: { mode: 'shadow' } } }, legacy, 'deletePet'],
+    ['a builtin upstream', { next }, 'builtin', 'builtin'],
+    ['next = upstream', { next: { url: `${legacy}/` } }, legacy, 'legacy upstream itself'],
+  ] as const) {
+    write(migration, upstream);
+    const r = await runCli(t, ['check', file], { env });
+    t.not(r.code, 0, `check refuses ${what}`);
+    t.match(r.stdout + r.stderr, word, `and says so: ${what}`);
+  }
+  behave = (_p, _h, res) => sendJson(res, 200, NEXT_PET1);
+  write({ next, operations: { getPet: { mode: 'shadow' } } });
+  const { handle, match } = await spawnCliUntil(t, ['serve', '--policy', file, '--host', '127.0.0.1', '--port', '0'], /petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) /, { env, timeoutMs: 30_000 });
+  const url = `${match[1]!}/v1/pets/1`;
+  const expected = await legacyPet1();
+  t.equal((await request(url, { headers: bearer(key) })).body, expected, "shadow: legacy's answer");
+  write({ next, operations: { getPet: { mode: 'next' } } });
+  handle.child.kill('SIGHUP');
+  await until('next mode in force', async () => (await request(url, { headers: bearer(key) })).body === NEXT_PET1, 5000);
+  for (const [what, migration] of [['a new next', { next: { url: `${hostile.origin}/v2` }, operations: { getPet: { mode: 'next' } } }], ['no section', undefined]] as const) {
+    const since = handle.output().stdout.length + handle.output().stderr.length;
+    write(migration);
+    handle.child.kill('SIGHUP');
+    await until(`${what}: refused`, async () => /migration/.test((handle.output().stdout + handle.output().stderr).slice(since)), 5000);
+    t.equal((await request(url, { headers: bearer(key) })).body, NEXT_PET1, `${what}: refused, next mode still in force`);
+  }
+});
