@@ -125,6 +125,10 @@ export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): P
     for (const part of ['next', 'store'] as const) {
       if (JSON.stringify(was[part]) !== JSON.stringify(is[part])) problems.push({ path: `$.migration.${part}`, message: 'changed: takes effect only on a restart' });
     }
+    // The tally is made once with these bounds: a reload could not apply them.
+    for (const bound of ['maxPaths', 'maxSamples'] as const) {
+      if (was.compare[bound] !== is.compare[bound]) problems.push({ path: `$.migration.compare.${bound}`, message: 'changed: the tally keeps its bounds until a restart' });
+    }
   }
   // The cache (its store, its bound) is built once and outlives reloads, as the breaker does.
   if (JSON.stringify(next.policies.cache) !== JSON.stringify(current.policies.cache)) {

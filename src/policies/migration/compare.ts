@@ -118,6 +118,8 @@ interface Walk {
   readonly order: boolean;
   readonly maxSamples: number;
   readonly redact: ((text: string) => string) | undefined;
+  /** This request's own secrets masked (the key the client presented), before `redact` and the cut. */
+  readonly mask: ((text: string) => string) | undefined;
   readonly paths: Set<string>;
   readonly samples: Sample[];
   /** Canonical forms of nodes with no ignore path below them: each is read once per comparison. */
@@ -136,7 +138,8 @@ function textOf(v: unknown): string {
 }
 
 function sampleText(w: Walk, v: unknown): string {
-  const text = w.redact === undefined ? textOf(v) : w.redact(textOf(v));
+  const raw = w.mask === undefined ? textOf(v) : w.mask(textOf(v));
+  const text = w.redact === undefined ? raw : w.redact(raw);
   // Cut between two UTF-16 units of one character, the lone half is dropped.
   return text.length <= COMPARE_LIMITS.sampleChars ? text : `${text.slice(0, COMPARE_LIMITS.sampleChars).replace(/[\ud800-\udbff]$/, '')}…`;
 }
@@ -279,17 +282,18 @@ function diffBodies(legacy: ClientView, next: ClientView, start: State, w: Walk)
 
 /**
  * The comparison of two answers under `rules`, compiled once (the ignore paths into a trie).
- * `redact` is applied to each sample value before it is cut.
+ * `redact` is applied to each sample value before it is cut; so is a comparison's own `mask`
+ * (this request's secrets: the key its client presented, which an upstream may echo), first.
  *
  * @example
  *   const compare = compileComparer({ ignore: ['$[*].id'], listOrder: 'ignore' });
  *   compare(legacyView, nextView); // { equal, paths: ['$[*].name'], samples: [...] }
  */
-export function compileComparer(rules: CompareRules, redact?: (text: string) => string): (legacy: ClientView, next: ClientView) => Comparison {
+export function compileComparer(rules: CompareRules, redact?: (text: string) => string): (legacy: ClientView, next: ClientView, mask?: (text: string) => string) => Comparison {
   const [start, order, maxSamples] = [compileIgnore(rules.ignore), rules.listOrder === 'ignore', rules.maxSamples ?? COMPARE_LIMITS.samples];
   const bodyIgnored = isIgnored(start);
-  return (legacy, next) => {
-    const w: Walk = { order, maxSamples, redact, paths: new Set(), samples: [], forms: new WeakMap(), work: 0 };
+  return (legacy, next, mask) => {
+    const w: Walk = { order, maxSamples, redact, mask, paths: new Set(), samples: [], forms: new WeakMap(), work: 0 };
     if (legacy.status !== next.status) report(w, 'status', legacy.status, next.status);
     else if ((legacy.status < 200 || legacy.status > 299) && legacy.code !== next.code) report(w, 'code', legacy.code, next.code);
     else if (!bodyIgnored) diffBodies(legacy, next, start, w);

@@ -15,6 +15,7 @@
 import type { Send } from '../../core/forward/index.js';
 import type { UpstreamRequest } from '../../core/upstream.js';
 import type { Exchange } from '../../core/policy.js';
+import { credentialSecrets, SecretSet } from '../../core/redact.js';
 import { KEY_ID } from '../auth/facts.js';
 import type { MigrationRules } from './rules.js';
 import { Routed } from './routed.js';
@@ -71,6 +72,17 @@ class NextRequest implements UpstreamRequest {
 
 const SAFE = new Set(['GET', 'HEAD']);
 
+/**
+ * The key the client presented, masked wherever it stands in a sample: either upstream may have
+ * seen it (`auth.upstreamAuthorization: forward`) and echo it, and a key held only as a hash is
+ * none of the gateway's known secrets. Made when a sample is, not before.
+ */
+function maskOf(authorization: unknown): ((text: string) => string) | undefined {
+  if (typeof authorization !== 'string' || authorization === '') return undefined;
+  let set: SecretSet | undefined;
+  return (text) => (set ??= new SecretSet(credentialSecrets(authorization))).mask(text);
+}
+
 export class MigrationLane {
   /** Shadow copies whose pair is not done yet, in this process. */
   inFlight = 0;
@@ -108,7 +120,7 @@ export class MigrationLane {
         return legacy(request, new Tee(handler, op.id, o.tally, undefined, 0));
       }
       this.inFlight++;
-      const pair = new Pair({ op, run, compare: rules.compare, tally: o.tally, done: this.pairDone }, s.timeoutMs);
+      const pair = new Pair({ op, run, compare: rules.compare, mask: maskOf(ex.head.headers.authorization), tally: o.tally, done: this.pairDone }, s.timeoutMs);
       legacy(request, new Tee(handler, op.id, o.tally, pair, s.maxAnswerBytes));
       const copy = new ShadowCopy(pair, op.id, o.tally, s.maxAnswerBytes);
       const nextRequest = new NextRequest(request, o.legacyBasePath, o.nextBasePath);

@@ -16,7 +16,8 @@ export interface MigrationRules {
   readonly operations: ReadonlyMap<string, ApiOperation>;
   readonly shadow: MigrationConfig['shadow'];
   readonly tester: MigrationConfig['tester'];
-  readonly compare: (legacy: ClientView, next: ClientView) => Comparison;
+  /** `mask`: the request's own secrets, masked in the samples first. */
+  readonly compare: (legacy: ClientView, next: ClientView, mask?: (text: string) => string) => Comparison;
   /** The section as loaded, for the report (modes and thresholds). */
   readonly config: MigrationConfig;
 }
@@ -34,6 +35,19 @@ export function compileMigration(config: MigrationConfig, api: Api, redact?: (te
   };
 }
 
+/** Two base URLs of one backend: the same origin (host case and default port aside) and path, trailing slashes aside. */
+function sameBackend(a: string, b: string): boolean {
+  const norm = (u: string): string => {
+    try {
+      const url = new URL(u);
+      return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+    } catch {
+      return u.replace(/\/+$/, '');
+    }
+  };
+  return norm(a) === norm(b);
+}
+
 /** Cross-field rules of the section: every operation named is the interface's; the legacy upstream is a URL. */
 export function migrationProblems(config: MigrationConfig, api: Api, upstreamUrl: string): Problem[] {
   const problems: Problem[] = [];
@@ -43,7 +57,7 @@ export function migrationProblems(config: MigrationConfig, api: Api, upstreamUrl
   }
   if (upstreamUrl === 'builtin') problems.push({ path: '$.upstream.url', message: 'the migration lane needs a URL upstream (the legacy backend), not builtin' });
   const next = config.next as { url?: unknown };
-  if (typeof next.url === 'string' && typeof upstreamUrl === 'string' && next.url.replace(/\/+$/, '') === upstreamUrl.replace(/\/+$/, '')) {
+  if (typeof next.url === 'string' && sameBackend(next.url, upstreamUrl)) {
     problems.push({ path: '$.migration.next.url', message: 'is the legacy upstream itself: next must be another backend' });
   }
   return problems;

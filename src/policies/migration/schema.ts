@@ -96,8 +96,8 @@ export const MIGRATION_SCHEMA = {
           default: 'strict',
           description: 'strict (default): two lists are equal only in the same order; ignore: as multisets (the same items, any order).',
         },
-        maxSamples: { type: 'integer', minimum: 0, maximum: 1000, default: 20, description: 'Differences kept as samples per operation (the newest), each value redacted and cut to 64 characters.' },
-        maxPaths: { type: 'integer', minimum: 1, maximum: 10000, default: 100, description: 'Distinct field paths counted per operation; past it, differences count under "(other)".' },
+        maxSamples: { type: 'integer', minimum: 0, maximum: 1000, default: 20, description: 'Differences kept as samples per operation (the newest), each value redacted and cut to 64 characters. Takes effect on a restart.' },
+        maxPaths: { type: 'integer', minimum: 1, maximum: 10000, default: 100, description: 'Distinct field paths counted per operation; past it, differences count under "(other)". Takes effect on a restart.' },
       },
     },
     tester: {

@@ -34,7 +34,9 @@ interface Noted {
 export interface PairContext {
   readonly op: ApiOperation;
   readonly run: AsideRun;
-  readonly compare: (legacy: ClientView, next: ClientView) => Comparison;
+  readonly compare: (legacy: ClientView, next: ClientView, mask?: (text: string) => string) => Comparison;
+  /** Masks the request's own secrets (the key its client presented) in the samples. */
+  readonly mask?: (text: string) => string;
   readonly tally: Recorder;
   /** Called once when the pair is done (compared, or given up): the lane's in-flight count. */
   readonly done: () => void;
@@ -101,7 +103,7 @@ export class Pair {
     if (rule !== undefined) tally.nextViolation(op.id, rule);
     const a: ClientView = legacy.finished ? { status: legacy.status, code: undefined, body: legacy.body, truncated: false } : run(legacy.status, legacy.headers, legacy.body, legacy.truncated);
     const b: ClientView = run(next.status, next.headers, next.body, next.truncated);
-    tally.compared(op.id, this.ctx.compare(a, b), legacy.ms, next.ms);
+    tally.compared(op.id, this.ctx.compare(a, b, this.ctx.mask), legacy.ms, next.ms);
   }
 }
 

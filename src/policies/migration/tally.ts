@@ -18,10 +18,13 @@ import type { Comparison, DropReason, FallbackReason, Recorder, Sample, Side } f
 
 /** Where counts past a bound go. */
 export const OTHER = '(other)';
-export const FALLBACK_REASONS: readonly FallbackReason[] = ['refused', 'reset', 'timeout', 'invalid_response', 'tls', 'contract', 'open_circuit'];
-export const DROP_REASONS: readonly DropReason[] = ['in_flight', 'body', 'method', 'sampled_out'];
-/** How `next` fails: the transport's failure kinds, and `timeout` (a shadow copy abandoned at shadow.timeoutMs). */
-export const NEXT_FAILURE_KINDS: readonly string[] = [...FAILURE_KINDS, 'timeout'];
+export const FALLBACK_REASONS: readonly FallbackReason[] = ['refused', 'reset', 'timeout', 'invalid_response', 'tls', 'contract', 'server_error', 'open_circuit'];
+export const DROP_REASONS: readonly DropReason[] = ['in_flight', 'body', 'method', 'sampled_out', 'answer_too_large', 'legacy_failed'];
+/**
+ * How `next` fails: the transport's failure kinds, `timeout` (a shadow copy abandoned at
+ * shadow.timeoutMs, or a routed call's deadline) and `open_circuit` (its breaker refused the call).
+ */
+export const NEXT_FAILURE_KINDS: readonly string[] = [...FAILURE_KINDS, 'timeout', 'open_circuit'];
 /** Most operations counted; more (not possible with an interface of fewer) count under "(other)". */
 export const MAX_OPERATIONS = 256;
 /** Most distinct failure kinds and reasons per operation. */
