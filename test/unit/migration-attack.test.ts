@@ -14,7 +14,7 @@ import type { MigrationConfig } from '../../src/policies/migration/schema.js';
 t.test('every fallback reason, drop reason and next failure the lane records has its own metric label', async (t) => {
   const tally = new MigrationTally({ maxPaths: 5, maxSamples: 5 });
   const fallbacks: FallbackReason[] = ['refused', 'reset', 'timeout', 'invalid_response', 'tls', 'contract', 'server_error', 'open_circuit'];
-  const drops: DropReason[] = ['in_flight', 'body', 'method', 'sampled_out', 'answer_too_large', 'legacy_failed'];
+  const drops: DropReason[] = ['in_flight', 'body', 'method', 'sampled_out', 'answer_too_large', 'legacy_failed', 'compare_failed'];
   // What routed.ts and shadow.ts pass to nextFailed: the transport's kinds, `timeout`, `open_circuit`.
   const kinds = [...FAILURE_KINDS, 'timeout', 'open_circuit'];
   for (const r of fallbacks) tally.fallback('getPet', r);

@@ -22,7 +22,7 @@ function config(url: string, maxPaths = 100): MigrationConfig {
   return {
     next: { url: 'http://127.0.0.1:1/v1' },
     operations: { listPets: { mode: 'shadow', percent: 0 }, getPet: { mode: 'split', percent: 10 } },
-    shadow: { percent: 100, maxInFlight: 64, timeoutMs: 2000, maxBodyBytes: 65536 },
+    shadow: { percent: 100, maxInFlight: 64, timeoutMs: 2000, maxBodyBytes: 65536, maxAnswerBytes: 1048576 },
     compare: { ignore: [], listOrder: 'strict', maxSamples: 5, maxPaths },
     tester: { header: 'x-migration-side', scope: 'migration:tester' },
     gate: { minComparisons: 10, maxDifferentRatio: 0.1, maxViolations: 0 },

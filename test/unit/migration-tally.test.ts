@@ -143,7 +143,7 @@ t.test('reset starts from zero, now; metricCounts names every reason and kind, u
   t.equal(m?.nextErrors.timeout, 0);
   t.equal(m?.nextErrors.other, 1);
   t.strictSame(Object.keys(m?.fallbacks ?? {}), ['refused', 'reset', 'timeout', 'invalid_response', 'tls', 'contract', 'server_error', 'open_circuit']);
-  t.strictSame(Object.keys(m?.dropped ?? {}), ['in_flight', 'body', 'method', 'sampled_out', 'answer_too_large', 'legacy_failed']);
+  t.strictSame(Object.keys(m?.dropped ?? {}), ['in_flight', 'body', 'method', 'sampled_out', 'answer_too_large', 'legacy_failed', 'compare_failed']);
   clock.advance(5000);
   const generation = tally.generation;
   tally.reset();

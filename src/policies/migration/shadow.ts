@@ -91,6 +91,9 @@ export class Pair {
     setImmediate(() => {
       try {
         this.compare(legacy, next);
+      } catch {
+        // Off the request's path: a comparison that throws must not end the process; counted.
+        this.ctx.tally.dropped(this.ctx.op.id, 'compare_failed');
       } finally {
         this.ctx.done();
       }

@@ -19,7 +19,7 @@ import type { Comparison, DropReason, FallbackReason, Recorder, Sample, Side } f
 /** Where counts past a bound go. */
 export const OTHER = '(other)';
 export const FALLBACK_REASONS: readonly FallbackReason[] = ['refused', 'reset', 'timeout', 'invalid_response', 'tls', 'contract', 'server_error', 'open_circuit'];
-export const DROP_REASONS: readonly DropReason[] = ['in_flight', 'body', 'method', 'sampled_out', 'answer_too_large', 'legacy_failed'];
+export const DROP_REASONS: readonly DropReason[] = ['in_flight', 'body', 'method', 'sampled_out', 'answer_too_large', 'legacy_failed', 'compare_failed'];
 /**
  * How `next` fails: the transport's failure kinds, `timeout` (a shadow copy abandoned at
  * shadow.timeoutMs, or a routed call's deadline) and `open_circuit` (its breaker refused the call).

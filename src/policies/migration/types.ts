@@ -48,9 +48,10 @@ export type FallbackReason = 'refused' | 'reset' | 'timeout' | 'invalid_response
  * were waiting; `body`: its body is over shadow.maxBodyBytes; `method`: not GET or HEAD, and `next`
  * is no sandbox; `sampled_out`: outside shadow.percent), or an answer could not be compared
  * (`answer_too_large`: over shadow.maxAnswerBytes; `legacy_failed`: legacy failed, or was not in
- * within shadow.timeoutMs). A copy `next` failed is counted by `nextFailed` instead.
+ * within shadow.timeoutMs; `compare_failed`: the comparison itself threw, which no known input
+ * does). A copy `next` failed is counted by `nextFailed` instead.
  */
-export type DropReason = 'in_flight' | 'body' | 'method' | 'sampled_out' | 'answer_too_large' | 'legacy_failed';
+export type DropReason = 'in_flight' | 'body' | 'method' | 'sampled_out' | 'answer_too_large' | 'legacy_failed' | 'compare_failed';
 
 /** What the lane tells its tally, per operation (operationId). */
 export interface Recorder {
