@@ -138,6 +138,9 @@ t.test('metrics: six counters per operation with fixed label values; no path or 
   t.notMatch(text, /secretish|value-a|value-b/, 'no field path or value in /metrics');
   const labels = new Set(s.samples.filter((x) => x.name.startsWith('petstore_gateway_migration_')).flatMap((x) => Object.keys(x.labels)));
   t.strictSame([...labels].sort(), ['kind', 'operation', 'reason', 'result', 'side']);
+  const configured = parseExposition(await new GatewayMetrics({ defaultMetrics: false, migrationCounts: () => new MigrationTally({ maxPaths: 1, maxSamples: 0 }).metricCounts(['createPet']) }).registry.metrics());
+  t.equal(value(configured, 'petstore_gateway_migration_requests_total', { operation: 'createPet', side: 'next' }), 0, 'a configured operation has its series before its first request');
+  t.equal(value(configured, 'petstore_gateway_migration_next_errors_total', { operation: 'createPet', kind: 'timeout' }), 0);
   const off = await new GatewayMetrics({ defaultMetrics: false }).registry.metrics();
   t.match(off, /# TYPE petstore_gateway_migration_requests_total counter/, 'without a lane the families exist, with no series');
   t.notMatch(off, /petstore_gateway_migration_requests_total\{/);
