@@ -22,7 +22,7 @@ import type { MigrationConfig } from '../../src/policies/migration/schema.js';
 import { MigrationTally } from '../../src/policies/migration/tally.js';
 import { assertError } from '../helpers/assert.js';
 import { parseExposition, value } from '../helpers/prom.js';
-import { closedPort, request, testKey } from '../helpers/servers.js';
+import { closedPort, request, runCli, testKey } from '../helpers/servers.js';
 
 const strongToken = (): string => randomBytes(32).toString('base64url');
 
@@ -204,6 +204,14 @@ t.test('migration report: the table, the verdict and the exit code; flags overri
 
   const ready = await cannedAdmin(t, canned(1500, 3));
   t.equal(await migrationCommand(['report', '--admin', `${ready.url}/`], io().io), EXIT.ok, '0.2% different: ready');
+
+  // The command itself, as a pipeline runs it: the exit code says the verdict.
+  const run = await runCli(t, ['migration', 'report', '--admin', notReady.url]);
+  t.equal(run.code, 3, `petstore-gateway migration report exits 3 when not ready (stderr: ${run.stderr})`);
+  t.match(run.stdout, /verdict: NOT READY/);
+  const help = await runCli(t, ['migration', '--help']);
+  t.equal(help.code, 0);
+  t.match(help.stdout, /^Usage: petstore-gateway migration report/);
 });
 
 t.test('migration report and reset: failures and usage', async (t) => {
