@@ -22,7 +22,9 @@ import type { MigrationConfig } from '../../src/policies/migration/schema.js';
 import { MigrationTally } from '../../src/policies/migration/tally.js';
 import { assertError } from '../helpers/assert.js';
 import { parseExposition, value } from '../helpers/prom.js';
-import { closedPort, request, runCli, testKey } from '../helpers/servers.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { adminUrl, closedPort, request, runCli, spawnCliUntil, tempDir, testKey } from '../helpers/servers.js';
 
 const strongToken = (): string => randomBytes(32).toString('base64url');
 
@@ -238,4 +240,24 @@ t.test('migration report and reset: failures and usage', async (t) => {
   const wrong = io({ PETSTORE_ADMIN_TOKEN: strongToken() });
   t.equal(await migrationCommand(['reset', '--admin', target.url], wrong.io), EXIT.runtime, 'refused: exit 1');
   t.match(wrong.err(), /answered 401/);
+});
+
+// parity: the admin listener and the lane's report are the same whatever the engine.
+t.test('serve with a migration section: /migration and its reset on the admin port, read by migration report', async (t) => {
+  const dir = tempDir(t, 'migration-serve');
+  const file = join(dir, 'policy.json');
+  writeFileSync(file, JSON.stringify({ upstream: { url: 'builtin' }, migration: { next: { url: `http://127.0.0.1:${await closedPort()}/v1` }, operations: { listPets: { mode: 'shadow' }, getPet: { mode: 'split', percent: 5 } } } }));
+  const token = strongToken();
+  const { handle } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0'], /"msg":"admin listening[^"]*\/migration\)"/, { env: { PETSTORE_API_KEYS: testKey(), PETSTORE_ADMIN_TOKENS: token, LOG_LEVEL: 'info' }, stream: 'stdout', timeoutMs: 20_000 });
+  const base = adminUrl(handle);
+  const report = await request(`${base}/migration`);
+  t.equal(report.status, 200);
+  t.strictSame((report.json as MigrationReport).operations.map((o) => [o.operation, o.mode, o.percent]), [['getPet', 'split', 5], ['listPets', 'shadow', 0]]);
+  const metrics = parseExposition((await request(`${base}/metrics`)).body);
+  t.equal(value(metrics, 'petstore_gateway_migration_comparisons_total', { operation: 'listPets', result: 'different' }), 0, 'the configured operations have their series');
+  t.equal((await request(`${base}/migration`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } })).status, 204);
+  const run = await runCli(t, ['migration', 'report', '--admin', base]);
+  t.equal(run.code, 3, 'nothing compared yet: not ready');
+  t.match(run.stdout, /listPets\s+shadow\s+0\s/);
+  t.match(run.stdout, /not ready: 0 comparisons, fewer than 10000/);
 });
