@@ -67,7 +67,7 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
   const listening: { server?: Server } = {};
   const overflowCounts = () => overflowsOf(listening.server, holder);
   const migration = holder.migration;
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store), overflowCounts, migrationCounts: () => migration?.tally.metricCounts() });
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store), overflowCounts, migrationCounts: () => migration?.tally.metricCounts(Object.keys(holder.current.config.migration?.operations ?? {})) });
   const running = await startEngine(s.engine, holder, log, ops.observer);
   listening.server = running.server;
   registerCertificateGauge(ops.metrics.registry, running.server);

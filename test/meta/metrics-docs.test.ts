@@ -156,6 +156,7 @@ t.test('every metric /metrics exports, with every feature on, is in docs/operati
         'rate-limit': { limit: 1000, windowSeconds: 60, store: { redis: redisSection } },
         cache: { ttlSeconds: { listPets: 5, getPet: 5 }, store: { redis: redisSection } },
       },
+      migration: { next: { url: `${upstream.origin}/v1` }, operations: { listPets: { mode: 'shadow' } }, store: redisSection },
     }),
   );
   const key = testKey();
@@ -186,7 +187,7 @@ t.test('every metric /metrics exports, with every feature on, is in docs/operati
   const scrape = await request(`${admin}/metrics`);
   t.equal(scrape.status, 200, '/metrics answers');
   const families = exportedFamilies(scrape.body);
-  for (const name of ['petstore_gateway_tls_certificate_expiry_seconds', 'petstore_gateway_cache_requests_total', 'http_server_request_duration_seconds']) {
+  for (const name of ['petstore_gateway_tls_certificate_expiry_seconds', 'petstore_gateway_cache_requests_total', 'http_server_request_duration_seconds', 'petstore_gateway_migration_requests_total']) {
     t.ok(families.has(name), `the features are on: ${name} is exported`);
   }
   const rows = metricsTable(readFileSync(join(PROJECT_ROOT, 'docs', 'operations.md'), 'utf8'));

@@ -22,7 +22,9 @@ import type { MigrationConfig } from '../../src/policies/migration/schema.js';
 import { MigrationTally } from '../../src/policies/migration/tally.js';
 import { assertError } from '../helpers/assert.js';
 import { parseExposition, value } from '../helpers/prom.js';
-import { closedPort, request, testKey } from '../helpers/servers.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { adminUrl, closedPort, request, runCli, spawnCliUntil, tempDir, testKey } from '../helpers/servers.js';
 
 const strongToken = (): string => randomBytes(32).toString('base64url');
 
@@ -138,6 +140,9 @@ t.test('metrics: six counters per operation with fixed label values; no path or 
   t.notMatch(text, /secretish|value-a|value-b/, 'no field path or value in /metrics');
   const labels = new Set(s.samples.filter((x) => x.name.startsWith('petstore_gateway_migration_')).flatMap((x) => Object.keys(x.labels)));
   t.strictSame([...labels].sort(), ['kind', 'operation', 'reason', 'result', 'side']);
+  const configured = parseExposition(await new GatewayMetrics({ defaultMetrics: false, migrationCounts: () => new MigrationTally({ maxPaths: 1, maxSamples: 0 }).metricCounts(['createPet']) }).registry.metrics());
+  t.equal(value(configured, 'petstore_gateway_migration_requests_total', { operation: 'createPet', side: 'next' }), 0, 'a configured operation has its series before its first request');
+  t.equal(value(configured, 'petstore_gateway_migration_next_errors_total', { operation: 'createPet', kind: 'timeout' }), 0);
   const off = await new GatewayMetrics({ defaultMetrics: false }).registry.metrics();
   t.match(off, /# TYPE petstore_gateway_migration_requests_total counter/, 'without a lane the families exist, with no series');
   t.notMatch(off, /petstore_gateway_migration_requests_total\{/);
@@ -201,6 +206,14 @@ t.test('migration report: the table, the verdict and the exit code; flags overri
 
   const ready = await cannedAdmin(t, canned(1500, 3));
   t.equal(await migrationCommand(['report', '--admin', `${ready.url}/`], io().io), EXIT.ok, '0.2% different: ready');
+
+  // The command itself, as a pipeline runs it: the exit code says the verdict.
+  const run = await runCli(t, ['migration', 'report', '--admin', notReady.url]);
+  t.equal(run.code, 3, `petstore-gateway migration report exits 3 when not ready (stderr: ${run.stderr})`);
+  t.match(run.stdout, /verdict: NOT READY/);
+  const help = await runCli(t, ['migration', '--help']);
+  t.equal(help.code, 0);
+  t.match(help.stdout, /^Usage: petstore-gateway migration report/);
 });
 
 t.test('migration report and reset: failures and usage', async (t) => {
@@ -227,4 +240,24 @@ t.test('migration report and reset: failures and usage', async (t) => {
   const wrong = io({ PETSTORE_ADMIN_TOKEN: strongToken() });
   t.equal(await migrationCommand(['reset', '--admin', target.url], wrong.io), EXIT.runtime, 'refused: exit 1');
   t.match(wrong.err(), /answered 401/);
+});
+
+// parity: the admin listener and the lane's report are the same whatever the engine.
+t.test('serve with a migration section: /migration and its reset on the admin port, read by migration report', async (t) => {
+  const dir = tempDir(t, 'migration-serve');
+  const file = join(dir, 'policy.json');
+  writeFileSync(file, JSON.stringify({ upstream: { url: 'builtin' }, migration: { next: { url: `http://127.0.0.1:${await closedPort()}/v1` }, operations: { listPets: { mode: 'shadow' }, getPet: { mode: 'split', percent: 5 } } } }));
+  const token = strongToken();
+  const { handle } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0'], /"msg":"admin listening[^"]*\/migration\)"/, { env: { PETSTORE_API_KEYS: testKey(), PETSTORE_ADMIN_TOKENS: token, LOG_LEVEL: 'info' }, stream: 'stdout', timeoutMs: 20_000 });
+  const base = adminUrl(handle);
+  const report = await request(`${base}/migration`);
+  t.equal(report.status, 200);
+  t.strictSame((report.json as MigrationReport).operations.map((o) => [o.operation, o.mode, o.percent]), [['getPet', 'split', 5], ['listPets', 'shadow', 0]]);
+  const metrics = parseExposition((await request(`${base}/metrics`)).body);
+  t.equal(value(metrics, 'petstore_gateway_migration_comparisons_total', { operation: 'listPets', result: 'different' }), 0, 'the configured operations have their series');
+  t.equal((await request(`${base}/migration`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } })).status, 204);
+  const run = await runCli(t, ['migration', 'report', '--admin', base]);
+  t.equal(run.code, 3, 'nothing compared yet: not ready');
+  t.match(run.stdout, /listPets\s+shadow\s+0\s/);
+  t.match(run.stdout, /not ready: 0 comparisons, fewer than 10000/);
 });

@@ -364,10 +364,16 @@ export class MigrationTally implements Recorder {
     this.resets++;
   }
 
-  /** What the metrics export, per operation (src/ops/migration-metrics.ts). */
-  metricCounts(): OperationMetricCounts[] {
-    return [...this.operations.entries()]
-      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+  /**
+   * What the metrics export, per operation (src/ops/migration-metrics.ts): every operation counted,
+   * and those of `configured` (zeros until their first request: a rate() needs the series first).
+   */
+  metricCounts(configured: readonly string[] = []): OperationMetricCounts[] {
+    const empty = new OperationTally(1);
+    const names = new Set([...this.operations.keys(), ...configured.slice(0, MAX_OPERATIONS).map((n) => cut(n, MAX_NAME))]);
+    return [...names]
+      .sort()
+      .map((operation) => [operation, this.operations.get(operation) ?? empty] as const)
       .map(([operation, t]) => {
         let violations = 0;
         for (const v of t.violations.counts.values()) violations += v;
