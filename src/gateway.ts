@@ -15,9 +15,9 @@ import type { Policy, PolicyEnv, PolicyModule, Problem } from './core/policy.js'
 import { gatewayPolicyEnv, POLICY_MODULES, type PolicyName } from './policies/index.js';
 import { compileHeaderRules, type HeaderRules } from './core/headers.js';
 import { redactForLog, SecretSet } from './core/redact.js';
-import { compileMigration, type MigrationRules } from './policies/migration/rules.js';
-import { openMigration, type NextView, type OpenedMigration } from './policies/migration/open.js';
-import type { MigrationLaneView } from './policies/migration/view.js';
+import { compileMigration, type MigrationRules } from './migration/rules.js';
+import { openMigration, type NextView, type OpenedMigration } from './migration/open.js';
+import type { MigrationLaneView } from './migration/view.js';
 import { undiciUpstream } from './upstreams/undici.js';
 import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';

@@ -1,12 +1,12 @@
 /**
  * `petstore-gateway migration report|reset`: the migration lane's report from a running gateway's
  * admin listener (`GET /migration`, src/ops/admin.ts), printed as a table per operation with the
- * gate's verdict (src/policies/migration/report.ts `verdict`), and the reset of its counts
+ * gate's verdict (src/migration/report.ts `verdict`), and the reset of its counts
  * (`DELETE /migration`, with an admin token from the environment). The exit code says the verdict,
  * so a deployment pipeline can wait on it: 0 ready, 3 not ready.
  */
 import { parseArgs } from 'node:util';
-import { percentText, verdict, type Gate, type MigrationReport, type OperationReport, type Verdict } from '../policies/migration/report.js';
+import { percentText, verdict, type Gate, type MigrationReport, type OperationReport, type Verdict } from '../migration/report.js';
 import { EXIT, HelpRequested, UsageError } from './usage.js';
 
 export const MIGRATION_HELP = `Usage: petstore-gateway migration report [--admin URL] [--json] [--min-comparisons N]

@@ -18,7 +18,7 @@ import { shippedApi } from '../api/index.js';
 import { deprecatedOperations } from '../api/lifecycle.js';
 import { closeStores, openDeprecationLedger, setStoreLog } from '../stores/index.js';
 import { closeRegistries, setRegistryLog } from '../registry/index.js';
-import { migrationGroup } from '../policies/migration/view.js';
+import { migrationGroup } from '../migration/view.js';
 import { listenerTlsFiles } from '../tls/ops.js';
 import { adminWatchFiles, reloadAdmin } from './admin.js';
 import { adminKeyRoutes } from './keys.js';

@@ -13,8 +13,8 @@ import { listenerProblems } from '../fronts/config.js';
 import { toJsonPath } from '../core/json-path.js';
 import type { CheckContext, PolicyEnv, PolicyModule, Problem, RunRequirement } from '../core/policy.js';
 import { POLICY_MODULES, type PolicyName } from '../policies/index.js';
-import { migrationProblems } from '../policies/migration/rules.js';
-import type { MigrationConfig } from '../policies/migration/schema.js';
+import { migrationProblems } from '../migration/rules.js';
+import type { MigrationConfig } from '../migration/schema.js';
 import { policyFileSchema } from './schema.js';
 import type { PolicyConfig } from './types.js';
 

@@ -11,7 +11,7 @@ import { HEADERS_SCHEMA } from '../core/headers.js';
 import { LISTENER_SCHEMA } from '../fronts/config.js';
 import { POLICY_MODULES } from '../policies/index.js';
 import { UPSTREAM_SCHEMA } from '../upstreams/config.js';
-import { MIGRATION_SCHEMA } from '../policies/migration/schema.js';
+import { MIGRATION_SCHEMA } from '../migration/schema.js';
 
 // The upstream, headers and log sections' schemas live beside the code that reads them, each with
 // its type derived from it. The server section is composed here from the listener's options
@@ -88,7 +88,7 @@ export const SERVER_SCHEMA = {
 
 /**
  * `migration:` with its `next` upstream: the options of `upstream` (a URL required), plus `sandbox`.
- * The section's own schema (src/policies/migration) leaves `next` open: the lane reads of it only
+ * The section's own schema (src/migration) leaves `next` open: the lane reads of it only
  * what it needs, and this layer knows the upstream's schema.
  */
 const { default: _upstreamDefault, ...NEXT_BASE } = UPSTREAM_SCHEMA;

@@ -10,7 +10,7 @@ import type { UpstreamConfig } from '../upstreams/config.js';
 /** The `server:` section: the API listener's options (src/fronts) and the admin listener's (src/ops). */
 export type ServerConfig = SchemaType<typeof SERVER_SCHEMA>;
 
-/** The `migration:` section (src/policies/migration, docs/migration.md); null: one upstream. */
+/** The `migration:` section (src/migration, docs/migration.md); null: one upstream. */
 export type MigrationSection = SchemaType<typeof MIGRATION_SECTION_SCHEMA>;
 
 export interface PolicyConfig {

@@ -10,7 +10,7 @@
  * - `GET /metrics`      Prometheus text exposition;
  * - `GET /deprecations` the deprecation report (JSON);
  * - `GET /openapi.json` the OpenAPI document of what clients get through the gateway (when given);
- * - `GET /migration`    the migration report (JSON), when the lane is on (src/policies/migration);
+ * - `GET /migration`    the migration report (JSON), when the lane is on (src/migration);
  *                        `DELETE /migration` resets its counts, behind the admin tokens
  *                        (src/ops/admin-migration.ts: a route of `routes`), else 404.
  *
@@ -57,7 +57,7 @@ export interface AdminOptions {
   readonly deprecations: () => Promise<DeprecationReport>;
   /** The document clients see (src/api/served.ts), for the policy in force; absent: /openapi.json is 404. */
   readonly openapi?: (() => object | Promise<object>) | undefined;
-  /** The migration report (src/policies/migration/report.ts), when the lane is on; absent: /migration is 404. */
+  /** The migration report (src/migration/report.ts), when the lane is on; absent: /migration is 404. */
   readonly migration?: (() => Promise<object>) | undefined;
   /** Told about a failing callback (the client gets a 500 without details). */
   readonly onError?: (err: unknown, path: string) => void;

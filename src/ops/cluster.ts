@@ -68,7 +68,7 @@ export interface WorkerOpsOptions {
   readonly migration?: WorkerMigration | undefined;
 }
 
-/** What a worker's migration lane answers its primary (src/policies/migration/view.ts). */
+/** What a worker's migration lane answers its primary (src/migration/view.ts). */
 export interface WorkerMigration {
   snapshot(): Promise<unknown>;
   resetLocal(epoch?: string): Promise<void>;
@@ -120,7 +120,7 @@ export interface PrimaryOpsOptions {
   readonly sharedLedger?: DeprecationLedger;
   /** How long a worker has to answer a question; default 800 ms (a Kubernetes probe waits 1 s by default). */
   readonly answerTimeoutMs?: number;
-  /** The migration lane, when it is on (src/policies/migration/view.ts `migrationGroup`). */
+  /** The migration lane, when it is on (src/migration/view.ts `migrationGroup`). */
   readonly migration?: PrimaryMigration | undefined;
 }
 

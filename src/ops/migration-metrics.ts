@@ -7,7 +7,7 @@
  */
 import { Counter, type Registry } from 'prom-client';
 
-/** One operation's counts as the tally gives them (src/policies/migration/tally.ts `metricCounts`). */
+/** One operation's counts as the tally gives them (src/migration/tally.ts `metricCounts`). */
 export interface MigrationMetricCounts {
   readonly operation: string;
   readonly routed: Readonly<Record<string, number>>;

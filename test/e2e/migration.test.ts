@@ -123,7 +123,7 @@ forEachEngine(t, async (t, engine) => {
   });
 });
 
-// parity: the side is the lane's choice, made above every transport (src/policies/migration/side.ts); the engines' part is covered above
+// parity: the side is the lane's choice, made above every transport (src/migration/side.ts); the engines' part is covered above
 t.test('split: each key on one side every time, the share within binomial bounds, monotone on reload', async (t) => {
   const keys = Array.from({ length: 200 }, () => testKey());
   const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'split', percent: 30 } } }, {}, keys.join(','));

@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import type { MigrationReport, OperationReport } from '../../src/policies/migration/report.js';
+import type { MigrationReport, OperationReport } from '../../src/migration/report.js';
 import type { GatewayHolder } from '../../src/gateway.js';
 import { ensureBuilt, killOnTeardown, listenEngine, nodeCommand, policyText, PROJECT_ROOT, request, startBackendProcess, testKey, type Engine, type PolicyInput, type TeardownHost } from './servers.js';
 

@@ -4,12 +4,12 @@
  * its URL is spelled.
  */
 import t from 'tap';
-import { MigrationTally } from '../../src/policies/migration/tally.js';
-import { migrationProblems } from '../../src/policies/migration/rules.js';
+import { MigrationTally } from '../../src/migration/tally.js';
+import { migrationProblems } from '../../src/migration/rules.js';
 import { shippedApi } from '../../src/api/index.js';
 import { FAILURE_KINDS } from '../../src/core/upstream.js';
-import type { DropReason, FallbackReason } from '../../src/policies/migration/types.js';
-import type { MigrationConfig } from '../../src/policies/migration/schema.js';
+import type { DropReason, FallbackReason } from '../../src/migration/types.js';
+import type { MigrationConfig } from '../../src/migration/schema.js';
 
 t.test('every fallback reason, drop reason and next failure the lane records has its own metric label', async (t) => {
   const tally = new MigrationTally({ maxPaths: 5, maxSamples: 5 });

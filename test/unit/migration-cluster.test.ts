@@ -1,5 +1,5 @@
 /**
- * /migration of a process group (src/ops/cluster.ts with src/policies/migration/view.ts): a real
+ * /migration of a process group (src/ops/cluster.ts with src/migration/view.ts): a real
  * primary and two workers (test/fixtures/migration-cluster.mjs, on the built dist/), each with its
  * own tally. Without Redis the report is the sum of the workers' (and so are the metrics); with a
  * real redis-server, the fleet's from Redis; DELETE /migration resets every worker (and the store).
@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import type { MigrationReport } from '../../src/policies/migration/report.js';
+import type { MigrationReport } from '../../src/migration/report.js';
 import { parseExposition, value } from '../helpers/prom.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
 import { PROJECT_ROOT, childEnv, ensureBuilt, nodeCommand, request, sleep, waitFor } from '../helpers/servers.js';

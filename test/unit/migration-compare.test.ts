@@ -1,13 +1,13 @@
 /**
- * The migration lane's comparison of two answers (src/policies/migration/compare.ts): a case per
+ * The migration lane's comparison of two answers (src/migration/compare.ts): a case per
  * rule (status, Error code, exact numbers, ignore paths, list order, bodies that are not JSON or
  * are truncated, samples, bounds), then fast-check properties over JSON generated here, with
  * integers beyond 2^53 written as raw text. FC_SEED=<n> replays a run.
  */
 import fc from 'fast-check';
 import t from 'tap';
-import { compileComparer, exactDecimal, COMPARE_LIMITS, type CompareRules } from '../../src/policies/migration/compare.js';
-import type { ClientView } from '../../src/policies/migration/types.js';
+import { compileComparer, exactDecimal, COMPARE_LIMITS, type CompareRules } from '../../src/migration/compare.js';
+import type { ClientView } from '../../src/migration/types.js';
 
 const SEED = process.env.FC_SEED === undefined ? Date.now() ^ (Math.random() * 0x7fffffff) : Number(process.env.FC_SEED);
 t.comment(`fast-check seed ${SEED} (FC_SEED=${SEED} replays it)`);

@@ -1,16 +1,16 @@
 /**
- * The fleet's migration counts in a real redis-server (src/policies/migration/fleet.ts, view.ts):
+ * The fleet's migration counts in a real redis-server (src/migration/fleet.ts, view.ts):
  * two tallies (two instances) adding into one Redis, the report reading the sum; Redis killed
  * (counts kept, a throttled warning, nothing thrown) and back empty (every instance's counts come
  * back); a reset by one instance seen by the other; the hash bounds across instances.
  */
 import { createClient } from 'redis';
 import t, { type Test } from 'tap';
-import { MigrationFleet } from '../../src/policies/migration/fleet.js';
-import type { MigrationConfig } from '../../src/policies/migration/schema.js';
-import { MigrationTally, OTHER } from '../../src/policies/migration/tally.js';
-import { openMigrationView, type MigrationLaneView } from '../../src/policies/migration/view.js';
-import type { Comparison } from '../../src/policies/migration/types.js';
+import { MigrationFleet } from '../../src/migration/fleet.js';
+import type { MigrationConfig } from '../../src/migration/schema.js';
+import { MigrationTally, OTHER } from '../../src/migration/tally.js';
+import { openMigrationView, type MigrationLaneView } from '../../src/migration/view.js';
+import type { Comparison } from '../../src/migration/types.js';
 import { fakeLog } from '../helpers/log.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { within } from '../helpers/wait.js';

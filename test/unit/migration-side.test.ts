@@ -1,12 +1,12 @@
 /**
- * The split's sides (src/policies/migration/side.ts): over 1,000 key ids, each on one side every
+ * The split's sides (src/migration/side.ts): over 1,000 key ids, each on one side every
  * time, the share on next within binomial bounds at several percents, monotone as the percent
  * rises (no key ever moves back to legacy), and a place that is a fixed function of the id (every
  * instance, worker and version agrees).
  */
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { placeOf, splitSide } from '../../src/policies/migration/side.js';
+import { placeOf, splitSide } from '../../src/migration/side.js';
 
 const ids = Array.from({ length: 1000 }, (_, i) => (i % 2 === 0 ? `key-${i}` : randomBytes(6).toString('hex')));
 

@@ -1,13 +1,13 @@
 /**
- * The migration lane's tally (src/policies/migration/tally.ts), its latency buckets (latency.ts),
+ * The migration lane's tally (src/migration/tally.ts), its latency buckets (latency.ts),
  * the report built from it and the gate's verdict (report.ts): bounds that hold whatever the
  * traffic, snapshots that merge by adding, percentiles read from buckets, the verdict's reasons.
  */
 import t from 'tap';
-import { bucketOf, bucketValue, MAX_BUCKET, quantile } from '../../src/policies/migration/latency.js';
-import { buildReport, gateOf, verdict, type MigrationReport } from '../../src/policies/migration/report.js';
-import { fromFields, MAX_KINDS, MAX_OPERATIONS, mergeSnapshots, MigrationTally, OTHER, toFields } from '../../src/policies/migration/tally.js';
-import type { Comparison } from '../../src/policies/migration/types.js';
+import { bucketOf, bucketValue, MAX_BUCKET, quantile } from '../../src/migration/latency.js';
+import { buildReport, gateOf, verdict, type MigrationReport } from '../../src/migration/report.js';
+import { fromFields, MAX_KINDS, MAX_OPERATIONS, mergeSnapshots, MigrationTally, OTHER, toFields } from '../../src/migration/tally.js';
+import type { Comparison } from '../../src/migration/types.js';
 import { manualWallClock } from '../helpers/clock.js';
 
 const differ = (path: string, legacy = '1', next = '2'): Comparison => ({ equal: false, paths: [path], samples: [{ path, legacy, next }] });

@@ -10,9 +10,9 @@
  * A tester (a key with the tester scope) picks its side with the tester header, in every mode.
  */
 import { createHash } from 'node:crypto';
-import type { Exchange } from '../../core/policy.js';
-import { CONSUMER } from '../auth/facts.js';
-import { lruOfAtMost } from '../../stores/memory.js';
+import type { Exchange } from '../core/policy.js';
+import { CONSUMER } from '../policies/auth/facts.js';
+import { lruOfAtMost } from '../stores/memory.js';
 import type { Side } from './types.js';
 
 /** Places computed lately: consumers are the configured keys, so this holds every one in practice. */

@@ -6,10 +6,10 @@
  * createPet) streams through as it comes: it is never repeated, as `next` may have acted on it. A
  * call `next`'s circuit breaker refused was never sent, so legacy answers it whatever its method.
  */
-import type { ForwardHandler, Send } from '../../core/forward/index.js';
-import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamRequest } from '../../core/upstream.js';
-import type { HeaderValue } from '../../core/policy.js';
-import type { ApiOperation } from '../../api/model.js';
+import type { ForwardHandler, Send } from '../core/forward/index.js';
+import type { AbortReason, UpstreamControl, UpstreamFailure, UpstreamRequest } from '../core/upstream.js';
+import type { HeaderValue } from '../core/policy.js';
+import type { ApiOperation } from '../api/model.js';
 import { contractRule } from './contract.js';
 import type { FallbackReason, Recorder } from './types.js';
 

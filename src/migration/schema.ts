@@ -4,8 +4,8 @@
  * upstream takes the options of `upstream:` (src/upstreams/config.ts), which src/config/schema.ts
  * composes in: this layer reads of it only what the lane needs (`NextView`).
  */
-import type { SchemaType } from '../../core/options.js';
-import { REDIS_CONNECTION_SCHEMA } from '../../stores/connection-schema.js';
+import type { SchemaType } from '../core/options.js';
+import { REDIS_CONNECTION_SCHEMA } from '../stores/connection-schema.js';
 
 export const MODES = ['legacy', 'shadow', 'split', 'next'] as const;
 export type Mode = (typeof MODES)[number];

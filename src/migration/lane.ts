@@ -12,11 +12,11 @@
  * A tester's header picks the side in any mode, with no copy. Requests routed to `next` do not go
  * through the response cache, which keeps legacy's answers.
  */
-import type { Send } from '../../core/forward/index.js';
-import type { UpstreamRequest } from '../../core/upstream.js';
-import type { Exchange } from '../../core/policy.js';
-import { credentialSecrets, SecretSet } from '../../core/redact.js';
-import { KEY_ID } from '../auth/facts.js';
+import type { Send } from '../core/forward/index.js';
+import type { UpstreamRequest } from '../core/upstream.js';
+import type { Exchange } from '../core/policy.js';
+import { credentialSecrets, SecretSet } from '../core/redact.js';
+import { KEY_ID } from '../policies/auth/facts.js';
 import type { MigrationRules } from './rules.js';
 import { Routed } from './routed.js';
 import { Pair, ShadowCopy, Tee } from './shadow.js';

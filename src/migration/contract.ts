@@ -6,10 +6,10 @@
  * what they become, for either side alike. A rule is short and bounded: a status, a content type,
  * or a field path with list positions written `*` and the scanner's words.
  */
-import { isJsonMediaType } from '../../core/contract.js';
-import type { HeaderValue } from '../../core/policy.js';
-import type { ApiOperation } from '../../api/model.js';
-import { scannerOf } from '../../api/scanners.js';
+import { isJsonMediaType } from '../core/contract.js';
+import type { HeaderValue } from '../core/policy.js';
+import type { ApiOperation } from '../api/model.js';
+import { scannerOf } from '../api/scanners.js';
 
 /** The first rule `next`'s answer breaks, or undefined when it conforms (or could not be read whole). */
 export function contractRule(op: ApiOperation, status: number, headers: Readonly<Record<string, HeaderValue>>, body: Buffer, truncated: boolean): string | undefined {

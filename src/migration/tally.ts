@@ -12,7 +12,7 @@
  * (`mergeSnapshots`), and the fleet's Redis (fleet.ts) keeps the same counts as fields of a hash
  * (`toFields`, `fromFields`).
  */
-import { FAILURE_KINDS } from '../../core/upstream.js';
+import { FAILURE_KINDS } from '../core/upstream.js';
 import { bucketOf, MAX_BUCKET, type Buckets } from './latency.js';
 import type { Comparison, DropReason, FallbackReason, Recorder, Sample, Side } from './types.js';
 

@@ -20,9 +20,9 @@
  * instance that flushes with the old one drops what it had not sent (at most one `flushMs`).
  */
 import { randomBytes } from 'node:crypto';
-import { acquireRedis, describeConnection, redisScript, runScript, type RedisConnectionConfig, type SharedRedis } from '../../stores/connection.js';
-import { deploymentPrefix } from '../../stores/connection-schema.js';
-import { withDeadline } from '../../stores/redis.js';
+import { acquireRedis, describeConnection, redisScript, runScript, type RedisConnectionConfig, type SharedRedis } from '../stores/connection.js';
+import { deploymentPrefix } from '../stores/connection-schema.js';
+import { withDeadline } from '../stores/redis.js';
 import { fromFields, MAX_KINDS, MAX_OPERATIONS, toFields, type MigrationTally, type TallyBounds, type TallySample, type TallySnapshot } from './tally.js';
 
 /** A flush that takes longer is abandoned (and retried with the next). */

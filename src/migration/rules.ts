@@ -3,8 +3,8 @@
  * percents, the shadow bounds, the comparison, the testers). The lane reads the rules in force on
  * each request; `next` itself and the store are read at start only (src/gateway.ts).
  */
-import type { Api, ApiOperation } from '../../api/model.js';
-import type { Problem } from '../../core/policy.js';
+import type { Api, ApiOperation } from '../api/model.js';
+import type { Problem } from '../core/policy.js';
 import { compileComparer } from './compare.js';
 import type { MigrationConfig, OperationMigration } from './schema.js';
 import type { ClientView, Comparison } from './types.js';

@@ -11,12 +11,12 @@
  * - `Pair` waits for both, then compares, on a later turn of the event loop (`setImmediate`), so
  *   the comparison never runs inside the client's callbacks.
  */
-import type { AnswerTaker, AsideRun, ForwardHandler } from '../../core/forward/index.js';
-import type { FinishedAnswer } from '../../core/forward/answer.js';
-import type { GatewayError } from '../../core/errors.js';
-import type { HeaderValue } from '../../core/policy.js';
-import type { UpstreamControl, UpstreamFailure } from '../../core/upstream.js';
-import type { ApiOperation } from '../../api/model.js';
+import type { AnswerTaker, AsideRun, ForwardHandler } from '../core/forward/index.js';
+import type { FinishedAnswer } from '../core/forward/answer.js';
+import type { GatewayError } from '../core/errors.js';
+import type { HeaderValue } from '../core/policy.js';
+import type { UpstreamControl, UpstreamFailure } from '../core/upstream.js';
+import type { ApiOperation } from '../api/model.js';
 import { contractRule } from './contract.js';
 import type { ClientView, Comparison, DropReason, Recorder } from './types.js';
 

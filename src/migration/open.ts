@@ -3,9 +3,9 @@
  * `next`'s forwarding layers around its transport (its own breaker and deadlines), the tally and
  * its report (view.ts), and the lane. What a reload changes is read through `rules`.
  */
-import { CircuitBreaker } from '../../core/breaker.js';
-import { forwarding, type Send, type SendWrapper } from '../../core/forward/index.js';
-import type { Upstream } from '../../core/upstream.js';
+import { CircuitBreaker } from '../core/breaker.js';
+import { forwarding, type Send, type SendWrapper } from '../core/forward/index.js';
+import type { Upstream } from '../core/upstream.js';
 import { MigrationLane } from './lane.js';
 import type { MigrationRules } from './rules.js';
 import type { MigrationConfig } from './schema.js';

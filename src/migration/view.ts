@@ -5,7 +5,7 @@
  * `migrationGroup` is the `--workers` primary's side, which has no tally of its own and combines
  * its workers' snapshots (or reads the fleet's Redis).
  */
-import type { RedisConnectionConfig } from '../../stores/connection.js';
+import type { RedisConnectionConfig } from '../stores/connection.js';
 import { MigrationFleet, type FleetLog } from './fleet.js';
 import { buildReport, type MigrationReport } from './report.js';
 import type { MigrationConfig } from './schema.js';
