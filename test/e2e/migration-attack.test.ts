@@ -35,6 +35,7 @@ async function legacyPet1(): Promise<string> {
   return (await request(`${legacy}/pets/1`)).body;
 }
 
+// parity: the samples are masked by the lane's comparison, above every transport; engines are covered by the scenario below
 t.test('a key the client presented is masked in the samples, even when next echoes it (forwarded credential)', async (t) => {
   const key = testKey();
   behave = (_p, headers, res) => {
@@ -109,6 +110,7 @@ forEachEngine(t, async (t, engine) => {
   });
 });
 
+// parity: the lane's in-flight count is the lane's own, above every transport; the engines' answers are covered above
 t.test('a client that leaves mid-request leaves no copy in flight (next hangs)', async (t) => {
   const hung: ServerResponse[] = [];
   behave = (_p, _h, res) => void hung.push(res);
@@ -126,6 +128,7 @@ function reloadGate(t: TeardownHost) {
   return startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'shadow' } }, compare: { maxSamples: 20 } });
 }
 
+// parity: a reload's refusal is decided by restartOnlyChanges, before any engine sees it
 t.test('a reload that changes compare.maxSamples or maxPaths is refused: the tally keeps its bounds until a restart', async (t) => {
   const gw = await reloadGate(t);
   const problems = await gw.reload({ operations: { getPet: { mode: 'shadow' } }, compare: { maxSamples: 0 } });
@@ -137,6 +140,7 @@ t.test('a reload that changes compare.maxSamples or maxPaths is refused: the tal
 
 const NEXT_PET1 = '{"id":1,"name":"Nx","categoryId":1,"status":"available"}';
 
+// parity: next is reached with the lane's own undici pool whatever the engine (src/gateway.ts openLane)
 t.test('next mode: whatever a hostile next does to a getPet, the client gets a whole answer (legacy\'s on a failure)', async (t) => {
   const gw = await startLaneGateway(t, 'undici', backends, { operations: { getPet: { mode: 'next' } } }, {}, undefined);
   const expected = await legacyPet1();
@@ -178,6 +182,7 @@ t.test('next mode: whatever a hostile next does to a getPet, the client gets a w
   t.ok(Object.values(op?.fallbacks ?? {}).reduce((a, b) => a + b, 0) >= 7, `fallbacks counted: ${JSON.stringify(op?.fallbacks)}`);
 });
 
+// parity: next is reached with the lane's own undici pool whatever the engine (src/gateway.ts openLane)
 t.test('next mode: a createPet next fails is never repeated, never created twice', async (t) => {
   const gw = await startLaneGateway(t, 'undici', backends, { operations: { createPet: { mode: 'next' } }, next: { url: backends.next.url, timeouts: { headersMs: 300 } } });
   const count = async () => ((await request(`${legacy}/pets?limit=100`)).json as unknown[]).length;
@@ -203,6 +208,7 @@ t.test('next mode: a createPet next fails is never repeated, never created twice
   t.equal(await count(), before, 'legacy created nothing');
 });
 
+// parity: the cache and the lane are wrappers of send above every transport; the engines' shadow path is covered above
 t.test('the response cache with the lane: shadow hits and misses are compared; next\'s answers are never cached', async (t) => {
   const tester = testKey();
   const plain = testKey();
@@ -225,6 +231,7 @@ t.test('the response cache with the lane: shadow hits and misses are compared; n
   await settled(gw);
 });
 
+// parity: HTTP/2 is served by the node listener the CLI makes; the engines' shadow path is covered above
 t.test('HTTP/2 clients in shadow mode: the client gets legacy\'s answer, the copy is compared', async (t) => {
   const { makeTestPki, h2Request } = await import('../helpers/certs.js');
   const pki = makeTestPki(t);
@@ -237,6 +244,7 @@ t.test('HTTP/2 clients in shadow mode: the client gets legacy\'s answer, the cop
   t.same((await gw.op('getPet'))?.paths.map((p) => p.path), ['$.name']);
 });
 
+// parity: talks to the CLI (check, SIGHUP), the same for every engine
 t.test('the CLI: check refuses a bad section; SIGHUP reloads modes, refuses a new next or no section', async (t) => {
   const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
   const { join } = await import('node:path');

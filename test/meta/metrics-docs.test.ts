@@ -156,7 +156,7 @@ t.test('every metric /metrics exports, with every feature on, is in docs/operati
         'rate-limit': { limit: 1000, windowSeconds: 60, store: { redis: redisSection } },
         cache: { ttlSeconds: { listPets: 5, getPet: 5 }, store: { redis: redisSection } },
       },
-      migration: { next: { url: `${upstream.origin}/v1` }, operations: { listPets: { mode: 'shadow' } }, store: redisSection },
+      migration: { next: { url: `${upstream.origin}/next/v1` }, operations: { listPets: { mode: 'shadow' } }, store: redisSection },
     }),
   );
   const key = testKey();
