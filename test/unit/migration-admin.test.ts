@@ -246,7 +246,8 @@ t.test('migration report and reset: failures and usage', async (t) => {
 t.test('serve with a migration section: /migration and its reset on the admin port, read by migration report', async (t) => {
   const dir = tempDir(t, 'migration-serve');
   const file = join(dir, 'policy.json');
-  writeFileSync(file, JSON.stringify({ upstream: { url: 'builtin' }, migration: { next: { url: `http://127.0.0.1:${await closedPort()}/v1` }, operations: { listPets: { mode: 'shadow' }, getPet: { mode: 'split', percent: 5 } } } }));
+  const nowhere = `http://127.0.0.1:${await closedPort()}`;
+  writeFileSync(file, JSON.stringify({ upstream: { url: `${nowhere}/v1` }, migration: { next: { url: `${nowhere}/next/v1` }, operations: { listPets: { mode: 'shadow' }, getPet: { mode: 'split', percent: 5 } } } }));
   const token = strongToken();
   const { handle } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0'], /"msg":"admin listening[^"]*\/migration\)"/, { env: { PETSTORE_API_KEYS: testKey(), PETSTORE_ADMIN_TOKENS: token, LOG_LEVEL: 'info' }, stream: 'stdout', timeoutMs: 20_000 });
   const base = adminUrl(handle);
