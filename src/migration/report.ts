@@ -187,15 +187,20 @@ export function verdict(report: Pick<MigrationReport, 'operations' | 'gate'>, ga
   const judged = report.operations.filter((o) => o.mode !== 'legacy' || o.compared > 0 || o.routed.next > 0);
   const operations = judged.map((o): OperationVerdict => {
     const reasons: string[] = [];
-    if (o.compared < gate.minComparisons) reasons.push(`${o.compared} comparisons, fewer than ${gate.minComparisons}`);
+    const routing = o.mode === 'split' || o.mode === 'next';
+    // Shadow is judged by its comparisons; split and next by the requests next answered.
+    if (!routing && o.compared < gate.minComparisons) reasons.push(`${o.compared} comparisons, fewer than ${gate.minComparisons}`);
+    if (routing && o.routed.next < gate.minComparisons) reasons.push(`${o.routed.next} requests answered by next, fewer than ${gate.minComparisons}`);
     if (o.differentRatio !== null && o.differentRatio > gate.maxDifferentRatio) reasons.push(`${percentText(o.differentRatio)} different, above ${percentText(gate.maxDifferentRatio)}`);
     const violations = o.violations.reduce((n, v) => n + v.count, 0);
     if (violations > gate.maxViolations) reasons.push(`${violations} contract violations by next, more than ${gate.maxViolations}`);
-    if (o.mode === 'split' || o.mode === 'next') {
-      const errors = sum(o.nextErrors);
-      if (errors > 0) reasons.push(`next failed ${errors === 1 ? 'once' : `${errors} times`} (${byKind(o.nextErrors)})`);
+    if (routing) {
+      // next's failures (a read answered by legacy instead, a write that failed) against the
+      // same share as the differences: a rare transient failure does not block the gate forever.
       const fallbacks = sum(o.fallbacks);
-      if (fallbacks > 0) reasons.push(`${fallbacks} ${fallbacks === 1 ? 'request' : 'requests'} fell back to legacy (${byKind(o.fallbacks)})`);
+      const failed = Math.max(fallbacks, sum(o.nextErrors));
+      const share = failed / Math.max(failed, o.routed.next + fallbacks);
+      if (failed > 0 && share > gate.maxDifferentRatio) reasons.push(`next failed ${failed === 1 ? 'once' : `${failed} times`} (${percentText(share)}, above ${percentText(gate.maxDifferentRatio)}; ${byKind(fallbacks > 0 ? o.fallbacks : o.nextErrors)})`);
     }
     return { operation: o.operation, mode: o.mode, ready: reasons.length === 0, reasons };
   });

@@ -184,20 +184,24 @@ t.test('verdict: every reason, split and next count failures and fallbacks, the 
     { operation: 'few', compared: 9, equal: 9, differentRatio: 0 },
     { operation: 'diff', compared: 20000, different: 40, differentRatio: 0.002 },
     { operation: 'viol', compared: 20000, differentRatio: 0, violations: [{ rule: 'status', count: 2 }] },
-    { operation: 'split', mode: 'split', compared: 20000, differentRatio: 0, nextErrors: { timeout: 3, reset: 1 }, fallbacks: { timeout: 3 } },
+    { operation: 'split', mode: 'split', routed: { legacy: 60000, next: 20000 }, compared: 0, differentRatio: null, nextErrors: { timeout: 30, reset: 10 }, fallbacks: { timeout: 30 } },
+    { operation: 'new', mode: 'next', routed: { legacy: 0, next: 50 }, compared: 0, differentRatio: null },
     { operation: 'off', mode: 'legacy' },
   ]);
   const v = verdict(bad);
   t.equal(v.ready, false);
-  t.strictSame(v.operations.map((o) => o.operation), ['few', 'diff', 'viol', 'split'], 'an operation in legacy mode with nothing to judge is left out');
+  t.strictSame(v.operations.map((o) => o.operation), ['few', 'diff', 'viol', 'split', 'new'], 'an operation in legacy mode with nothing to judge is left out');
   t.strictSame(v.operations.map((o) => o.reasons), [
     ['9 comparisons, fewer than 10000'],
     ['0.2% different, above 0.1%'],
     ['2 contract violations by next, more than 0'],
-    ['next failed 4 times (timeout: 3, reset: 1)', '3 requests fell back to legacy (timeout: 3)'],
+    ['next failed 40 times (0.2%, above 0.1%; timeout: 30)'],
+    ['50 requests answered by next, fewer than 10000'],
   ]);
+  const transient = report([{ operation: 't', mode: 'next', routed: { legacy: 0, next: 20000 }, compared: 0, differentRatio: null, nextErrors: { reset: 2 }, fallbacks: { reset: 2 } }]);
+  t.equal(verdict(transient).ready, true, 'split and next: 2 failures in 20,000 are under the share (0.1%)');
   const shadowErrors = report([{ operation: 's', compared: 20000, differentRatio: 0, nextErrors: { timeout: 5 } }]);
   t.equal(verdict(shadowErrors).ready, true, 'in shadow mode next failures are not a reason (the copies are discarded)');
-  t.equal(verdict(bad, { minComparisons: 5, maxDifferentRatio: 0.01, maxViolations: 5 }).operations.filter((o) => o.ready).length, 3, 'a laxer gate');
+  t.equal(verdict(bad, { minComparisons: 5, maxDifferentRatio: 0.01, maxViolations: 5 }).operations.filter((o) => o.ready).length, 5, 'a laxer gate');
   t.strictSame(verdict(report([])), { ready: false, operations: [], reasons: ['no operation is shadowed, split or sent to next'] });
 });
