@@ -121,14 +121,16 @@ function table(rows: readonly (readonly string[])[]): string {
 export function formatReport(report: MigrationReport, v: Verdict, gate: Gate): string {
   const head = `${report.scope === 'fleet' ? 'fleet (every instance, from Redis)' : 'this instance'}, counted since ${report.since}\n`;
   const store = report.storeError === undefined ? '' : `warning: ${report.storeError}\n`;
-  const gateLine = `gate: at least ${gate.minComparisons} comparisons, at most ${percentText(gate.maxDifferentRatio)} different, at most ${gate.maxViolations} contract violations\n`;
+  const gateLine = `gate: at least ${gate.minComparisons} comparisons (shadow) or answers from next (split, next), at most ${percentText(gate.maxDifferentRatio)} different, at most ${gate.maxViolations} contract violations\n`;
   const judged = new Map(v.operations.map((o) => [o.operation, o]));
-  const rows = [['OPERATION', 'MODE', 'COMPARED', 'DIFFERENT', 'VIOLATIONS', 'NEXT ERRORS', 'FALLBACKS', 'LEGACY p50/p99 ms', 'NEXT p50/p99 ms', 'VERDICT']];
+  const rows = [['OPERATION', 'MODE', 'ON LEGACY', 'ON NEXT', 'COMPARED', 'DIFFERENT', 'VIOLATIONS', 'NEXT ERRORS', 'FALLBACKS', 'LEGACY p50/p99 ms', 'NEXT p50/p99 ms', 'VERDICT']];
   for (const o of report.operations) {
     const j = judged.get(o.operation);
     rows.push([
       o.operation,
       modeText(o),
+      String(o.routed.legacy),
+      String(o.routed.next),
       String(o.compared),
       o.differentRatio === null ? '-' : `${o.different} (${percentText(o.differentRatio)})`,
       String(o.violations.reduce((n, x) => n + x.count, 0)),

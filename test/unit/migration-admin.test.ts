@@ -185,9 +185,9 @@ t.test('migration report: the table, the verdict and the exit code; flags overri
   t.equal(EXIT.notReady, 3);
   const table = a.out();
   t.match(table, /^fleet \(every instance, from Redis\), counted since /);
-  t.match(table, /gate: at least 1000 comparisons, at most 1% different, at most 0 contract violations/);
-  t.match(table, /OPERATION\s+MODE\s+COMPARED\s+DIFFERENT/);
-  t.match(table, /listPets\s+shadow\s+2000\s+40 \(2%\)\s+0\s+0\s+0\s+[\d.]+\/[\d.]+\s+[\d.]+\/[\d.]+\s+not ready/);
+  t.match(table, /gate: at least 1000 comparisons \(shadow\) or answers from next \(split, next\), at most 1% different, at most 0 contract violations/);
+  t.match(table, /OPERATION\s+MODE\s+ON LEGACY\s+ON NEXT\s+COMPARED\s+DIFFERENT/);
+  t.match(table, /listPets\s+shadow\s+\d+\s+\d+\s+2000\s+40 \(2%\)\s+0\s+0\s+0\s+[\d.]+\/[\d.]+\s+[\d.]+\/[\d.]+\s+not ready/);
   t.match(table, /not ready: 2% different, above 1%/);
   t.match(table, /differing paths: \$\[\*\]\.status \(40\)/);
   t.match(table, /newest difference: \$\[\*\]\.status: legacy "sold", next "SOLD"/);
