@@ -124,7 +124,7 @@ export async function runShadow(o = {}) {
             if (!(await drained(mirror))) problems.push(`${t.id} ${ROUTES[routeId].name} under ${gen}, round ${r + 1}: the mirror still held copies 5 s after the cell`);
             if (res.non2xx > 0 || res.errors > 0 || res.timeouts > 0) problems.push(`${t.id} ${ROUTES[routeId].name} under ${gen}, round ${r + 1}: ${res.non2xx} non-2xx, ${res.errors} errors, ${res.timeouts} timeouts`);
             results[gen][routeId][t.id].push({ ...res, copies });
-            log(`  ${gen.padEnd(10)} ${ROUTES[routeId].name.padEnd(22)} round ${r + 1}/${s.ROUNDS} ${t.id.padEnd(14)} ${fmt(res.rps).padStart(6)} req/s  p50 ${res.p50.toFixed(1).padStart(6)} ms  p99 ${res.p99.toFixed(1).padStart(6)} ms  ${fmt(copies).padStart(5)} copies/s`);
+            log(`  ${gen.padEnd(10)} ${ROUTES[routeId].name.padEnd(22)} round ${r + 1}/${s.ROUNDS} ${t.id.padEnd(14)} ${fmt(res.rps).padStart(6)} req/s  p50 ${res.p50.toFixed(1).padStart(6)} ms  p99 ${res.p99.toFixed(1).padStart(6)} ms  ${fmt(res.cpuUsPerReq, 1).padStart(6)} µs CPU/req  ${fmt(copies).padStart(5)} copies/s`);
           }
         }
       }
@@ -132,7 +132,7 @@ export async function runShadow(o = {}) {
     const elapsed = (Date.now() - started) / 1000;
     const cell = (gen, routeId, id) => {
       const rs = results[gen][routeId][id];
-      return rs === undefined ? undefined : { rps: median(rs.map((x) => x.rps)), p50: median(rs.map((x) => x.p50)), p99: median(rs.map((x) => x.p99)), copies: median(rs.map((x) => x.copies)), rounds: rs };
+      return rs === undefined ? undefined : { rps: median(rs.map((x) => x.rps)), p50: median(rs.map((x) => x.p50)), p99: median(rs.map((x) => x.p99)), cpuUs: median(rs.map((x) => x.cpuUsPerReq)), copies: median(rs.map((x) => x.copies)), rounds: rs };
     };
     // B against A measured in the same round: the median of the per-round ratios.
     const paired = (gen, routeId, a, b, f) => {
@@ -148,6 +148,7 @@ export async function runShadow(o = {}) {
         route: r,
         gwRps: paired(g, r, 'gateway', 'gateway-shadow', (x) => x.rps),
         gwP99: paired(g, r, 'gateway', 'gateway-shadow', (x) => x.p99),
+        gwCpu: paired(g, r, 'gateway', 'gateway-shadow', (x) => x.cpuUsPerReq),
         ngRps: paired(g, r, 'nginx', 'nginx-mirror', (x) => x.rps),
         ngP99: paired(g, r, 'nginx', 'nginx-mirror', (x) => x.p99),
       })),
@@ -158,11 +159,11 @@ export async function runShadow(o = {}) {
       '',
       `${m.nproc} × ${m.model}, Node ${process.versions.node} (the gateway's and the harness's), ${nginx === undefined ? 'nginx not installed' : `nginx ${nginx}`}, load average ${m.loadavg} at the end, ${m.date}. Command: \`node bench/shadow.mjs\` (\`npm run bench\` runs it as its \`shadow\` section).`,
       '',
-      `The primary is the reference backend (bench/target.mjs upstream); the mirror is the same backend answering every request after ${s.DELAY_MS} ms. ${s.ROUNDS} interleaved rounds (order rotated) of ${s.SECONDS} s per target, route and load generator, ${s.CONNECTIONS} keep-alive connections, after a ${s.WARMUP} s warm-up; ${fmt(elapsed)} s of load. The gateway: engine undici, every policy on (bench/fixtures.mjs); with shadow mode, listPets and getPet copied to the mirror (\`shadow:\` defaults: maxInFlight 64, timeoutMs 2000) and both answers compared. nginx: one worker; \`mirror /__mirror;\` with \`location = /__mirror { internal; proxy_pass http://mirror$request_uri; }\`. Copies/s: requests the mirror got per second of the cell.`,
+      `The primary is the reference backend (bench/target.mjs upstream); the mirror is the same backend answering every request after ${s.DELAY_MS} ms. ${s.ROUNDS} interleaved rounds (order rotated) of ${s.SECONDS} s per target, route and load generator, ${s.CONNECTIONS} keep-alive connections, after a ${s.WARMUP} s warm-up; ${fmt(elapsed)} s of load. The gateway: engine undici, every policy on (bench/fixtures.mjs); with shadow mode, listPets and getPet copied to the mirror (\`shadow:\` defaults: maxInFlight 64, timeoutMs 2000) and both answers compared. nginx: one worker; \`mirror /__mirror;\` with \`location = /__mirror { internal; proxy_pass http://mirror$request_uri; }\`. CPU per request: utime+stime of the target's process(es) (nginx: master and worker) over the cell ÷ the requests answered. Copies/s: requests the mirror got per second of the cell.`,
       '',
       table(
-        ['load generator', 'route', 'shadow ÷ no shadow, req/s', 'p99', 'nginx mirror ÷ no mirror, req/s', 'p99'],
-        ratios.map((x) => [x.gen, ROUTES[x.route].name, ratio(x.gwRps), ratio(x.gwP99), ratio(x.ngRps), ratio(x.ngP99)]),
+        ['load generator', 'route', 'shadow ÷ no shadow, req/s', 'p99', 'CPU µs/req', 'nginx mirror ÷ no mirror, req/s', 'p99'],
+        ratios.map((x) => [x.gen, ROUTES[x.route].name, ratio(x.gwRps), ratio(x.gwP99), ratio(x.gwCpu), ratio(x.ngRps), ratio(x.ngP99)]),
       ),
       '',
       'Each ratio: the median over rounds of the two targets measured in the same round.',
@@ -170,13 +171,13 @@ export async function runShadow(o = {}) {
     ];
     for (const g of gens) {
       parts.push(
-        `#### ${g}: req/s, p50 / p99 ms, copies/s to the mirror (medians over rounds)`,
+        `#### ${g}: req/s, p50 / p99 ms, CPU µs per request of the target process(es), copies/s to the mirror (medians over rounds)`,
         '',
         table(
           ['target', ...routeIds.map((r) => ROUTES[r].name)],
           targets.map((t) => [t.name, ...routeIds.map((r) => {
             const c = summary[g][r][t.id];
-            return `${fmt(c.rps)} req/s, ${c.p50.toFixed(1)} / ${c.p99.toFixed(1)} ms, ${fmt(c.copies)} copies/s`;
+            return `${fmt(c.rps)} req/s, ${c.p50.toFixed(1)} / ${c.p99.toFixed(1)} ms, ${fmt(c.cpuUs, 1)} µs, ${fmt(c.copies)} copies/s`;
           })]),
         ),
         '',
