@@ -18,9 +18,11 @@ export const RATE_LIMITS = ['off', 'memory', 'redis'];
  * response-contract (`off` unless `contract` says `monitor` or `enforce`), and a rate limit that
  * never trips: `rateLimit` `memory` (the default), `redis` (store {redis: {url: redisUrl}}, one
  * EVALSHA per request) or `off` (no rate-limit section: the policy limits nobody). With the
- * defaults of the product: header allowlists, request ids, trace context.
+ * defaults of the product: header allowlists, request ids, trace context. `shadow` (a URL): the
+ * migration lane with that `next`, listPets and getPet in shadow mode, `shadow:` at its defaults
+ * (maxInFlight 64, timeoutMs 2000: bench/shadow.mjs).
  */
-export function policyText(upstream, contract = 'off', { rateLimit = 'memory', redisUrl, cache = false, cacheTtl, consumerBound = true } = {}) {
+export function policyText(upstream, contract = 'off', { rateLimit = 'memory', redisUrl, cache = false, cacheTtl, consumerBound = true, shadow } = {}) {
   if (!RATE_LIMITS.includes(rateLimit)) throw new Error(`rate limit must be one of ${RATE_LIMITS.join(', ')}, not '${rateLimit}'`);
   if (rateLimit === 'redis' && !redisUrl) throw new Error('the redis rate limit needs a Redis URL (redis://127.0.0.1:PORT)');
   const policies = {
@@ -44,7 +46,8 @@ export function policyText(upstream, contract = 'off', { rateLimit = 'memory', r
   if (cache) policies.cache = { ttlSeconds: cacheTtl === undefined ? { listPets: 5, getPet: 30 } : { listPets: cacheTtl, getPet: cacheTtl }, maxBytes: 67108864, staleIfErrorSeconds: 300, store: 'memory' };
   // The per-consumer in-flight bound is on by default (server.maxInFlightPerConsumer, 128); off: null.
   const server = consumerBound ? undefined : { maxInFlightPerConsumer: null };
-  return JSON.stringify({ version: 1, upstream: { url: upstream }, ...(server === undefined ? {} : { server }), policies });
+  const migration = shadow === undefined ? undefined : { next: { url: shadow }, operations: { listPets: { mode: 'shadow' }, getPet: { mode: 'shadow' } } };
+  return JSON.stringify({ version: 1, upstream: { url: upstream }, ...(server === undefined ? {} : { server }), policies, ...(migration === undefined ? {} : { migration }) });
 }
 
 /**
@@ -52,9 +55,9 @@ export function policyText(upstream, contract = 'off', { rateLimit = 'memory', r
  * and `redisUrl` as policyText. A Redis store is opened by createGateway (dist/stores): close it
  * with dist/stores/index.js closeStores().
  */
-export function benchGateway({ upstream = 'builtin', contract = 'off', keys = KEY, backend, rateLimit = 'memory', redisUrl, cache = false, cacheTtl, consumerBound = true } = {}) {
+export function benchGateway({ upstream = 'builtin', contract = 'off', keys = KEY, backend, rateLimit = 'memory', redisUrl, cache = false, cacheTtl, consumerBound = true, shadow } = {}) {
   const env = { env: { PETSTORE_API_KEYS: keys } };
-  const loaded = parsePolicy(policyText(upstream, contract, { rateLimit, redisUrl, cache, cacheTtl, consumerBound }), env);
+  const loaded = parsePolicy(policyText(upstream, contract, { rateLimit, redisUrl, cache, cacheTtl, consumerBound, shadow }), env);
   if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
   return createGateway(loaded.config, env, upstream === 'builtin' ? (backend ?? seededBackend()) : undefined);
 }

@@ -95,8 +95,9 @@ function luaBlocks() {
   };
 }
 
-function config(dir, upstreamUrl, port, lua) {
+function config(dir, upstreamUrl, port, lua, mirror) {
   const up = new URL(upstreamUrl);
+  const mir = mirror === undefined ? undefined : new URL(mirror);
   const blocks = lua ? luaBlocks() : undefined;
   const modules = lua ? luaModules().map((m) => `load_module ${m};`).join('\n') : '';
   const text = `
@@ -115,10 +116,22 @@ http {
   scgi_temp_path ${join(dir, 'scgi')};
   keepalive_requests 1000000;
   upstream petstore { server ${up.hostname}:${up.port}; keepalive 128; keepalive_requests 1000000; }
+  ${mir === undefined ? '' : `upstream mirror { server ${mir.hostname}:${mir.port}; keepalive 128; keepalive_requests 1000000; }`}
   ${blocks?.init ?? ''}
   server {
     listen 127.0.0.1:${port};
+    ${
+      mir === undefined
+        ? ''
+        : `location = /__mirror {
+      internal;
+      proxy_pass http://mirror$request_uri;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }`
+    }
     location / {
+      ${mir === undefined ? '' : 'mirror /__mirror;'}
       ${blocks?.access ?? ''}
       proxy_pass http://petstore;
       proxy_http_version 1.1;
@@ -163,14 +176,15 @@ function tcpReady(port) {
 
 /**
  * nginx (lua: with the checks) in front of `upstreamUrl`, once it accepts connections (at most
- * `timeoutMs`). Returns { url, pid, pids, how, stop }: `pids` are the master and its worker (the
- * CPU of both is the target's).
+ * `timeoutMs`). `mirror` (a URL): every request also sent there by the `mirror` directive, its
+ * answer discarded (bench/shadow.mjs). Returns { url, pid, pids, how, stop }: `pids` are the
+ * master and its worker (the CPU of both is the target's).
  */
-export async function startNginx(upstreamUrl, { lua = false, timeoutMs = 10_000 } = {}) {
+export async function startNginx(upstreamUrl, { lua = false, mirror, timeoutMs = 10_000 } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-gateway-bench-nginx-'));
   dirs.add(dir);
   const port = await freePort();
-  const text = config(dir, upstreamUrl, port, lua);
+  const text = config(dir, upstreamUrl, port, lua, mirror);
   const conf = join(dir, 'nginx.conf');
   writeFileSync(conf, text);
   // Started as root, nginx runs its worker as `nobody`, which must reach the temp paths (nginx

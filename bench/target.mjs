@@ -11,7 +11,7 @@
 //                                                       listPets' `limit` bound (1..100, else 400) in its middleware
 //   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
 //                                                       [--consumer-bound on|off] (server.maxInFlightPerConsumer: default, or null)
-//                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT] [--cache on|off] [--cache-ttl SECONDS]
+//                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT] [--cache on|off] [--cache-ttl SECONDS] [--shadow NEXT_URL]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
 //                                                       --ops on (the default, as `serve` runs), metrics, the access log
 //                                                       (to a file, asynchronously, as on stdout) and the deprecation report.
@@ -22,6 +22,10 @@
 //                                                       rate-limit section at all (off)
 //                                                       --cache on: the response cache (memory store), TTL --cache-ttl
 //                                                       seconds for both operations (default listPets 5, getPet 30)
+//                                                       --shadow NEXT_URL: the migration lane, listPets and getPet shadowed to
+//                                                       NEXT_URL (its /v1 base), `shadow:` at its defaults (bench/shadow.mjs)
+//   node bench/target.mjs slow-upstream MS              the seeded reference backend answering every request after MS ms (the
+//                                                       slow mirror of bench/shadow.mjs); GET /__stats: {"requests","inFlight","maxInFlight"}
 //   node bench/target.mjs gateway-handler URL [--bound on|off]
 //                                                       the undici engine's node:http handler (createUndiciHandler, every
 //                                                       policy on, ops off) on a bare node:http server, with (on, the
@@ -69,6 +73,29 @@ async function main() {
     const keepAlive = Number(process.env.BENCH_UPSTREAM_KEEPALIVE_MS);
     if (keepAlive > 0) server.keepAliveTimeout = keepAlive;
     close = () => new Promise((r) => server.close(r));
+    return listen(server);
+  }
+  if (kind === 'slow-upstream') {
+    // The reference backend's own handler, each request handed to it after `ms`; counted.
+    const ms = Number(url);
+    if (!(ms >= 0)) throw new Error(`slow-upstream MS: a delay in ms, not ${url}`);
+    const answer = createBackendServer({ backend: seededBackend() }).listeners('request')[0];
+    const stats = { requests: 0, inFlight: 0, maxInFlight: 0 };
+    const server = createServer((req, res) => {
+      if (req.url === '/__stats') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify(stats));
+      }
+      stats.requests++;
+      stats.maxInFlight = Math.max(stats.maxInFlight, ++stats.inFlight);
+      res.once('close', () => stats.inFlight--);
+      setTimeout(() => answer(req, res), ms);
+    });
+    server.keepAliveTimeout = 60_000;
+    close = () => {
+      server.closeAllConnections();
+      return new Promise((r) => server.close(r));
+    };
     return listen(server);
   }
   if (kind === 'bare-proxy') {
@@ -166,7 +193,8 @@ async function main() {
     if (!RATE_LIMITS.includes(rateLimit)) throw new Error(`--rate-limit must be one of ${RATE_LIMITS.join(', ')}, not '${rateLimit}'`);
     const redisUrl = flag('--redis-url', process.env.BENCH_REDIS_URL);
     if (rateLimit === 'redis' && !redisUrl) throw new Error('--rate-limit redis needs --redis-url redis://HOST:PORT (or BENCH_REDIS_URL)');
-    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off'), rateLimit, redisUrl, cache: flag('--cache', 'off') === 'on', cacheTtl: flag('--cache-ttl') === undefined ? undefined : Number(flag('--cache-ttl')), consumerBound: flag('--consumer-bound', 'on') === 'on' });
+    const shadow = flag('--shadow');
+    const gateway = benchGateway({ upstream: url === 'builtin' ? 'builtin' : url + '/v1', contract: flag('--contract', 'off'), rateLimit, redisUrl, cache: flag('--cache', 'off') === 'on', cacheTtl: flag('--cache-ttl') === undefined ? undefined : Number(flag('--cache-ttl')), consumerBound: flag('--consumer-bound', 'on') === 'on', shadow: shadow === undefined ? undefined : shadow + '/v1' });
     // The stores the policy opened (a Redis connection): closed after the server, as `serve` does.
     const closeWith = (closeServer) => async () => {
       try {
