@@ -25,7 +25,7 @@ import type { TapTest } from '../helpers/assert.js';
 import { adminUrl, childEnv, forEachEngine, killOnTeardown, nodeCommand, PROJECT_ROOT, request, spawnCliUntil, startBackendProcess, tempDir, testKey, type Engine } from '../helpers/servers.js';
 import { seed, startNextUpstream, type NextUpstream } from '../helpers/migration.js';
 import { until } from '../helpers/wait.js';
-import type { MigrationReport, OperationReport } from '../../src/policies/migration/report.js';
+import type { MigrationReport, OperationReport } from '../../src/migration/report.js';
 
 const MAX_IN_FLIGHT = 8;
 const TIMEOUT_MS = 2000;
