@@ -193,94 +193,96 @@ async function burst(gw: Gw, n: number, concurrency: number): Promise<string[]> 
 }
 
 forEachEngine(t, async (t, engine) => {
-  // A next of its own per engine: its /__stats maxInFlight is then this engine's gateway's alone.
-  const next: NextUpstream = await startNextUpstream(t);
-  pin(next.pid, OTHERS);
-  await seed(next.url);
-  const migration = {
-    next: { url: next.url },
-    operations: { getPet: { mode: 'shadow' }, listPets: { mode: 'shadow' } },
-    shadow: { maxInFlight: MAX_IN_FLIGHT, timeoutMs: TIMEOUT_MS },
-  };
-  const [shadowed, plain] = await Promise.all([serve(t, engine, 'shadow', migration), serve(t, engine, 'plain', undefined)]);
-  // Both warmed (JIT, connection pools), not counted; next answers as legacy does meanwhile.
-  await next.drift('none');
-  await sample(t, shadowed, plain, 20);
-  await settled(shadowed, next);
-
-  const phases = [
-    { kind: 'sleep', ms: TIMEOUT_MS, what: 'next answers in 2 s' },
-    { kind: 'hang', ms: 0, what: 'next never answers' },
-    { kind: 'reset', ms: 0, what: 'next resets every connection' },
-  ] as const;
-  for (const phase of phases) {
-    await next.drift(phase.kind, phase.ms);
-    const before = await report(shadowed);
-    const copiesBefore = (await next.stats()).requests;
-    const sent = { getPet: 0, listPets: 0 };
-    const tried: string[] = [];
-    let met = false;
-    for (let attempt = 1; attempt <= ATTEMPTS && !met; attempt++) {
-      const { a: s, b: p } = await sample(t, shadowed, plain);
-      t.same(s.wrong, [], `${phase.what}: every answer of the shadowing gateway is legacy's`);
-      t.same(p.wrong, [], `${phase.what}: every answer of the plain gateway is legacy's`);
-      for (const op of ['getPet', 'listPets'] as const) sent[op] += s.perOp[op];
-      const [sp50, sp99, pp50, pp99] = [quantile(s.ms, 0.5), quantile(s.ms, 0.99), quantile(p.ms, 0.5), quantile(p.ms, 0.99)];
-      tried.push(`shadow p50 ${sp50.toFixed(2)} p99 ${sp99.toFixed(2)} ms, no shadow p50 ${pp50.toFixed(2)} p99 ${pp99.toFixed(2)} ms (${s.ms.length} requests each)`);
-      t.comment(`${engine}, ${phase.what}, attempt ${attempt}: ${tried[tried.length - 1]}`);
-      // Within 10%, plus 2 ms: on a quiet machine these figures are about a millisecond, where 10%
-      // is 100 µs, less than one descheduling of either process moves a request; a next that held
-      // the primary back would move it by its own delay (2 s, or forever), far past both.
-      met = sp99 <= pp99 * 1.1 + 2;
-    }
-    t.ok(met, `${phase.what}: the primary's p99 within 10% (+2 ms) of no shadow: ${tried.join('; ')}`);
-
+  await t.test(`shadow mode never hurts the primary (${engine})`, async (t) => {
+    // A next of its own per engine: its /__stats maxInFlight is then this engine's gateway's alone.
+    const next: NextUpstream = await startNextUpstream(t);
+    pin(next.pid, OTHERS);
+    await seed(next.url);
+    const migration = {
+      next: { url: next.url },
+      operations: { getPet: { mode: 'shadow' }, listPets: { mode: 'shadow' } },
+      shadow: { maxInFlight: MAX_IN_FLIGHT, timeoutMs: TIMEOUT_MS },
+    };
+    const [shadowed, plain] = await Promise.all([serve(t, engine, 'shadow', migration), serve(t, engine, 'plain', undefined)]);
+    // Both warmed (JIT, connection pools), not counted; next answers as legacy does meanwhile.
+    await next.drift('none');
+    await sample(t, shadowed, plain, 20);
     await settled(shadowed, next);
-    const after = await report(shadowed);
-    const stats = await next.stats();
-    let copies = 0;
-    for (const op of ['getPet', 'listPets'] as const) {
-      const d = (f: (o: OperationReport) => number) => f(after[op]) - f(before[op]);
-      const routed = d((o) => o.routed.legacy);
-      const dropped = d((o) => sum(o.dropped));
-      const inFlight = d((o) => o.dropped.in_flight ?? 0);
-      const failed = d((o) => sum(o.nextErrors));
-      const compared = d((o) => o.compared);
-      copies += routed - dropped;
-      t.equal(routed, sent[op], `${phase.what}, ${op}: every request counted as legacy's`);
-      t.equal(compared + dropped + failed, routed, `${phase.what}, ${op}: each accounted for once: ${compared} compared, ${dropped} dropped (${inFlight} in_flight), ${failed} failed on next`);
-      // A copy lives until next answers, fails, or 2 s pass: a next that answers in 2 s or never
-      // holds maxInFlight copies at once, and the rest are dropped and counted.
-      if (phase.kind === 'reset') t.ok(failed > 0, `${phase.what}, ${op}: the copies next reset counted as its failures (${failed})`);
-      else t.ok(inFlight > 0, `${phase.what}, ${op}: copies past maxInFlight dropped and counted (${inFlight})`);
-    }
-    t.equal(stats.requests - copiesBefore, copies, `${phase.what}: next got exactly the copies not dropped (${copies})`);
-    // The lane holds at most MAX_IN_FLIGHT copies whose pair is not done (checked and counted in
-    // one turn of the event loop). next may count a few more for a moment: a copy given up at its
-    // deadline is aborted at once (its socket destroyed), but next counts it until it reads the
-    // close, and meanwhile the lane, its place free, may send the copy of the next client request.
-    // Those are at most the client requests open at once (a new copy needs a new request, and
-    // next reads the close within the round trip that request makes to legacy): the sampler's
-    // concurrency. Copies next answers (sleep) leave next's count before the lane's: none more.
-    const bound = MAX_IN_FLIGHT + SAMPLING.concurrency;
-    t.ok(stats.maxInFlight <= bound, `${phase.what}: next's copies in flight at most ${MAX_IN_FLIGHT} + ${SAMPLING.concurrency}: ${stats.maxInFlight}`);
-    if (phase.kind === 'sleep') t.ok(stats.maxInFlight >= MAX_IN_FLIGHT, `the bound is what held the copies back: ${stats.maxInFlight} in flight at most`);
 
-    if (phase.kind === 'hang') {
-      // Flat memory: the copies of a next that never answers are dropped past the bound and
-      // given up at their deadline, never kept.
-      const rss0 = rssMb(shadowed.pid);
-      const r0 = await report(shadowed);
-      const n0 = (await next.stats()).requests;
-      t.same(await burst(shadowed, RSS_REQUESTS, RSS_CONCURRENCY), [], "the burst: every answer legacy's");
-      const rss1 = rssMb(shadowed.pid);
+    const phases = [
+      { kind: 'sleep', ms: TIMEOUT_MS, what: 'next answers in 2 s' },
+      { kind: 'hang', ms: 0, what: 'next never answers' },
+      { kind: 'reset', ms: 0, what: 'next resets every connection' },
+    ] as const;
+    for (const phase of phases) {
+      await next.drift(phase.kind, phase.ms);
+      const before = await report(shadowed);
+      const copiesBefore = (await next.stats()).requests;
+      const sent = { getPet: 0, listPets: 0 };
+      const tried: string[] = [];
+      let met = false;
+      for (let attempt = 1; attempt <= ATTEMPTS && !met; attempt++) {
+        const { a: s, b: p } = await sample(t, shadowed, plain);
+        t.same(s.wrong, [], `${phase.what}: every answer of the shadowing gateway is legacy's`);
+        t.same(p.wrong, [], `${phase.what}: every answer of the plain gateway is legacy's`);
+        for (const op of ['getPet', 'listPets'] as const) sent[op] += s.perOp[op];
+        const [sp50, sp99, pp50, pp99] = [quantile(s.ms, 0.5), quantile(s.ms, 0.99), quantile(p.ms, 0.5), quantile(p.ms, 0.99)];
+        tried.push(`shadow p50 ${sp50.toFixed(2)} p99 ${sp99.toFixed(2)} ms, no shadow p50 ${pp50.toFixed(2)} p99 ${pp99.toFixed(2)} ms (${s.ms.length} requests each)`);
+        t.comment(`${engine}, ${phase.what}, attempt ${attempt}: ${tried[tried.length - 1]}`);
+        // Within 10%, plus 2 ms: on a quiet machine these figures are about a millisecond, where 10%
+        // is 100 µs, less than one descheduling of either process moves a request; a next that held
+        // the primary back would move it by its own delay (2 s, or forever), far past both.
+        met = sp99 <= pp99 * 1.1 + 2;
+      }
+      t.ok(met, `${phase.what}: the primary's p99 within 10% (+2 ms) of no shadow: ${tried.join('; ')}`);
+
       await settled(shadowed, next);
-      const r1 = await report(shadowed);
-      const dropped = sum(r1.getPet.dropped) + sum(r1.listPets.dropped) - sum(r0.getPet.dropped) - sum(r0.listPets.dropped);
-      const sentToNext = (await next.stats()).requests - n0;
-      t.ok(rss1 - rss0 < RSS_MAX_GROWTH_MB, `RSS ${rss0.toFixed(1)} -> ${rss1.toFixed(1)} MB over ${RSS_REQUESTS} requests against a next that hangs`);
-      t.equal(dropped + sentToNext, RSS_REQUESTS, `each copy of the burst dropped (${dropped}) or sent (${sentToNext})`);
-      t.ok((await next.stats()).maxInFlight <= bound, `the burst: next's copies in flight still at most ${bound}`);
+      const after = await report(shadowed);
+      const stats = await next.stats();
+      let copies = 0;
+      for (const op of ['getPet', 'listPets'] as const) {
+        const d = (f: (o: OperationReport) => number) => f(after[op]) - f(before[op]);
+        const routed = d((o) => o.routed.legacy);
+        const dropped = d((o) => sum(o.dropped));
+        const inFlight = d((o) => o.dropped.in_flight ?? 0);
+        const failed = d((o) => sum(o.nextErrors));
+        const compared = d((o) => o.compared);
+        copies += routed - dropped;
+        t.equal(routed, sent[op], `${phase.what}, ${op}: every request counted as legacy's`);
+        t.equal(compared + dropped + failed, routed, `${phase.what}, ${op}: each accounted for once: ${compared} compared, ${dropped} dropped (${inFlight} in_flight), ${failed} failed on next`);
+        // A copy lives until next answers, fails, or 2 s pass: a next that answers in 2 s or never
+        // holds maxInFlight copies at once, and the rest are dropped and counted.
+        if (phase.kind === 'reset') t.ok(failed > 0, `${phase.what}, ${op}: the copies next reset counted as its failures (${failed})`);
+        else t.ok(inFlight > 0, `${phase.what}, ${op}: copies past maxInFlight dropped and counted (${inFlight})`);
+      }
+      t.equal(stats.requests - copiesBefore, copies, `${phase.what}: next got exactly the copies not dropped (${copies})`);
+      // The lane holds at most MAX_IN_FLIGHT copies whose pair is not done (checked and counted in
+      // one turn of the event loop). next may count a few more for a moment: a copy given up at its
+      // deadline is aborted at once (its socket destroyed), but next counts it until it reads the
+      // close, and meanwhile the lane, its place free, may send the copy of the next client request.
+      // Those are at most the client requests open at once (a new copy needs a new request, and
+      // next reads the close within the round trip that request makes to legacy): the sampler's
+      // concurrency. Copies next answers (sleep) leave next's count before the lane's: none more.
+      const bound = MAX_IN_FLIGHT + SAMPLING.concurrency;
+      t.ok(stats.maxInFlight <= bound, `${phase.what}: next's copies in flight at most ${MAX_IN_FLIGHT} + ${SAMPLING.concurrency}: ${stats.maxInFlight}`);
+      if (phase.kind === 'sleep') t.ok(stats.maxInFlight >= MAX_IN_FLIGHT, `the bound is what held the copies back: ${stats.maxInFlight} in flight at most`);
+
+      if (phase.kind === 'hang') {
+        // Flat memory: the copies of a next that never answers are dropped past the bound and
+        // given up at their deadline, never kept.
+        const rss0 = rssMb(shadowed.pid);
+        const r0 = await report(shadowed);
+        const n0 = (await next.stats()).requests;
+        t.same(await burst(shadowed, RSS_REQUESTS, RSS_CONCURRENCY), [], "the burst: every answer legacy's");
+        const rss1 = rssMb(shadowed.pid);
+        await settled(shadowed, next);
+        const r1 = await report(shadowed);
+        const dropped = sum(r1.getPet.dropped) + sum(r1.listPets.dropped) - sum(r0.getPet.dropped) - sum(r0.listPets.dropped);
+        const sentToNext = (await next.stats()).requests - n0;
+        t.ok(rss1 - rss0 < RSS_MAX_GROWTH_MB, `RSS ${rss0.toFixed(1)} -> ${rss1.toFixed(1)} MB over ${RSS_REQUESTS} requests against a next that hangs`);
+        t.equal(dropped + sentToNext, RSS_REQUESTS, `each copy of the burst dropped (${dropped}) or sent (${sentToNext})`);
+        t.ok((await next.stats()).maxInFlight <= bound, `the burst: next's copies in flight still at most ${bound}`);
+      }
     }
-  }
+  });
 });
