@@ -139,6 +139,19 @@ interface Pending {
   readonly done: (answers: AnswerMessage[] | Error) => void;
 }
 
+/**
+ * A worker's 'error' that is only a message it could not be sent: the worker died and the primary
+ * has not yet read the end of its channel (it is still in `cluster.workers`, connected), so the
+ * write fails (EPIPE, ECONNRESET). node emits that as the worker's 'error' when the send has no
+ * callback, as prom-client's `clusterMetrics` sends, and an 'error' with no listener ends the
+ * primary, the whole group with it. The worker's exit is seen as such ('exit'). Any other error
+ * is thrown as before.
+ */
+function onWorkerError(err: NodeJS.ErrnoException): void {
+  if (err.code === 'EPIPE' || err.code === 'ECONNRESET' || err.code === 'ERR_IPC_CHANNEL_CLOSED') return;
+  throw err;
+}
+
 /** The primary's side of the question protocol: which workers can answer, and one question to them. */
 class WorkerQuestions {
   // Workers that said hello: only they can answer; the others are still starting.
@@ -151,10 +164,16 @@ class WorkerQuestions {
     this.timeoutMs = timeoutMs;
     cluster.on('message', this.onMessage);
     cluster.on('exit', this.onExit);
+    cluster.on('fork', this.onFork);
+    for (const w of Object.values(cluster.workers ?? {})) if (w !== undefined) this.onFork(w);
   }
 
   private readonly onExit = (worker: Worker): void => {
     this.registered.delete(worker.id);
+  };
+
+  private readonly onFork = (worker: Worker): void => {
+    worker.on('error', onWorkerError);
   };
 
   private readonly onMessage = (worker: Worker, message: unknown): void => {
@@ -196,13 +215,20 @@ class WorkerQuestions {
       };
       this.pending.set(id, p);
       const message: AskMessage = epoch === undefined ? { type: ASK, id, what } : { type: ASK, id, what, epoch };
-      for (const w of workers) w.send(message);
+      // A worker that died since running() looked cannot be asked: the question fails at once.
+      const unsent = (err: Error | null): void => {
+        if (err === null || this.pending.get(id) !== p) return;
+        this.pending.delete(id);
+        p.done(new Error(`a worker could not be asked: ${err.message}`));
+      };
+      for (const w of workers) w.send(message, undefined, unsent);
     });
   }
 
   close(): void {
     cluster.off('message', this.onMessage);
     cluster.off('exit', this.onExit);
+    cluster.off('fork', this.onFork);
     for (const p of this.pending.values()) p.done(new Error('closed'));
     this.pending.clear();
   }

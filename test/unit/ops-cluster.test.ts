@@ -90,6 +90,19 @@ t.test('a primary answers for two workers', async (t) => {
   t.equal(down.status, 503, 'a worker down: not ready');
   const one = parseExposition((await request(`${base}/metrics`)).body);
   t.equal(value(one, 'http_server_request_duration_seconds_count', list), 1, 'metrics of the worker left');
+
+  // The worker left dies and the primary asks it (the deprecation report, metrics) before it has
+  // read the end of the worker's channel: the message fails (EPIPE), which must not end the
+  // primary (node emits it as the worker's 'error'; without a listener, the process ends).
+  child.stdin.write('race\n');
+  const race = await waitFor('the race outcome', () => /\{"race":.*\}/.exec(stdout)?.[0], 10_000).catch((err: Error) => {
+    throw new Error(`${err.message}\nexit: ${child.exitCode ?? child.signalCode}, stderr: ${stderr}`);
+  });
+  t.match(JSON.parse(race), { race: { dead: true, connected: true } }, 'asked while dead and still connected (the race this checks)');
+  t.match(JSON.parse(race), { race: { readiness: { ok: { ready: false } }, deprecations: { error: /EPIPE|ECONNRESET|closed/ } } }, 'not ready; the report fails');
+  await sleep(200);
+  t.equal((await request(`${base}/healthz`)).status, 200, 'the primary lives on');
+  t.equal(child.exitCode, null, 'the primary did not exit');
   child.stdin.write('drain\n');
   const draining = await poll('draining', async () => {
     const r = await request(`${base}/readyz`);
