@@ -384,11 +384,24 @@ for (const engine of ENGINES) t.test(`engine ${engine}: SIGHUP every ~100 ms bet
   t.teardown(() => agent.destroy());
   const since = gw.handle.output().stdout.length;
 
+  // The load runs until DURATION_MS have passed, MIN_REQUESTS were sent and MIN_SIGNALS reloads
+  // asked (a machine busy with other work does less in 3 s than the assertions below ask), within
+  // HARD_CAP_MS and MAX_REQUESTS; the reloader signals for as long as the load runs, at most
+  // MAX_SIGNALS times, each SIGHUP ~100 ms after the reload of the one before was logged.
   const DURATION_MS = 3000;
   const WORKERS = 20;
+  const MIN_REQUESTS = WORKERS * 10;
   const MAX_REQUESTS = 50_000;
+  const MIN_SIGNALS = 20;
+  const MAX_SIGNALS = 200;
+  const HARD_CAP_MS = 20_000;
   const start = Date.now();
   let sent = 0;
+  let signals = 0;
+  const loading = () => {
+    const elapsed = Date.now() - start;
+    return elapsed < HARD_CAP_MS && sent < MAX_REQUESTS && (elapsed < DURATION_MS || sent < MIN_REQUESTS || signals < MIN_SIGNALS);
+  };
   const failures: string[] = [];
   const byOperation = { list: 0, create: 0, get: 0 };
   const latencies: number[] = [];
@@ -396,7 +409,7 @@ for (const engine of ENGINES) t.test(`engine ${engine}: SIGHUP every ~100 ms bet
   // Both policies accept KEY, the query and the body below.
   const worker = async (w: number) => {
     const useAgent = w % 2 === 0 ? agent : undefined;
-    while (Date.now() - start < DURATION_MS && sent < MAX_REQUESTS) {
+    while (loading()) {
       const n = sent++;
       const kind = n % 10 === 0 ? 'create' : n % 10 === 1 ? 'get' : 'list';
       byOperation[kind]++;
@@ -419,16 +432,37 @@ for (const engine of ENGINES) t.test(`engine ${engine}: SIGHUP every ~100 ms bet
   // A first pet so that getPet /v1/pets/1 is a 200.
   t.equal((await call(`${gw.url}/v1/pets`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, ...JSON_BODY }, body: '{"name":"first","categoryId":1}' })).status, 201);
 
-  let signals = 0;
+  // Reload outcomes logged since `since` (reloaded, refused or failed), counted incrementally: the
+  // access log lines of the load make the output long.
+  let scanned = since;
+  let outcomes = 0;
+  const outcomeCount = (): number => {
+    const stdout = gw.handle.output().stdout;
+    for (let i = stdout.indexOf('"msg":"policy reload', scanned); i !== -1; i = stdout.indexOf('"msg":"policy reload', scanned)) {
+      outcomes++;
+      scanned = i + 1;
+    }
+    return outcomes;
+  };
+
+  // A reload costs the gateway some 30 ms of CPU: on a machine busy with other work it takes
+  // longer than 100 ms, and SIGHUPs sent every 100 ms whatever happens pile up reloads that leave
+  // the requests seconds of waiting (5 s timeouts seen under two CPU hogs). Each SIGHUP waits for
+  // the outcome of the one before (at most 5 s), then ~100 ms: reloads back to back, under load.
+  let loaded = false;
   const reloader = (async () => {
-    while (Date.now() - start < DURATION_MS && signals < 60) {
+    while (!loaded && signals < MAX_SIGNALS) {
+      const before = outcomeCount();
       writeAtomic(gw.file, signals % 2 === 0 ? B : A);
       gw.handle.child.kill('SIGHUP');
       signals++;
+      await waitFor('the reload', () => loaded || outcomeCount() > before, 5000).catch(() => undefined);
       await sleep(100);
     }
   })();
-  await Promise.all([reloader, ...Array.from({ length: WORKERS }, (_, w) => worker(w))]);
+  await Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
+  loaded = true;
+  await reloader;
   const elapsed = Date.now() - start;
 
   latencies.sort((a, b) => a - b);
@@ -437,6 +471,8 @@ for (const engine of ENGINES) t.test(`engine ${engine}: SIGHUP every ~100 ms bet
   t.strictSame(failures.slice(0, 10), [], 'zero failed requests');
   t.equal(failures.length, 0, 'zero failed requests (count)');
   t.ok(sent > WORKERS * 5, `a real load (${sent} requests)`);
+  // The last reload may be logged after the load ended.
+  await waitFor('the last reload', () => outcomeCount() >= signals, 5000).catch(() => undefined);
   await sleep(200);
   const entries = logEntries(gw.handle, since);
   const reloaded = entries.filter((e) => e.msg === RELOADED).length;
