@@ -2,6 +2,7 @@
  * The chain: runs the policies in their stated order and stops at the first denial. It knows
  * nothing of HTTP frameworks; the exchange gives it a RequestHead and, for an operation with a body, the raw body.
  */
+import type { RequestTrace } from './trace.js';
 import type { GatewayError } from './errors.js';
 import { DeclaredFacts, type LogField, type Slot } from './facts.js';
 import { splitTarget, type Operation, type RouteMatch, type Router } from './operations.js';
@@ -29,6 +30,8 @@ export class OpenExchange extends DeclaredFacts implements Exchange {
   deniedBy?: string;
   /** A copy whose response phase runs for an answer no client gets (`copyAside`). */
   aside = false;
+  /** The request's trace when tracing is on; a copy has none (it records nothing). */
+  trace: RequestTrace | undefined = undefined;
 
   constructor(
     readonly head: RequestHead,

@@ -7,6 +7,7 @@
  * non-error answer the gateway gives itself, as Envoy's local reply (a CORS preflight). Policies
  * never throw and never write to a socket.
  */
+import type { RequestTrace } from './trace.js';
 import type { GatewayError } from './errors.js';
 import type { HeaderValue, ResponseBody } from './message.js';
 import type { Declarations, FactReader, Slot } from './facts.js';
@@ -70,6 +71,11 @@ export interface Exchange extends FactReader {
    * nothing of it.
    */
   readonly aside?: boolean;
+  /**
+   * The request's trace, when tracing is on (src/core/trace.ts): a policy records what it decided
+   * with `ex.trace?.event(...)`. Absent on an `aside` copy.
+   */
+  readonly trace?: RequestTrace | undefined;
 }
 
 /** What the gateway knows of an API key besides its id: when it expires, what it may call, its scopes. */

@@ -4,6 +4,7 @@
  * The exchange builds it once, when the response closed; observers only read it.
  */
 import type { RecordFacts } from './facts.js';
+import type { RequestTrace } from './trace.js';
 import type { FailureKind } from './upstream.js';
 
 /** The route label: the operation's path template, or `unknown` for every other path (bounded by the interface). */
@@ -48,6 +49,8 @@ export interface ExchangeRecord {
    * as applied, such as `limit`), in the chain's order, and their values for this request.
    */
   readonly facts: RecordFacts;
+  /** The request's trace, when tracing is on (src/core/trace.ts). */
+  readonly trace: RequestTrace | undefined;
 }
 
 /** Receives every finished exchange (access log, metrics, deprecation report). Must not throw. */

@@ -16,7 +16,7 @@ import { PROJECT_ROOT } from '../helpers/servers.js';
 const SRC = join(PROJECT_ROOT, 'src');
 
 /** A unit of the tree: a folder under src/, or one of the two files at its top. */
-type Layer = 'core' | 'api' | 'stores' | 'registry' | 'tls' | 'policies' | 'migration' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
+type Layer = 'core' | 'api' | 'stores' | 'registry' | 'tls' | 'policies' | 'migration' | 'telemetry' | 'ops' | 'backend' | 'fronts' | 'upstreams' | 'config' | 'gateway' | 'engines' | 'cli' | 'index';
 
 interface Rule {
   /** Layers whose modules this one may import (values and types). Its own layer is always allowed. */
@@ -34,15 +34,16 @@ export const RULES: Readonly<Record<Layer, Rule>> = {
   tls: { may: ['core'] },
   policies: { may: ['core', 'api', 'stores', 'registry'] },
   migration: { may: ['core', 'api', 'stores', 'policies'] },
-  ops: { may: ['core', 'api', 'stores', 'registry'] },
+  telemetry: { may: ['core', 'api', 'policies'] },
+  ops: { may: ['core', 'api', 'stores', 'registry', 'telemetry'] },
   backend: { may: ['core', 'api'] },
   fronts: { may: ['core', 'tls'] },
   upstreams: { may: ['core', 'backend', 'tls'] },
-  config: { may: ['core', 'api', 'stores', 'registry', 'policies', 'migration', 'ops', 'fronts', 'upstreams'] },
-  gateway: { may: ['core', 'api', 'stores', 'policies', 'migration', 'backend', 'upstreams', 'config'] },
-  engines: { may: ['core', 'api', 'stores', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway'] },
-  cli: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'migration', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
-  index: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'migration', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  config: { may: ['core', 'api', 'stores', 'registry', 'policies', 'migration', 'telemetry', 'ops', 'fronts', 'upstreams'] },
+  gateway: { may: ['core', 'api', 'stores', 'policies', 'migration', 'telemetry', 'backend', 'upstreams', 'config'] },
+  engines: { may: ['core', 'api', 'stores', 'telemetry', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway'] },
+  cli: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'migration', 'telemetry', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
+  index: { may: ['core', 'api', 'stores', 'registry', 'tls', 'policies', 'migration', 'telemetry', 'ops', 'backend', 'fronts', 'upstreams', 'config', 'gateway', 'engines'] },
 };
 
 /** Libraries the framework-free layers never load: the core and the policies see no HTTP stack. */

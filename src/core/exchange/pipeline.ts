@@ -8,12 +8,26 @@ import type { ConsumerGate } from '../consumer-gate.js';
 import { forwarding, type Send } from '../forward/index.js';
 import type { RequestHead } from '../policy.js';
 import type { ExchangeObserver } from '../record.js';
+import type { Tracing } from '../trace.js';
 import type { Upstream } from '../upstream.js';
 import type { ClientResponse, ForwardSettings, FrontHooks, GatewaySource, OperatorLog, PipelineOptions } from './ports.js';
 import { POLICED, TRUSTED, type Answers, type RequestPipeline } from './reply.js';
 import { ActiveRequest } from './request.js';
 
 const NONE: readonly string[] = Object.freeze([]);
+
+/** Two observers as one: the second hears of each exchange even when the first throws. */
+function both(first: ExchangeObserver, second: ExchangeObserver): ExchangeObserver {
+  return {
+    onEnd(record) {
+      try {
+        first.onEnd(record);
+      } finally {
+        second.onEnd(record);
+      }
+    },
+  };
+}
 
 /** The pipeline of one front: one per server, shared by its requests. */
 export class Pipeline implements RequestPipeline {
@@ -32,6 +46,7 @@ export class Pipeline implements RequestPipeline {
   readonly breaker: CircuitBreaker | undefined;
   /** The per-consumer in-flight bound; none when `consumerBound` is off. */
   readonly gate: ConsumerGate | undefined;
+  readonly tracing: Tracing | undefined;
 
   constructor(options: PipelineOptions) {
     this.gateways = options.gateways;
@@ -39,8 +54,11 @@ export class Pipeline implements RequestPipeline {
     this.settings = options.settings;
     this.front = options.front;
     this.log = options.log;
-    this.observer = options.observer;
-    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.sendWrapper);
+    const tracing = options.gateways.tracing;
+    this.tracing = tracing;
+    // Tracing receives every finished exchange after the other observers.
+    this.observer = tracing === undefined ? options.observer : options.observer === undefined ? tracing : both(options.observer, tracing);
+    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.sendWrapper, tracing);
     this.send = f.send;
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;

@@ -12,6 +12,7 @@ import type { SendWrapper } from '../forward/index.js';
 import type { HeaderRules } from '../headers.js';
 import type { HeaderValue } from '../policy.js';
 import type { ExchangeObserver } from '../record.js';
+import type { Tracing } from '../trace.js';
 import type { Upstream } from '../upstream.js';
 
 /**
@@ -54,6 +55,8 @@ export interface GatewaySource {
   readonly sendWrapper?: SendWrapper | undefined;
   /** The per-consumer in-flight bound (`server.maxInFlightPerConsumer`); it outlives reloads. */
   readonly gate?: ConsumerGate | undefined;
+  /** Tracing (src/core/trace.ts), when it is on; it outlives reloads. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** What forwarding is built from; fixed for the life of the process (a reload cannot change it). */

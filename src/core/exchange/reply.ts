@@ -15,6 +15,7 @@ import { ONE_WRITE_MAX, type Send } from '../forward/index.js';
 import { clientResponseHeaders, mergeVary, type HeaderRules } from '../headers.js';
 import type { HeaderValue, LocalReply, RequestHead, ResponseBody } from '../policy.js';
 import type { ExchangeObserver } from '../record.js';
+import type { Tracing } from '../trace.js';
 import type { ClientResponse, ForwardSettings, FrontHooks, GatewaySource, OperatorLog } from './ports.js';
 
 /**
@@ -37,6 +38,8 @@ export interface RequestPipeline {
   readonly answers: Answers;
   /** The per-consumer in-flight bound; none when `consumerBound` is off. */
   readonly gate: ConsumerGate | undefined;
+  /** Tracing, when it is on: each request's trace starts with it (src/core/trace.ts). */
+  readonly tracing: Tracing | undefined;
   /** Logs an exception the barrier caught: once, with its stack. */
   crashed(err: unknown, where: string): void;
 }

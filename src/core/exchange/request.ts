@@ -9,6 +9,7 @@ import type { GateEntry, Waiting } from '../consumer-gate.js';
 import { LocalReply, type RequestDecision, type RequestHead } from '../policy.js';
 import type { ExchangeRecord } from '../record.js';
 import { requestIdOf } from '../request-id.js';
+import { TRACE_EVENTS } from '../trace.js';
 import { UpstreamCall } from './call.js';
 import { Outgoing, routeOf } from './operation.js';
 import type { ClientResponse, FrontRequest } from './ports.js';
@@ -67,6 +68,7 @@ export class ActiveRequest extends UpstreamCall implements GateEntry, FrontReque
       consumer: ex.consumerId,
       // The exchange itself: its facts are final now, and handing it over copies nothing.
       facts: ex,
+      trace: ex.trace,
     };
   }
 
@@ -113,11 +115,17 @@ export class ActiveRequest extends UpstreamCall implements GateEntry, FrontReque
     up['x-request-id'] = id;
     up.traceparent = null;
     up.tracestate = null;
+    const tracing = this.pipeline.tracing;
+    if (tracing !== undefined) {
+      const peer = this.head.remoteAddress;
+      ex.trace = tracing.start(this.head, peer !== undefined && this.rules.trusted(peer));
+    }
   }
 
   private decided(d: RequestDecision): void {
     if (d !== undefined) {
       this.pipeline.front.discard(this);
+      if (this.ex.trace !== undefined && !(d instanceof LocalReply)) this.ex.trace.event(TRACE_EVENTS.denied, { 'gateway.policy': this.ex.deniedBy ?? 'unknown', 'gateway.error.code': d.code });
       return d instanceof LocalReply ? this.reply(d) : this.sendError(d);
     }
     if (this.res.destroyed) return; // the client left while a policy was deciding

@@ -15,6 +15,7 @@
  */
 import type { CircuitBreaker } from '../breaker.js';
 import type { Clock } from '../deadlines.js';
+import type { Tracing } from '../trace.js';
 import type { Upstream } from '../upstream.js';
 import { bodyIdle } from './body-idle.js';
 import { breakerAccounting } from './breaker.js';
@@ -45,11 +46,15 @@ export interface Forwarding {
 
 /**
  * `outer`: a wrapper of the composed call the caller hands in, outermost; the core knows only that
- * it wraps `send` and which fields it writes.
+ * it wraps `send` and which fields it writes. `tracing`: wraps the transport's own send, innermost,
+ * so that each attempt is a span (an upstream that conforms by construction is in-process: no hop,
+ * no span).
  */
-export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, outer?: SendWrapper): Forwarding {
-  const send: Send = (request, handler) => upstream.send(request, handler);
-  if (upstream.conforms) return { send, policed: false, breaker: undefined };
+export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, outer?: SendWrapper, tracing?: Tracing): Forwarding {
+  const direct: Send = (request, handler) => upstream.send(request, handler);
+  if (upstream.conforms) return { send: direct, policed: false, breaker: undefined };
+  // Every call to the transport is an attempt (the retry's too): a CLIENT span each.
+  const send: Send = tracing === undefined ? direct : tracing.wrapSend(direct);
   const layers: Layer[] = [];
   if (breaker !== undefined) layers.push(breakerAccounting(breaker));
   layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));

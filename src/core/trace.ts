@@ -1,0 +1,121 @@
+/**
+ * What the gateway records of one request for its trace, when tracing is on (`Tracing`, handed in
+ * by the composition root; src/telemetry builds the spans and exports them): the ids, the head
+ * sampling decision, what the policies decided (events, which also mark the outcomes a tail
+ * decision keeps), and each upstream attempt. One object per request, made at its start; nothing
+ * of it exists when tracing is off.
+ *
+ * Times are epoch milliseconds with the monotonic clock's fraction (`traceNow`), so a span's start
+ * and end are ordered even when the wall clock steps.
+ */
+import type { RequestHead } from './policy.js';
+import type { ExchangeObserver } from './record.js';
+import type { Send } from './forward/layer.js';
+import type { FailureKind } from './upstream.js';
+
+export type TraceValue = string | number | boolean;
+export type TraceAttributes = Readonly<Record<string, TraceValue>>;
+
+/** Epoch milliseconds, sub-millisecond from the monotonic clock. */
+export function traceNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * What the policies and layers record (span events), by name. The outcomes a tail decision may
+ * keep are marks: an event of one of these names marks its request.
+ */
+export const TRACE_EVENTS = {
+  /** A policy denied the request: `gateway.policy`, `gateway.error.code`. */
+  denied: 'gateway.denied',
+  /** A deprecated operation was called: `gateway.operation`. */
+  deprecated: 'gateway.deprecated',
+  /** A deprecated operation answered as removed during a brownout window. */
+  brownout: 'gateway.brownout',
+  /** The upstream's answer broke the interface: `gateway.violation.rule`, `gateway.violation.path`. */
+  contractViolation: 'gateway.contract_violation',
+  /** A rate limit refused the request: `gateway.limit`. */
+  rateLimited: 'gateway.rate_limited',
+  /** The response cache answered: `gateway.cache.status` (`hit`, `stale`). */
+  cache: 'gateway.cache',
+  /** The migration lane fell back to the legacy upstream: `gateway.fallback.reason`. */
+  fallback: 'gateway.fallback',
+} as const;
+
+/** The outcomes a tail decision may keep whatever the head said (`telemetry.traces.keep`). */
+export type KeepClass = 'error' | 'contract_violation' | 'deprecated' | 'rate_limited';
+export const KEEP_CLASSES: readonly KeepClass[] = ['error', 'contract_violation', 'deprecated', 'rate_limited'];
+
+/** The mark bit of each keep class. */
+export const MARK: Readonly<Record<KeepClass, number>> = { error: 1, contract_violation: 2, deprecated: 4, rate_limited: 8 };
+
+const MARK_OF_EVENT: Readonly<Record<string, number>> = {
+  [TRACE_EVENTS.deprecated]: MARK.deprecated,
+  [TRACE_EVENTS.contractViolation]: MARK.contract_violation,
+  [TRACE_EVENTS.rateLimited]: MARK.rate_limited,
+};
+
+export interface TraceEvent {
+  readonly name: string;
+  /** Epoch milliseconds (`traceNow`). */
+  readonly at: number;
+  readonly attributes: TraceAttributes | undefined;
+}
+
+/**
+ * One upstream attempt: a CLIENT span. `end` is set once, by the first of: its answer's end, its
+ * failure, or an abort (the client left: `abandoned`; the gateway stopped it, a deadline or a
+ * refused answer: `failed`, whose kind the request's record gives).
+ */
+export interface UpstreamAttempt {
+  readonly spanId: string;
+  /** 0 for the first attempt, 1 for the retry (`http.request.resend_count`). */
+  readonly resend: number;
+  readonly start: number;
+  end: number;
+  status: number | undefined;
+  failure: FailureKind | undefined;
+  aborted: 'abandoned' | 'failed' | undefined;
+}
+
+/** The trace of one request (the SERVER span and its attempts). */
+export class RequestTrace {
+  events: TraceEvent[] | undefined = undefined;
+  attempts: UpstreamAttempt[] | undefined = undefined;
+  /** The keep classes the events marked (`MARK` bits). */
+  marks = 0;
+  readonly start = traceNow();
+
+  constructor(
+    readonly traceId: string,
+    /** The SERVER span's id. */
+    readonly spanId: string,
+    /** The client's span (its `traceparent` parent-id), when it continued a trace. */
+    readonly parentSpanId: string | undefined,
+    /** The head decision: record this trace (sent upstream as the sampled flag). */
+    readonly sampled: boolean,
+    /** The client's `tracestate`, forwarded as it came. */
+    readonly tracestate: string | undefined,
+    /** The client's address as resolved through the trusted proxies. */
+    readonly client: string | undefined,
+  ) {}
+
+  /** Records what a policy or layer decided; marks the request when the event is a keep class. */
+  event(name: string, attributes?: TraceAttributes): void {
+    (this.events ??= []).push({ name, at: traceNow(), attributes });
+    const m = MARK_OF_EVENT[name];
+    if (m !== undefined) this.marks |= m;
+  }
+}
+
+/**
+ * What the composition root hands the exchange when tracing is on (src/telemetry): it starts each
+ * request's trace, wraps the transport's send so that every attempt is a CLIENT span whose id the
+ * upstream receives as its parent, and receives every finished exchange.
+ */
+export interface Tracing extends ExchangeObserver {
+  /** The trace of a new request; `trusted`: the peer is a trusted proxy (its sampled flag counts). */
+  start(head: RequestHead, trusted: boolean): RequestTrace;
+  /** `send` (the transport's) with a CLIENT span per attempt. */
+  wrapSend(send: Send): Send;
+}
