@@ -19,6 +19,8 @@ import { compileMigration, type MigrationRules } from './migration/rules.js';
 import { openMigration, type NextView, type OpenedMigration } from './migration/open.js';
 import type { MigrationLaneView } from './migration/view.js';
 import { undiciUpstream } from './upstreams/undici.js';
+import { openTracing, type OpenedTracing } from './telemetry/open.js';
+import type { Tracing } from './core/trace.js';
 import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';
 
@@ -130,6 +132,12 @@ export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): P
       if (was.compare[bound] !== is.compare[bound]) problems.push({ path: `$.migration.compare.${bound}`, message: 'changed: the tally keeps its bounds until a restart' });
     }
   }
+  // Tracing's exporter is opened once: a reload may change only the ratio and the keep classes.
+  const traces = (c: PolicyConfig) => {
+    const { sampleRatio: _ratio, keep: _keep, ...rest } = c.telemetry?.traces ?? {};
+    return JSON.stringify(rest);
+  };
+  if (traces(next) !== traces(current)) problems.push({ path: '$.telemetry.traces', message: 'changed: only sampleRatio and keep take effect on a reload; the rest on a restart' });
   // The cache (its store, its bound) is built once and outlives reloads, as the breaker does.
   if (JSON.stringify(next.policies.cache) !== JSON.stringify(current.policies.cache)) {
     problems.push({ path: '$.policies.cache', message: 'changed: the cache takes effect only on a restart' });
@@ -152,9 +160,19 @@ export class GatewayHolder {
   /** The migration lane's tally and report (`migration:`), for the admin port and the metrics; none without the section. */
   readonly migration: MigrationLaneView | undefined;
   private readonly lane: OpenedMigration | undefined;
+  /** Tracing (`telemetry.traces` and the OTEL_* environment), when it is on; it outlives reloads. */
+  readonly traces: OpenedTracing | undefined;
 
   /** `now`: the clock of the response cache and the circuit breaker's open window (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
-  constructor(initial: Gateway, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } } = {}) {
+  constructor(
+    initial: Gateway,
+    options: {
+      readonly now?: () => number;
+      readonly log?: { warn(fields: Record<string, unknown>, message: string): void };
+      /** Where the OpenTelemetry variables are read (OTEL_*); process.env by default. */
+      readonly env?: Readonly<Record<string, string | undefined>>;
+    } = {},
+  ) {
     this.gw = initial;
     const cb = initial.upstream.circuitBreaker;
     this.breaker = cb === null || initial.backend !== undefined ? undefined : new CircuitBreaker(cb, options.now);
@@ -164,16 +182,25 @@ export class GatewayHolder {
         ? undefined
         : openResponseCache(policies.cache, { sharedCredential: upstreamAuthOf(policies.auth).credential === 'gateway', maxEntryBytes: initial.upstream.maxBufferedBytes, ...(options.now === undefined ? {} : { now: options.now }), log: options.log });
     const cached = this.cache === undefined ? undefined : responseCache(this.cache);
-    this.lane = openLane(initial, () => this.gw.migrationRules, options);
+    this.traces = openTracing(initial.config.telemetry?.traces, { env: options.env ?? process.env, trustedProxies: initial.config.server.trustedProxies, upstreamOrigin: initial.upstreamOrigin, log: options.log });
+    this.lane = openLane(initial, () => this.gw.migrationRules, options, this.traces?.tracer);
     this.migration = this.lane?.view;
     this.sendWrapper = this.lane === undefined ? cached : this.lane.wrapper(cached);
     const { maxInFlightPerConsumer, consumerQueueMs } = initial.config.server;
     this.gate = maxInFlightPerConsumer === null ? undefined : new ConsumerGate({ maxInFlight: maxInFlightPerConsumer, queueMs: consumerQueueMs });
   }
 
-  /** Closes what the holder opened (the cache's Redis connections), once the server has stopped. */
+  /** The tracer the exchange is handed (GatewaySource.tracing). */
+  get tracing(): Tracing | undefined {
+    return this.traces?.tracer;
+  }
+
+  /**
+   * Closes what the holder opened (the cache's Redis connections, the trace exporter after a last
+   * flush within `server.shutdownGraceMs`), once the server has stopped.
+   */
   async close(): Promise<void> {
-    await Promise.all([this.cache?.store.close(), this.lane?.close()]);
+    await Promise.all([this.cache?.store.close(), this.lane?.close(), this.traces?.close(this.gw.config.server.shutdownGraceMs)]);
   }
 
   get current(): Gateway {
@@ -183,7 +210,10 @@ export class GatewayHolder {
   /** Swaps in `next`; returns the problems that prevent it (then nothing changes). */
   replace(next: Gateway): Problem[] {
     const problems = restartOnlyChanges(this.gw.config, next.config);
-    if (problems.length === 0) this.gw = next;
+    if (problems.length === 0) {
+      this.gw = next;
+      this.traces?.reconfigure(next.config.telemetry?.traces);
+    }
     return problems;
   }
 }
@@ -193,7 +223,7 @@ export class GatewayHolder {
  * with an undici Pool whatever the engine (http-proxy-3 and reply-from work through the client's
  * own request, which legacy's call uses).
  */
-function openLane(gw: Gateway, rules: () => MigrationRules | undefined, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } }): OpenedMigration | undefined {
+function openLane(gw: Gateway, rules: () => MigrationRules | undefined, options: { readonly now?: () => number; readonly log?: { warn(fields: Record<string, unknown>, message: string): void } }, tracing: Tracing | undefined): OpenedMigration | undefined {
   const config = gw.config.migration;
   if (config == null || gw.backend !== undefined) return undefined;
   const next = config.next as unknown as UpstreamConfig & NextView;
@@ -207,6 +237,7 @@ function openLane(gw: Gateway, rules: () => MigrationRules | undefined, options:
     current: () => rules()?.config,
     env: process.env,
     log: options.log,
+    attempts: tracing === undefined ? undefined : (send) => tracing.wrapSend(send, new URL(next.url).origin),
     ...(options.now === undefined ? {} : { now: options.now }),
   });
 }

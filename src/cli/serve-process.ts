@@ -62,12 +62,12 @@ function overflowsOf(server: Server | undefined, holder: GatewayHolder): Record<
 export async function serveProcess(s: ServeSetup): Promise<number> {
   const { log, config } = s;
   const state: ProcessState = { phase: 'starting', admin: undefined };
-  const holder = new GatewayHolder(compileGateway(config, { env: s.env, log }), { log });
+  const holder = new GatewayHolder(compileGateway(config, { env: s.env, log }), { log, env: s.env });
   // The server exists once the engine started; the metric may be scraped before (it reads 0).
   const listening: { server?: Server } = {};
   const overflowCounts = () => overflowsOf(listening.server, holder);
   const migration = holder.migration;
-  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store), overflowCounts, migrationCounts: () => migration?.tally.metricCounts(Object.keys(holder.current.config.migration?.operations ?? {})) });
+  const ops = createOps(config, { log, breakerOpen: () => holder.breaker?.rejecting === true, current: () => holder.current.config, cacheCounts: () => holder.cache?.counts, cacheStoreErrors: () => storeErrorsOf(holder.cache?.store), overflowCounts, migrationCounts: () => migration?.tally.metricCounts(Object.keys(holder.current.config.migration?.operations ?? {})), traceStats: () => holder.traces?.stats() });
   const running = await startEngine(s.engine, holder, log, ops.observer);
   listening.server = running.server;
   registerCertificateGauge(ops.metrics.registry, running.server);

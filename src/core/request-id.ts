@@ -190,3 +190,23 @@ export function traceContextOf(headers: Readonly<Record<string, string | string[
   if (parsed === undefined) return { traceparent: newTraceparent(), tracestate: undefined, continued: false };
   return { traceparent: parsed, tracestate: parseTracestate(headers.tracestate), continued: true };
 }
+
+/** `n` random bytes (not all zero) as lower-case hex, from the pool: a span id (8) or a trace id (16). */
+function randomHex(n: number): string {
+  let at = draw(n);
+  while (allZero(at, n)) at = draw(n);
+  const out = SCRATCH;
+  let o = 0;
+  for (let i = 0; i < n; i++) o = hexByte(out, o, POOL[at + i]!);
+  return out.toString('latin1', 0, o);
+}
+
+/** A new span id: 16 hex digits, never all zero (W3C Trace Context section 3.2.2.4). */
+export function newSpanId(): string {
+  return randomHex(8);
+}
+
+/** A new trace id: 32 hex digits, never all zero (section 3.2.2.3). */
+export function newTraceId(): string {
+  return randomHex(16);
+}

@@ -71,6 +71,10 @@ export interface UpstreamAttempt {
   readonly spanId: string;
   /** 0 for the first attempt, 1 for the retry (`http.request.resend_count`). */
   readonly resend: number;
+  /** Where it went, as the tracer that made it describes it (its address and port). */
+  readonly peer: unknown;
+  /** The path and query the upstream was sent. */
+  readonly target: string;
   readonly start: number;
   end: number;
   status: number | undefined;
@@ -98,6 +102,8 @@ export class RequestTrace {
     readonly tracestate: string | undefined,
     /** The client's address as resolved through the trusted proxies. */
     readonly client: string | undefined,
+    /** The request as it came (its target, scheme and version, for the SERVER span). */
+    readonly head: RequestHead,
   ) {}
 
   /** Records what a policy or layer decided; marks the request when the event is a keep class. */
@@ -116,6 +122,6 @@ export class RequestTrace {
 export interface Tracing extends ExchangeObserver {
   /** The trace of a new request; `trusted`: the peer is a trusted proxy (its sampled flag counts). */
   start(head: RequestHead, trusted: boolean): RequestTrace;
-  /** `send` (the transport's) with a CLIENT span per attempt. */
-  wrapSend(send: Send): Send;
+  /** `send` (the transport's) with a CLIENT span per attempt; `origin`: the upstream it reaches, when not the gateway's own. */
+  wrapSend(send: Send, origin?: string): Send;
 }

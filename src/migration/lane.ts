@@ -28,6 +28,8 @@ export interface LaneOptions {
   readonly rules: () => MigrationRules | undefined;
   /** `next`'s send, with its own forwarding layers. */
   readonly next: Send;
+  /** The same for a request routed to `next` (traced: a CLIENT span per attempt); `next` when absent. Shadow copies use `next`. */
+  readonly routedNext?: Send | undefined;
   /** The path prefixes of the two upstreams' URLs (`/v1`, no trailing slash). */
   readonly legacyBasePath: string;
   readonly nextBasePath: string;
@@ -107,7 +109,7 @@ export class MigrationLane {
       const side = picked ?? (m?.mode === 'next' ? 'next' : m?.mode === 'split' ? splitSide(ex.get(KEY_ID), m.percent) : 'legacy');
       if (side === 'next') {
         const routed = new Routed(handler, request, op, SAFE.has(request.method), legacy, o.tally, o.nextMaxBytes);
-        return routed.start(o.next, new NextRequest(request, o.legacyBasePath, o.nextBasePath));
+        return routed.start(o.routedNext ?? o.next, new NextRequest(request, o.legacyBasePath, o.nextBasePath));
       }
       // Legacy's answer, timed (a Tee passes every callback on first).
       if (m?.mode !== 'shadow' || picked !== undefined) return legacy(request, new Tee(handler, op.id, o.tally, undefined, 0));

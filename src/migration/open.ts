@@ -39,6 +39,8 @@ export interface OpenOptions extends ViewOptions {
   /** The path prefix of legacy's URL (`/v1`, no trailing slash). */
   readonly legacyBasePath: string;
   readonly rules: () => MigrationRules | undefined;
+  /** A wrapper of `next`'s transport that sees each attempt of a request routed there (tracing). */
+  readonly attempts?: ((send: Send) => Send) | undefined;
 }
 
 const NONE: readonly string[] = Object.freeze([]);
@@ -46,11 +48,15 @@ const NONE: readonly string[] = Object.freeze([]);
 export function openMigration(o: OpenOptions): OpenedMigration {
   const n = o.next;
   const breaker = n.circuitBreaker === null ? undefined : new CircuitBreaker(n.circuitBreaker, o.now);
-  const next: Send = forwarding(o.upstream, { headersMs: n.timeouts.headersMs, bodyMs: n.timeouts.bodyMs, totalMs: n.timeouts.totalMs, retryIdempotent: n.retryIdempotent }, breaker).send;
+  const layers = { headersMs: n.timeouts.headersMs, bodyMs: n.timeouts.bodyMs, totalMs: n.timeouts.totalMs, retryIdempotent: n.retryIdempotent };
+  const next: Send = forwarding(o.upstream, layers, breaker).send;
+  // A request routed to `next` is the client's own: its attempts are traced; a shadow copy is not.
+  const routedNext = o.attempts === undefined ? undefined : forwarding(o.upstream, layers, breaker, undefined, undefined, o.attempts).send;
   const view = openMigrationView(o.config, o);
   const lane = new MigrationLane({
     rules: o.rules,
     next,
+    routedNext,
     legacyBasePath: o.legacyBasePath,
     nextBasePath: new URL(n.url).pathname.replace(/\/+$/, ''),
     sandbox: n.sandbox,

@@ -12,6 +12,7 @@ import type { HeaderValue } from '../core/policy.js';
 import type { ApiOperation } from '../api/model.js';
 import { contractRule } from './contract.js';
 import type { FallbackReason, Recorder } from './types.js';
+import { TRACE_EVENTS } from '../core/trace.js';
 
 /** A failure kind in the words of a fallback reason. */
 function reasonOf(kind: string): FallbackReason {
@@ -135,6 +136,7 @@ export class Routed implements ForwardHandler, UpstreamControl {
     this.done = true;
     this.control?.abort(reason === 'contract' || reason === 'server_error' ? undefined : 'failed');
     this.tally.fallback(this.op.id, reason);
+    this.request.exchange?.trace?.event(TRACE_EVENTS.fallback, { 'gateway.fallback.reason': reason });
     this.legacy(this.request, this.handler);
   }
 }

@@ -146,6 +146,8 @@ export interface OpsOptions {
   readonly cacheStoreErrors?: () => number;
   /** The migration lane's counts, when it is on (the petstore_gateway_migration_* metrics). */
   readonly migrationCounts?: GatewayMetricsOptions['migrationCounts'];
+  /** The trace exporter's counts, when tracing is on (the petstore_gateway_trace_* metrics). */
+  readonly traceStats?: GatewayMetricsOptions['traceStats'];
   /** The connection and consumer bounds' counts (petstore_gateway_overflows_total). */
   readonly overflowCounts?: GatewayMetricsOptions['overflowCounts'];
   /** Prometheus default process metrics; off in tests that start many gateways. */
@@ -228,6 +230,7 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     cacheStoreErrors: options.cacheStoreErrors,
     overflowCounts: options.overflowCounts,
     migrationCounts: options.migrationCounts,
+    traceStats: options.traceStats,
     storeErrors: () => openStores().reduce((n, s) => n + s.errors, 0),
     logDropped: droppedLogLines,
     defaultMetrics: options.defaultMetrics ?? true,

@@ -34,6 +34,8 @@ import { UNKNOWN_ROUTE } from '../core/operations.js';
 import { FAILURE_KINDS, type FailureKind } from '../core/upstream.js';
 import { registerMigrationMetrics, type MigrationMetricCounts } from './migration-metrics.js';
 import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series.js';
+import { registerTraceMetrics } from './trace-metrics.js';
+import type { ExporterStats } from '../telemetry/exporter.js';
 
 /**
  * OpenTelemetry's advised explicit bucket boundaries for http.server.request.duration and
@@ -204,6 +206,8 @@ export interface GatewayMetricsOptions {
   readonly overflowCounts?: () => Readonly<Partial<Record<OverflowEvent, number>>> | undefined;
   /** The migration lane's counts per operation, when it is on; read at each scrape. */
   readonly migrationCounts?: () => readonly MigrationMetricCounts[] | undefined;
+  /** The trace exporter's counts, when tracing is on (the petstore_gateway_trace_* metrics). */
+  readonly traceStats?: () => ExporterStats | undefined;
   /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
   readonly logDropped?: () => number;
   /** How many commands of the response cache's Redis store failed so far; read at each scrape. */
@@ -374,6 +378,7 @@ export class GatewayMetrics implements ExchangeObserver {
     });
 
     registerMigrationMetrics(registry, options.migrationCounts);
+    registerTraceMetrics(registry, options.traceStats);
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry, ...(options.defaultMetricsPrefix === undefined ? {} : { prefix: options.defaultMetricsPrefix }) });
   }
 

@@ -49,6 +49,7 @@ export function record(over: RecordOver = {}): ExchangeRecord {
     protocol: '1.1',
     consumer: 'team-a',
     facts: listFacts(limit, statusFilter),
+    trace: undefined,
     ...rest,
   };
 }

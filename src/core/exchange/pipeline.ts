@@ -58,7 +58,7 @@ export class Pipeline implements RequestPipeline {
     this.tracing = tracing;
     // Tracing receives every finished exchange after the other observers.
     this.observer = tracing === undefined ? options.observer : options.observer === undefined ? tracing : both(options.observer, tracing);
-    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.sendWrapper, tracing);
+    const f = forwarding(options.upstream, options.settings, options.gateways.breaker, options.clock, options.gateways.sendWrapper, tracing === undefined ? undefined : (send) => tracing.wrapSend(send));
     this.send = f.send;
     this.breaker = f.breaker;
     this.answers = f.policed ? POLICED : TRUSTED;

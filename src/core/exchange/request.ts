@@ -173,6 +173,7 @@ export class ActiveRequest extends UpstreamCall implements GateEntry, FrontReque
     const front = this.pipeline.front;
     front.release?.(this);
     front.discard(this);
+    this.ex.trace?.event(TRACE_EVENTS.rateLimited, { 'gateway.limit': 'in_flight' });
     // A place frees as soon as one of the consumer's own requests ends: the smallest Retry-After.
     this.sendError(new GatewayError('too_many_in_flight', { headers: { 'retry-after': '1' } }));
   }

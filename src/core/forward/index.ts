@@ -15,7 +15,6 @@
  */
 import type { CircuitBreaker } from '../breaker.js';
 import type { Clock } from '../deadlines.js';
-import type { Tracing } from '../trace.js';
 import type { Upstream } from '../upstream.js';
 import { bodyIdle } from './body-idle.js';
 import { breakerAccounting } from './breaker.js';
@@ -46,15 +45,15 @@ export interface Forwarding {
 
 /**
  * `outer`: a wrapper of the composed call the caller hands in, outermost; the core knows only that
- * it wraps `send` and which fields it writes. `tracing`: wraps the transport's own send, innermost,
- * so that each attempt is a span (an upstream that conforms by construction is in-process: no hop,
- * no span).
+ * it wraps `send` and which fields it writes. `attempts`: a wrapper of the transport's own send,
+ * innermost, which sees every attempt (tracing: a CLIENT span each); an upstream that conforms by
+ * construction is in-process, no hop, and gets none.
  */
-export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, outer?: SendWrapper, tracing?: Tracing): Forwarding {
+export function forwarding(upstream: Upstream, settings: LayerSettings, breaker: CircuitBreaker | undefined, clock?: Clock, outer?: SendWrapper, attempts?: (send: Send) => Send): Forwarding {
   const direct: Send = (request, handler) => upstream.send(request, handler);
   if (upstream.conforms) return { send: direct, policed: false, breaker: undefined };
-  // Every call to the transport is an attempt (the retry's too): a CLIENT span each.
-  const send: Send = tracing === undefined ? direct : tracing.wrapSend(direct);
+  // Every call to the transport is an attempt (the retry's too).
+  const send: Send = attempts === undefined ? direct : attempts(direct);
   const layers: Layer[] = [];
   if (breaker !== undefined) layers.push(breakerAccounting(breaker));
   layers.push(buffering(), totalDeadline(settings.totalMs, clock), bodyIdle(settings.bodyMs, clock), headDeadline(settings.headersMs, clock));

@@ -10,6 +10,7 @@ import { fieldPlan, flatFields } from '../../core/forward/answer.js';
 import { ageOf, freshness, type StoringRules } from './directives.js';
 import type { KeyMemo, KeyRules } from './key.js';
 import { CACHE_NAME, TRAILING_FIELDS, type CacheEntry, type CacheEvent, type CacheStore } from './types.js';
+import { TRACE_EVENTS } from '../../core/trace.js';
 
 /** The cache of one upstream: its store, its rules, its flights in progress and its counts. */
 export interface ResponseCache extends KeyRules, StoringRules {
@@ -125,10 +126,11 @@ export class Subscriber extends Call {
   }
 
   /** Answers with a stored entry, as it is (no response phase runs again); `called`: whether a call went upstream for it. */
-  serve(entry: CacheEntry, status: string, now: number, called: boolean): void {
+  serve(entry: CacheEntry, status: string, now: number, called: boolean, event?: 'hit' | 'stale' | 'collapsed'): void {
     if (this.done) return;
     this.flight = undefined;
     this.done = true;
+    if (event !== undefined) this.request.exchange?.trace?.event(TRACE_EVENTS.cache, { 'gateway.cache.status': event });
     this.client.onFinished(entry, said(ageText(entry.born, now), status), called);
   }
 
@@ -280,7 +282,7 @@ export class Flight implements ForwardHandler, AnswerTaker {
     const subs = this.subs.splice(0);
     const status = `${CACHE_NAME}; ${params}${ttlParam(entry, now)}; detail=${detail}`;
     this.cache.counts.stale += subs.length;
-    for (const sub of subs) sub.serve(entry, status, now, called);
+    for (const sub of subs) sub.serve(entry, status, now, called, 'stale');
     return true;
   }
 
@@ -310,7 +312,7 @@ export class Flight implements ForwardHandler, AnswerTaker {
       // get that entry. One whose phase made no shareable answer (a contract violation) kept
       // nothing: the next runs its own phase on the upstream's answer.
       if (this.kept !== undefined) {
-        sub.serve(this.kept, i === 0 ? status : `${status}; collapsed`, now, true);
+        sub.serve(this.kept, i === 0 ? status : `${status}; collapsed`, now, true, i === 0 ? undefined : 'collapsed');
         continue;
       }
       this.keeping = true;

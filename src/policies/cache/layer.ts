@@ -37,6 +37,7 @@ import { Call, start, type ForwardHandler, type Send, type SendWrapper } from '.
 import { ageText, Flight, hitStatus, isCacheClient, said, Subscriber, type CacheClient, type ResponseCache } from './flight.js';
 import { cacheKey } from './key.js';
 import { ACCOUNT_FIELDS, CACHE_NAME, TRAILING_FIELDS, type CacheEntry } from './types.js';
+import { TRACE_EVENTS } from '../../core/trace.js';
 
 /**
  * A request the cache does not keep, passed through and said so (RFC 9211 section 2.2): createPet
@@ -87,7 +88,7 @@ function cached(cache: ResponseCache, next: Send): Send {
     if (!(found instanceof Promise)) {
       // A fresh entry at hand is written at once: nothing waits and nothing runs, so no
       // subscriber is made (the handler is told nothing else, not even a start).
-      if (found !== undefined && now < found.freshUntil) return hit(cache, handler, found, now);
+      if (found !== undefined && now < found.freshUntil) return hit(cache, request, handler, found, now);
       return lookup(cache, next, request, key, subscribe(handler, request, next), found);
     }
     const sub = subscribe(handler, request, next);
@@ -105,8 +106,9 @@ function subscribe(handler: CacheClient, request: UpstreamRequest, below: Send):
 }
 
 /** Answers from a fresh entry. */
-function hit(cache: ResponseCache, handler: CacheClient, entry: CacheEntry, now: number): void {
+function hit(cache: ResponseCache, request: UpstreamRequest, handler: CacheClient, entry: CacheEntry, now: number): void {
   cache.counts.hit++;
+  request.exchange?.trace?.event(TRACE_EVENTS.cache, { 'gateway.cache.status': 'hit' });
   handler.onFinished(entry, said(ageText(entry.born, now), hitStatus(entry, now)), false);
 }
 
@@ -115,7 +117,7 @@ function lookup(cache: ResponseCache, next: Send, request: UpstreamRequest, key:
   const now = cache.now();
   if (entry !== undefined && now < entry.freshUntil) {
     cache.counts.hit++;
-    return sub.serve(entry, hitStatus(entry, now), now, false);
+    return sub.serve(entry, hitStatus(entry, now), now, false, 'hit');
   }
   const running = cache.flights.get(key);
   if (running !== undefined) {

@@ -13,6 +13,7 @@ import { GatewayError } from '../../core/errors.js';
 import type { Decision, Exchange, PolicyEnv, PolicyModule, Problem } from '../../core/policy.js';
 import { schema, type DeprecationConfig } from './schema.js';
 import { parseDateTime } from '../../core/date-time.js';
+import { TRACE_EVENTS } from '../../core/trace.js';
 
 export type { DeprecationConfig } from './schema.js';
 export { parseDateTime };
@@ -68,6 +69,7 @@ function planOf(config: DeprecationConfig, op: ApiOperation) {
   const sunset = life.sunset === undefined ? Infinity : Date.parse(life.sunset);
   const removedOn = headers.sunset === undefined ? '' : `, and is removed on ${headers.sunset}`;
   return {
+    operation: op.id,
     headers,
     sunset,
     removed: new GatewayError('operation_removed', { message: `${op.id} was removed on ${headers.sunset ?? ''}${use}.` }),
@@ -91,9 +93,16 @@ function create(config: DeprecationConfig, env: PolicyEnv) {
     onRequest(ex: Exchange): Decision {
       const plan = planFor(ex);
       if (plan === undefined) return undefined;
+      const trace = ex.trace;
+      trace?.event(TRACE_EVENTS.deprecated, { 'gateway.operation': plan.operation });
       const t = now();
       if (config.removeAfterSunset && t >= plan.sunset) return plan.removed;
-      for (const b of plan.brownouts) if (t >= b.start && t < b.end) return b.error;
+      for (const b of plan.brownouts) {
+        if (t >= b.start && t < b.end) {
+          trace?.event(TRACE_EVENTS.brownout, { 'gateway.brownout.until': b.until });
+          return b.error;
+        }
+      }
       return undefined;
     },
   };

@@ -19,6 +19,7 @@ import { ThrottledWarning } from '../../stores/redis.js';
 import type { RateDecision, RateLimitRule, RateLimitStore } from '../../stores/types.js';
 import { KEY_ID } from '../auth/facts.js';
 import { schema, type RateLimitConfig } from './schema.js';
+import { TRACE_EVENTS } from '../../core/trace.js';
 
 export type { RateLimitConfig } from './schema.js';
 
@@ -160,6 +161,7 @@ function create(config: RateLimitConfig, env: PolicyEnv) {
     // At least 1: a refusal always has something to wait for (GCRA's retryAfterMs > 0).
     const retry = Math.max(1, seconds(d.retryAfterMs));
     ex.responseHeaders.ratelimit = `${POLICY_NAME};r=0;t=${retry}`;
+    ex.trace?.event(TRACE_EVENTS.rateLimited, { 'gateway.limit': 'rate', 'gateway.retry_after_s': retry });
     return new GatewayError('rate_limited', { headers: { 'retry-after': String(retry) } });
   }
 

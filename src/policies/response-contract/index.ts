@@ -31,6 +31,7 @@ import { scannerOf } from '../../api/scanners.js';
 import type { ApiOperation } from '../../api/model.js';
 import type { SchemaType } from '../../core/options.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
+import { TRACE_EVENTS } from '../../core/trace.js';
 
 export const schema = {
   type: 'object',
@@ -109,6 +110,7 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
       const log = ex.aside === true ? undefined : env.log;
       if (coding !== undefined) {
         if (ex.aside !== true) violations++;
+        ex.trace?.event(TRACE_EVENTS.contractViolation, { 'gateway.violation': 'content-encoding', 'gateway.violations': 1, 'gateway.contract.mode': config.mode });
         log?.warn({ policy: 'response-contract', operation: op, problems: [`content-encoding ${coding.slice(0, 32)}`], violations, mode: config.mode }, 'upstream answer violates the interface');
         return errorResponse(violation);
       }
@@ -120,6 +122,7 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
         return { ...res, body: verdict.body, truncated: false };
       }
       if (ex.aside !== true) violations++;
+      ex.trace?.event(TRACE_EVENTS.contractViolation, { 'gateway.violation': (verdict.problems[0] ?? '').slice(0, 200), 'gateway.violations': verdict.problems.length, 'gateway.contract.mode': config.mode });
       log?.warn({ policy: 'response-contract', operation: op, problems: verdict.problems, violations, mode: config.mode }, 'upstream answer violates the interface');
       return config.mode === 'enforce' ? errorResponse(violation) : res;
     },
