@@ -90,7 +90,7 @@ export class SpanExporter {
   #exportsFailed = 0;
   /** Exports run until `#settled` reaches this (a `flush` asked for what was queued when it was called). */
   #flushTarget = 0;
-  #flushWaiters: Array<{ readonly target: number; readonly resolve: () => void }> = [];
+  readonly #flushWaiters = new Set<{ readonly target: number; readonly resolve: () => void }>();
   #running = false;
   /** The schedule delay ran out: the next export may send less than a full batch. */
   #due = false;
@@ -153,16 +153,15 @@ export class SpanExporter {
     if (this.#settled >= target) return Promise.resolve();
     if (target > this.#flushTarget) this.#flushTarget = target;
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, Math.max(0, deadlineMs));
-      const waiter = { target, resolve: done };
-      this.#flushWaiters.push(waiter);
-      function done(): void {
+      const done = (): void => {
         clearTimeout(timer);
+        this.#flushWaiters.delete(waiter);
         resolve();
-      }
+      };
+      const waiter = { target, resolve: done };
+      const timer = setTimeout(done, Math.max(0, deadlineMs));
+      this.#flushWaiters.add(waiter);
       if (!this.#running) this.#start();
-    }).finally(() => {
-      this.#flushWaiters = this.#flushWaiters.filter((w) => w.target > this.#settled);
     });
   }
 
@@ -360,7 +359,7 @@ export class SpanExporter {
     this.#disarm();
     if (this.#kick !== undefined) clearImmediate(this.#kick);
     this.#kick = undefined;
-    if (this.#inFlight > 0) this.#giveUp(this.#inFlight, { error: 'aborted', attempts: 0 });
+    if (this.#inFlight > 0) this.#giveUp(this.#inFlight, { error: 'aborted' });
     const left = this.#queue.length;
     if (left > 0) {
       this.#queue = [];

@@ -68,8 +68,11 @@ export interface ReceiverOptions {
   /** `slow`: the delay before the answer, or between the body's bytes with `drip`. */
   slowMs?: number;
   drip?: boolean;
-  /** `slow` with `drip`: the answer's length in bytes, padded (default 16, at most 129). */
-  dripBytes?: number;
+  /**
+   * `ok`, `partial`, `slow`: bytes added to the answer (JSON: leading spaces, any length; protobuf:
+   * an unknown field, at most 129 bytes). Default 0, or 16 with `drip`.
+   */
+  padBytes?: number;
   /** `partial`: the rejected count the answer carries. */
   rejectSpans?: number;
 }
@@ -171,12 +174,12 @@ export async function startOtlpReceiver(initial: ReceiverOptions = {}): Promise<
         return;
       case 'ok':
       case 'partial': {
-        res.writeHead(200, { 'content-type': ctype }).end(answerBody(json, mode === 'partial' ? (o.rejectSpans ?? 1) : 0));
+        res.writeHead(200, { 'content-type': ctype }).end(answerBody(json, mode === 'partial' ? (o.rejectSpans ?? 1) : 0, o.padBytes));
         return;
       }
       case 'slow': {
         const ms = o.slowMs ?? 200;
-        const body = answerBody(json, 0, o.drip === true ? (o.dripBytes ?? 16) : 0);
+        const body = answerBody(json, 0, o.padBytes ?? (o.drip === true ? 16 : 0));
         if (o.drip !== true || body.length === 0) {
           later(() => res.writeHead(200, { 'content-type': ctype }).end(body), ms);
           return;

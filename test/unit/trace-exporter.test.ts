@@ -259,12 +259,23 @@ scenario('a slow collector within the timeout is waited for', async (t) => {
 });
 
 scenario('an answer that drips past the timeout counts as a timeout', async (t) => {
-  const { receiver, exporter, log } = await rig(t, { timeoutMs: 300, maxAttempts: 2 }, { mode: 'slow', drip: true, slowMs: 60, dripBytes: 40 });
+  const { receiver, exporter, log } = await rig(t, { timeoutMs: 300, maxAttempts: 2 }, { mode: 'slow', drip: true, slowMs: 60, padBytes: 40 });
   enqueueRange(exporter, 0, 2);
   await exporter.flush(5000);
   t.equal(receiver.requests.length, 2);
   t.same(exporter.stats(), { queued: 0, exported: 0, dropped: 0, failed: 2, exports: { ok: 0, retried: 1, failed: 1 } });
   t.match(log.lines[0]!.fields, { error: 'timeout' });
+});
+
+scenario('a 1 MiB answer is read to 64 KiB and discarded; the next export still goes', async (t) => {
+  const { receiver, exporter } = await rig(t, {}, { padBytes: 1024 * 1024 });
+  enqueueRange(exporter, 0, 2);
+  await exporter.flush(5000);
+  receiver.options.padBytes = 0;
+  enqueueRange(exporter, 2, 2);
+  await exporter.flush(5000);
+  t.equal(receiver.spans().length, 4);
+  t.same(exporter.stats(), { queued: 0, exported: 4, dropped: 0, failed: 0, exports: { ok: 2, retried: 0, failed: 0 } });
 });
 
 for (const contentType of ['application/json', 'application/x-protobuf'] as const) {
