@@ -23,13 +23,32 @@ export function exportTraceServiceRequest(): protobuf.Type {
 }
 
 /**
- * A protobuf body decoded to a plain object: ids and bytes as lower-case hex, 64-bit integers as
- * decimal strings, enums as numbers, defaults left out (as OTLP/JSON writes them).
+ * A protobuf body decoded to a plain object: the trace and span ids as lower-case hex (as OTLP/JSON
+ * writes them; other bytes base64), 64-bit integers as decimal strings, enums as numbers, defaults
+ * left out.
  */
 export function decodeTraceRequest(body: Uint8Array): Record<string, unknown> {
   const type = exportTraceServiceRequest();
   const message = type.decode(body);
-  return type.toObject(message, { longs: String, enums: Number, bytes: String, defaults: false, arrays: true }) as Record<string, unknown>;
+  const plain = type.toObject(message, { longs: String, enums: Number, bytes: String, defaults: false, arrays: true }) as Record<string, unknown>;
+  hexIds(plain);
+  return plain;
+}
+
+const ID_FIELDS = new Set(['traceId', 'spanId', 'parentSpanId']);
+
+/** protobufjs writes bytes as base64; OTLP/JSON writes the ids as hex: turned to hex here, in place. */
+function hexIds(node: unknown): void {
+  if (Array.isArray(node)) {
+    for (const item of node) hexIds(item);
+    return;
+  }
+  if (node === null || typeof node !== 'object') return;
+  const o = node as Record<string, unknown>;
+  for (const [k, v] of Object.entries(o)) {
+    if (ID_FIELDS.has(k) && typeof v === 'string') o[k] = Buffer.from(v, 'base64').toString('hex');
+    else hexIds(v);
+  }
 }
 
 /** `protoc --decode_raw` of a body: its text output (field numbers and values, no names). */
