@@ -15,6 +15,8 @@ import type { CheckContext, PolicyEnv, PolicyModule, Problem, RunRequirement } f
 import { POLICY_MODULES, type PolicyName } from '../policies/index.js';
 import { migrationProblems } from '../migration/rules.js';
 import type { MigrationConfig } from '../migration/schema.js';
+import type { TracesSection } from '../telemetry/schema.js';
+import { tracesSectionProblems } from '../telemetry/settings.js';
 import { policyFileSchema } from './schema.js';
 import type { PolicyConfig } from './types.js';
 
@@ -48,6 +50,8 @@ const PATTERN_EXPECTS: Readonly<Record<string, string>> = {
   '^[\\x20-\\x21\\x23-\\x5b\\x5d-\\x7e]{1,64}$': 'must be 1 to 64 printable ASCII characters without " or \\',
   '^[1-5][0-9]{2}$': 'must be an HTTP status code of three digits, such as 422',
   '^[A-Za-z0-9:._-]+$': 'must be a scope: letters, digits, ":", ".", "_" and "-", such as migration:tester',
+  '^https?://[^\\s/?#@]+([/?][^\\s#]*)?$':
+    "must be an http(s) URL without user:password@ or fragment, such as http://collector:4318/v1/traces (a collector's API key goes in OTEL_EXPORTER_OTLP_HEADERS)",
 };
 
 function describe(e: ErrorObject): Problem {
@@ -275,6 +279,9 @@ export function parsePolicy(text: string, env: PolicyEnv, overrides: Overrides =
   if (isMapping(v.server) && clean('/server')) problems.push(...listenerProblems(v.server));
   const m = (value as { migration?: unknown; upstream?: { url?: unknown } }).migration;
   if (isMapping(m) && clean('/migration') && clean('/upstream')) problems.push(...migrationProblems(m as unknown as MigrationConfig, api, String((value as { upstream?: { url?: unknown } }).upstream?.url)));
+  const traces = (value as { telemetry?: { traces?: unknown } }).telemetry?.traces;
+  // As a policy's `check`: also beside schema errors, less what is about a value already blamed.
+  if (isMapping(traces)) problems.push(...tracesSectionProblems(traces as TracesSection).filter((p) => !schemaPaths.some((s) => related(p.path, s))));
   if (problems.length > 0) return { ok: false, problems };
   // No problem at all: the schema and every cross-field check accepted the whole document.
   const config = value as unknown as PolicyConfig;

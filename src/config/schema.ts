@@ -12,11 +12,12 @@ import { LISTENER_SCHEMA } from '../fronts/config.js';
 import { POLICY_MODULES } from '../policies/index.js';
 import { UPSTREAM_SCHEMA } from '../upstreams/config.js';
 import { MIGRATION_SCHEMA } from '../migration/schema.js';
+import { TELEMETRY_SECTION_SCHEMA } from '../telemetry/schema.js';
 
 // The upstream, headers and log sections' schemas live beside the code that reads them, each with
 // its type derived from it. The server section is composed here from the listener's options
 // (src/fronts) and the admin listener's (src/ops): neither of those folders may import the other.
-export { HEADERS_SCHEMA, UPSTREAM_SCHEMA };
+export { HEADERS_SCHEMA, TELEMETRY_SECTION_SCHEMA, UPSTREAM_SCHEMA };
 
 /**
  * `server.admin`: the admin listener's own options, plus the tokens of the key admin API
@@ -136,6 +137,7 @@ export function policyFileSchema(): Record<string, unknown> {
       headers: HEADERS_SCHEMA,
       log: LOG_SCHEMA,
       migration: MIGRATION_SECTION_SCHEMA,
+      telemetry: TELEMETRY_SECTION_SCHEMA,
       policies: {
         type: 'object',
         description: 'One entry per policy module; the chain runs them in a fixed order: ' + POLICY_MODULES.map((m) => m.name).join(', ') + '.',

@@ -5,6 +5,7 @@ import type { HeadersConfig } from '../core/headers.js';
 import type { SchemaType } from '../core/options.js';
 import type { MIGRATION_SECTION_SCHEMA, SERVER_SCHEMA } from './schema.js';
 import type { PolicyConfigs } from '../policies/index.js';
+import type { TelemetrySection } from '../telemetry/schema.js';
 import type { UpstreamConfig } from '../upstreams/config.js';
 
 /** The `server:` section: the API listener's options (src/fronts) and the admin listener's (src/ops). */
@@ -25,9 +26,11 @@ export interface PolicyConfig {
   readonly log: LogConfig;
   /** Absent in a config built in code before the section existed: read as null. */
   readonly migration?: MigrationSection;
+  /** `telemetry:` (src/telemetry, docs/operations.md "Traces"); absent: nothing but what the OTEL_* environment turns on. */
+  readonly telemetry?: TelemetrySection;
   readonly policies: PolicyConfigs;
 }
 
-export type { HeadersConfig, PolicyConfigs, UpstreamConfig };
+export type { HeadersConfig, PolicyConfigs, TelemetrySection, UpstreamConfig };
 export type { ListenerConfig, ServerTlsConfig } from '../fronts/config.js';
 export type { UpstreamTlsConfig } from '../upstreams/config.js';
