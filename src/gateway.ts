@@ -20,7 +20,7 @@ import { openMigration, type NextView, type OpenedMigration } from './migration/
 import type { MigrationLaneView } from './migration/view.js';
 import { undiciUpstream } from './upstreams/undici.js';
 import { openTracing, type OpenedTracing } from './telemetry/open.js';
-import type { Tracing } from './core/trace.js';
+import type { Tracing } from './core/tracing.js';
 import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';
 

@@ -1,6 +1,6 @@
 /**
- * What the gateway records of one request for its trace, when tracing is on (`Tracing`, handed in
- * by the composition root; src/telemetry builds the spans and exports them): the ids, the head
+ * What the gateway records of one request for its trace, when tracing is on (`Tracing`, tracing.ts,
+ * handed in by the composition root; src/telemetry builds the spans and exports them): the ids, the head
  * sampling decision, what the policies decided (events, which also mark the outcomes a tail
  * decision keeps), and each upstream attempt. One object per request, made at its start; nothing
  * of it exists when tracing is off.
@@ -8,10 +8,12 @@
  * Times are epoch milliseconds with the monotonic clock's fraction (`traceNow`), so a span's start
  * and end are ordered even when the wall clock steps.
  */
-import type { RequestHead } from './policy.js';
-import type { ExchangeObserver } from './record.js';
-import type { Send } from './forward/layer.js';
-import type { FailureKind } from './upstream.js';
+/** What a trace reads of its request (a `RequestHead` is one). */
+export interface TracedHead {
+  /** The raw request-target: path and query, as sent. */
+  readonly target: string;
+  readonly tls?: boolean | undefined;
+}
 
 export type TraceValue = string | number | boolean;
 export type TraceAttributes = Readonly<Record<string, TraceValue>>;
@@ -78,7 +80,8 @@ export interface UpstreamAttempt {
   readonly start: number;
   end: number;
   status: number | undefined;
-  failure: FailureKind | undefined;
+  /** The transport's `FailureKind` (upstream.ts, not imported: it names the exchange's types). */
+  failure: string | undefined;
   aborted: 'abandoned' | 'failed' | undefined;
 }
 
@@ -102,8 +105,8 @@ export class RequestTrace {
     readonly tracestate: string | undefined,
     /** The client's address as resolved through the trusted proxies. */
     readonly client: string | undefined,
-    /** The request as it came (its target, scheme and version, for the SERVER span). */
-    readonly head: RequestHead,
+    /** The request as it came (its target and scheme, for the SERVER span). */
+    readonly head: TracedHead,
   ) {}
 
   /** Records what a policy or layer decided; marks the request when the event is a keep class. */
@@ -112,16 +115,4 @@ export class RequestTrace {
     const m = MARK_OF_EVENT[name];
     if (m !== undefined) this.marks |= m;
   }
-}
-
-/**
- * What the composition root hands the exchange when tracing is on (src/telemetry): it starts each
- * request's trace, wraps the transport's send so that every attempt is a CLIENT span whose id the
- * upstream receives as its parent, and receives every finished exchange.
- */
-export interface Tracing extends ExchangeObserver {
-  /** The trace of a new request; `trusted`: the peer is a trusted proxy (its sampled flag counts). */
-  start(head: RequestHead, trusted: boolean): RequestTrace;
-  /** `send` (the transport's) with a CLIENT span per attempt; `origin`: the upstream it reaches, when not the gateway's own. */
-  wrapSend(send: Send, origin?: string): Send;
 }

@@ -42,6 +42,8 @@ export interface SpanExporterOptions {
   readonly initialBackoffMs?: number;
   /** The longest delay between attempts, a `Retry-After` included. Default 5000 ms. */
   readonly maxBackoffMs?: number;
+  /** One batch's whole export, its retries and waits included: no attempt starts past it. Default 30 000 ms. */
+  readonly batchTimeoutMs?: number;
   readonly log?: ExporterLog;
 }
 
@@ -111,6 +113,7 @@ export class SpanExporter {
       delayMs: 1000,
       timeoutMs: 10_000,
       maxAttempts: 5,
+      batchTimeoutMs: 30_000,
       initialBackoffMs: 500,
       maxBackoffMs: 5000,
       ...definedOnly(options),
@@ -252,6 +255,7 @@ export class SpanExporter {
       this.#giveUp(batch.length, { error: 'encode', code: errorCode(err) });
       return;
     }
+    const started = performance.now();
     for (let attempt = 1; ; attempt++) {
       const outcome = await this.#send(body);
       if (this.#aborted) return; // `#abort` counted the batch
@@ -261,12 +265,13 @@ export class SpanExporter {
       }
       const retryable = outcome.kind === 'status' ? RETRYABLE.has(outcome.status) : true;
       const why = outcome.kind === 'status' ? { status: outcome.status } : { error: outcome.kind, code: outcome.code };
-      if (!retryable || attempt >= this.#o.maxAttempts) {
+      const wait = this.#backoff(attempt, outcome.kind === 'status' ? outcome.retryAfter : undefined);
+      if (!retryable || attempt >= this.#o.maxAttempts || performance.now() - started + wait >= this.#o.batchTimeoutMs) {
         this.#giveUp(batch.length, { ...why, attempts: attempt });
         return;
       }
       this.#retried++;
-      await this.#sleep(this.#backoff(attempt, outcome.kind === 'status' ? outcome.retryAfter : undefined));
+      await this.#sleep(wait);
       if (this.#aborted) return;
     }
   }

@@ -11,8 +11,7 @@ import { newRequestId } from '../core/request-id.js';
 import { SpanExporter, type ExporterStats } from './exporter.js';
 import { encodeJson } from './otlp-json.js';
 import { encodeProtobuf } from './otlp-proto.js';
-import type { TelemetrySection } from './schema.js';
-import { traceSettings, type TraceSettings } from './settings.js';
+import { traceSettings, type TraceSettings, type TracesInput } from './settings.js';
 import type { SpanSource } from './span.js';
 import { Tracer, type Sampler } from './tracer.js';
 
@@ -22,7 +21,7 @@ export interface OpenedTracing {
   /** The exporter's counts, for the metrics. */
   stats(): ExporterStats;
   /** A reload: the ratio and the keep classes of the new section (the rest is checked restart-only). */
-  reconfigure(section: TelemetrySection['traces'] | undefined): void;
+  reconfigure(section: TracesInput | undefined): void;
   /** Exports what is queued within `graceMs`, then stops; never rejects. */
   close(graceMs: number): Promise<void>;
 }
@@ -59,8 +58,8 @@ function samplerOf(settings: TraceSettings): Sampler {
  * environment, OTEL_SDK_DISABLED, OTEL_TRACES_EXPORTER=none). Problems with the settings are
  * warned once, never with a header's value.
  */
-export function openTracing(section: TelemetrySection['traces'] | undefined, ctx: TracingContext): OpenedTracing | undefined {
-  const { settings, problems } = traceSettings(section, ctx.env);
+export function openTracing(section: TracesInput | undefined, ctx: TracingContext): OpenedTracing | undefined {
+  const { settings, problems } = traceSettings(section, ctx.env, version());
   for (const p of problems) ctx.log?.warn({ problem: p }, 'telemetry.traces: a setting was ignored');
   if (settings === undefined) return undefined;
   const resource: Record<string, string> = { 'service.version': version(), 'service.instance.id': `${hostname()}/${process.pid}/${newRequestId().slice(0, 8)}`, ...settings.resource };
@@ -82,6 +81,7 @@ export function openTracing(section: TelemetrySection['traces'] | undefined, ctx
     maxAttempts: settings.retry.maxAttempts,
     initialBackoffMs: settings.retry.initialBackoffMs,
     maxBackoffMs: settings.retry.maxBackoffMs,
+    batchTimeoutMs: settings.batch.timeoutMs,
     log: ctx.log,
   });
   const tracer = new Tracer({ sampler: samplerOf(settings), keep: settings.keep, trustedProxies: ctx.trustedProxies, upstreamOrigin: ctx.upstreamOrigin, sink: (span) => exporter.enqueue(span) });
@@ -90,7 +90,7 @@ export function openTracing(section: TelemetrySection['traces'] | undefined, ctx
     settings,
     stats: () => exporter.stats(),
     reconfigure(next) {
-      const again = traceSettings(next, ctx.env).settings;
+      const again = traceSettings(next, ctx.env, version()).settings;
       if (again !== undefined) tracer.configure(samplerOf(again), again.keep);
     },
     close: (graceMs) => exporter.close(graceMs),

@@ -8,7 +8,7 @@ import type { ConsumerGate } from '../consumer-gate.js';
 import { forwarding, type Send } from '../forward/index.js';
 import type { RequestHead } from '../policy.js';
 import type { ExchangeObserver } from '../record.js';
-import type { Tracing } from '../trace.js';
+import type { Tracing } from '../tracing.js';
 import type { Upstream } from '../upstream.js';
 import type { ClientResponse, ForwardSettings, FrontHooks, GatewaySource, OperatorLog, PipelineOptions } from './ports.js';
 import { POLICED, TRUSTED, type Answers, type RequestPipeline } from './reply.js';

@@ -12,7 +12,7 @@ import type { SendWrapper } from '../forward/index.js';
 import type { HeaderRules } from '../headers.js';
 import type { HeaderValue } from '../policy.js';
 import type { ExchangeObserver } from '../record.js';
-import type { Tracing } from '../trace.js';
+import type { Tracing } from '../tracing.js';
 import type { Upstream } from '../upstream.js';
 
 /**

@@ -15,7 +15,7 @@ import { ONE_WRITE_MAX, type Send } from '../forward/index.js';
 import { clientResponseHeaders, mergeVary, type HeaderRules } from '../headers.js';
 import type { HeaderValue, LocalReply, RequestHead, ResponseBody } from '../policy.js';
 import type { ExchangeObserver } from '../record.js';
-import type { Tracing } from '../trace.js';
+import type { Tracing } from '../tracing.js';
 import type { ClientResponse, ForwardSettings, FrontHooks, GatewaySource, OperatorLog } from './ports.js';
 
 /**
