@@ -194,6 +194,29 @@ forEachEngine(tap, async (t, engine) => {
   });
 });
 
+// parity: the lane reaches next with undici whatever the engine (src/gateway.ts openLane); the engines' part is covered above
+tap.test('the migration lane: a request routed to next is a CLIENT span at next; a fallback is an event and a legacy attempt', async (t) => {
+  const collector = await receiver(t);
+  const legacy = await petStore(t);
+  let nextFails = false;
+  const next = await startStubUpstream(t, (req, res) => (nextFails ? sendJson(res, 500, '{"error":"next is down"}') : sendJson(res, 200, req.url.startsWith('/v1/pets/') ? PET : PETS)));
+  const policy = { ...tracesPolicy(legacy.origin, collector), migration: { next: { url: `${next.origin}/v1` }, operations: { listPets: { mode: 'next' }, getPet: { mode: 'next' } } } };
+  const gw = await startGateway(t, policy);
+  t.equal((await request(`${gw.url}/v1/pets`, { headers: { ...bearer(gw.key), 'x-request-id': 'to-next' } })).status, 200);
+  nextFails = true;
+  t.equal((await request(`${gw.url}/v1/pets/7`, { headers: { ...bearer(gw.key), 'x-request-id': 'fell-back' } })).status, 200);
+  const spans = await collector.waitForSpans(5, 10_000);
+  const routed = traceOf(spans, 'to-next');
+  t.equal(routed.clients.length, 1);
+  t.equal(routed.clients[0]?.attributes['server.port'], next.port, "next's address");
+  t.equal(String(next.requests[0]?.headers.traceparent).split('-')[2], routed.clients[0]?.span.spanId, 'next got the CLIENT span as its parent');
+  const fell = traceOf(spans, 'fell-back');
+  t.same(fell.clients.map((c) => c.attributes['server.port']).sort(), [legacy.port, next.port].sort(), 'an attempt at next, then one at legacy');
+  t.ok(eventNames(fell.server).includes('gateway.fallback'), 'the fallback is an event');
+  t.equal(legacy.requests.length, 1, 'legacy answered the fallback only');
+});
+
+// parity: the head decision is the tracer's, made before any transport; the engines' part is covered above
 tap.test('the sampling ratio: within binomial bounds over 400 requests at 0.25', async (t) => {
   const collector = await receiver(t);
   const up = await petStore(t);
