@@ -162,6 +162,7 @@ export class GatewayHolder {
   private readonly lane: OpenedMigration | undefined;
   /** Tracing (`telemetry.traces` and the OTEL_* environment), when it is on; it outlives reloads. */
   readonly traces: OpenedTracing | undefined;
+  private closeDeadline: number | undefined = undefined;
 
   /** `now`: the clock of the response cache and the circuit breaker's open window (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
   constructor(
@@ -197,10 +198,17 @@ export class GatewayHolder {
 
   /**
    * Closes what the holder opened (the cache's Redis connections, the trace exporter after a last
-   * flush within `server.shutdownGraceMs`), once the server has stopped.
+   * flush within what is left of the grace period, `closeBy`, else `server.shutdownGraceMs`), once
+   * the server has stopped.
    */
   async close(): Promise<void> {
-    await Promise.all([this.cache?.store.close(), this.lane?.close(), this.traces?.close(this.gw.config.server.shutdownGraceMs)]);
+    const grace = this.closeDeadline === undefined ? this.gw.config.server.shutdownGraceMs : Math.max(0, this.closeDeadline - performance.now());
+    await Promise.all([this.cache?.store.close(), this.lane?.close(), this.traces?.close(grace)]);
+  }
+
+  /** When a graceful stop must be over (performance.now() time): the trace exporter's last flush ends by then. */
+  closeBy(at: number): void {
+    this.closeDeadline = at;
   }
 
   get current(): Gateway {
