@@ -6,10 +6,10 @@
  * (test/helpers/otlp-receiver.ts) and reads what was exported, raw bytes included. A hostile
  * collector, and a flood of kept spans, are in test/unit/traces-attack.test.ts and the end of this file.
  */
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import tap from 'tap';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
-import { bearer, forEachEngine, rawExchange, request, sendJson, startGateway, startStubUpstream, type TeardownHost } from '../helpers/servers.js';
+import { bearer, forEachEngine, listenEngine, policyText, rawExchange, request, sendJson, startGateway, startStubUpstream, testKey, type Engine, type TeardownHost } from '../helpers/servers.js';
 import { sleep } from '../helpers/wait.js';
 
 const PET = '{"id":7,"name":"Rex","categoryId":9,"status":"available"}';
@@ -239,4 +239,80 @@ forEachEngine(tap, async (t, engine) => {
     t.type(cut?.attributes['error.type'], 'string', `the deadline: the attempt has an error type (${String(cut?.attributes['error.type'])})`);
     t.equal((cut?.span.status as { code?: number } | undefined)?.code, 2, 'the deadline: the attempt is an error');
   });
+});
+
+/** A gateway through its holder (which opens tracing), so that the exporter's counts can be read; closed at teardown. */
+async function tracedGateway(t: TeardownHost, policy: Record<string, unknown>, engine: Engine) {
+  const key = testKey();
+  const env = { PETSTORE_API_KEYS: key };
+  const [{ formatProblems, parsePolicy }, { compileGateway, GatewayHolder }] = await Promise.all([import('../../src/config/load.js'), import('../../src/gateway.js')]);
+  const loaded = parsePolicy(policyText(policy), { env });
+  if (!loaded.ok) throw new Error('invalid test policy:\n' + formatProblems('policy', loaded.problems));
+  const holder = new GatewayHolder(compileGateway(loaded.config, { env }), { env: {} });
+  t.teardown(() => holder.close());
+  const { url } = await listenEngine(t, engine, holder);
+  return { url, key, holder };
+}
+
+/** `n` GETs over `lanes` keep-alive connections; each request's latency in ms. */
+async function hammer(url: string, headers: Record<string, string>, n: number, lanes: number): Promise<{ statuses: Map<number, number>; ms: number[] }> {
+  const agent = new Agent({ keepAlive: true, maxSockets: lanes });
+  const statuses = new Map<number, number>();
+  const ms: number[] = [];
+  let next = 0;
+  const one = () =>
+    new Promise<void>((resolve, reject) => {
+      const t0 = performance.now();
+      const req = httpRequest(url, { headers, agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          ms.push(performance.now() - t0);
+          statuses.set(res.statusCode ?? 0, (statuses.get(res.statusCode ?? 0) ?? 0) + 1);
+          resolve();
+        });
+      });
+      req.setTimeout(5000, () => req.destroy(new Error('no answer within 5 s')));
+      req.on('error', reject);
+      req.end();
+    });
+  const lane = async () => {
+    while (next < n) {
+      next++;
+      await one();
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: lanes }, lane));
+  } finally {
+    agent.destroy();
+  }
+  return { statuses, ms: ms.sort((a, b) => a - b) };
+}
+
+// parity: the exporter's queue is behind every engine alike; one engine shows its bound.
+tap.test('a client that makes every request a keep class, against a collector that hangs: the queue bound holds, drops are counted, latency stays', async (t) => {
+  const collector = await receiver(t);
+  collector.mode = 'hang';
+  const up = await petStore(t);
+  const maxQueueSpans = 200;
+  const maxBatchSpans = 50;
+  const { url, key, holder } = await tracedGateway(
+    t,
+    tracesPolicy(up.origin, collector, { sampleRatio: 0, keep: ['rate_limited'], batch: { delayMs: 20, maxQueueSpans, maxBatchSpans }, timeoutMs: 60_000 }, { policies: { 'rate-limit': { limit: 1, windowSeconds: 3600 } } }),
+    'undici',
+  );
+  const n = 1500;
+  const { statuses, ms } = await hammer(`${url}/v1/pets`, { authorization: `Bearer ${key}` }, n, 8);
+  t.equal(statuses.get(429), n - 1, 'all but the first refused: every one a kept rate_limited trace');
+  await collector.waitForRequests(1, 5000);
+  const s = holder.traces!.stats();
+  t.ok(s.queued <= maxQueueSpans, `queued ${s.queued} <= ${maxQueueSpans}`);
+  const hung = collector.requests[0]?.decoded?.resourceSpans?.[0]?.scopeSpans?.[0]?.spans?.length ?? 0;
+  t.ok(hung >= 1 && hung <= maxBatchSpans, `the hung export holds ${hung} spans`);
+  t.equal(s.queued + hung + s.dropped, n - 1, `every kept span is queued, in the hung export, or dropped and counted (${JSON.stringify(s)})`);
+  t.ok(s.dropped >= n - 1 - maxQueueSpans - maxBatchSpans, 'the overflow was dropped, not held');
+  t.equal(collector.requests.length, 1, 'one export in flight at most');
+  const p99 = ms[Math.floor(ms.length * 0.99)]!;
+  // Were a request to wait on the export, it would wait the export's timeout (60 s).
+  t.ok(p99 < 1000, `p99 of a refused request ${p99.toFixed(1)} ms while the collector hangs (median ${ms[ms.length >> 1]!.toFixed(2)} ms)`);
 });
