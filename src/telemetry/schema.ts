@@ -61,7 +61,7 @@ export const TRACES_SCHEMA = {
       minimum: 0,
       maximum: 1,
       description:
-        'The head sampling ratio, parent-based (parentbased_traceidratio): a request continuing a trace follows its parent\'s sampled flag, a new trace is sampled when its trace id falls under the ratio. The `keep` classes are kept whatever it says. Absent: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else 1.0 (parentbased_always_on).',
+        'The head sampling ratio, parent-based (parentbased_traceidratio): a request continuing a trace from a trusted proxy (server.trustedProxies) follows its parent\'s sampled flag; a new trace is sampled when its trace id falls under the ratio, and a trace continued from anyone else on a fresh draw (a client cannot pick a trace id that is always sampled). The `keep` classes are kept whatever it says. Absent: OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, else 1.0 (parentbased_always_on).',
     },
     keep: {
       type: 'array',

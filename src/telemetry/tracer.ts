@@ -11,7 +11,7 @@ import type { ForwardHandler, Send } from '../core/forward/index.js';
 import type { GatewayError } from '../core/errors.js';
 import type { HeaderValue, RequestHead } from '../core/policy.js';
 import type { ExchangeRecord } from '../core/record.js';
-import { newSpanId, newTraceId, parseTraceparent } from '../core/request-id.js';
+import { newSpanId, newTraceId, parseTraceparent, parseTracestate } from '../core/request-id.js';
 import { MARK, RequestTrace, traceNow, type KeepClass, type TraceValue, type UpstreamAttempt } from '../core/trace.js';
 import type { Tracing } from '../core/tracing.js';
 import type { AbortReason, UpstreamControl, UpstreamFailure } from '../core/upstream.js';
@@ -61,8 +61,13 @@ function clip(text: string): string {
   return text.length <= MAX_TEXT ? text : text.slice(0, MAX_TEXT);
 }
 
-/** The path of a request target, without its query. */
-function pathOf(target: string): string {
+/**
+ * The path of a request target, without its query. An absolute-form target (RFC 9112 section
+ * 3.2.2) gives only its path: its authority may hold a `user:password@`. Anything else (`*`, a
+ * target that is no URL) gives none.
+ */
+function pathOf(target: string): string | undefined {
+  if (target.charCodeAt(0) !== 47) return URL.canParse(target) ? clip(new URL(target).pathname) : undefined;
   const q = target.indexOf('?');
   return clip(q === -1 ? target : target.slice(0, q));
 }
@@ -108,10 +113,12 @@ export class Tracer implements Tracing {
     }
     const traceId = parsed.slice(3, 35);
     // The parent's sampled flag counts only from a trusted proxy (src/core/headers.ts: from anyone
-    // else it is cleared, so that no client can make every system behind the gateway record).
-    const sampled = this.sampler.parentBased && trusted ? (Number.parseInt(parsed.slice(53, 55), 16) & 1) === 1 : this.byRatio(traceId);
-    const ts = head.headers.tracestate;
-    return new RequestTrace(traceId, newSpanId(), parsed.slice(36, 52), sampled, typeof ts === 'string' && ts.length <= MAX_TEXT ? ts : undefined, client, head);
+    // else it is cleared, so that no client can make every system behind the gateway record). Nor
+    // does an untrusted client's trace id: one whose last 56 bits are zero is under any ratio, so
+    // its ratio is drawn on a fresh id.
+    const sampled = !trusted ? this.byRatio(newTraceId()) : this.sampler.parentBased ? (Number.parseInt(parsed.slice(53, 55), 16) & 1) === 1 : this.byRatio(traceId);
+    // What the upstream is sent (request-id.ts): a valid list, or none.
+    return new RequestTrace(traceId, newSpanId(), parsed.slice(36, 52), sampled, parseTracestate(head.headers.tracestate), client, head);
   }
 
   wrapSend(send: Send, origin?: string): Send {
@@ -149,7 +156,8 @@ export class Tracer implements Tracing {
     if (!known) a['http.request.method_original'] = clip(r.method);
     if (routed) a['http.route'] = r.route;
     const head = trace.head;
-    a['url.path'] = pathOf(head.target);
+    const path = pathOf(head.target);
+    if (path !== undefined) a['url.path'] = path;
     a['url.scheme'] = head.tls === true ? 'https' : 'http';
     if (r.status > 0) a['http.response.status_code'] = r.status;
     if (r.protocol !== undefined) a['network.protocol.version'] = r.protocol === '2.0' ? '2' : r.protocol;
