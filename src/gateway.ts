@@ -20,6 +20,7 @@ import { openMigration, type NextView, type OpenedMigration } from './migration/
 import type { MigrationLaneView } from './migration/view.js';
 import { undiciUpstream } from './upstreams/undici.js';
 import { openTracing, type OpenedTracing } from './telemetry/open.js';
+import { TRACE_DEFAULTS } from './telemetry/schema.js';
 import type { Tracing } from './core/tracing.js';
 import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';
@@ -133,9 +134,11 @@ export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): P
     }
   }
   // Tracing's exporter is opened once: a reload may change only the ratio and the keep classes.
+  // `retry` is read with its schema defaults: the loader fills them in a section it finds, so a
+  // section added with only `sampleRatio` (the endpoint in OTEL_*) changes nothing else.
   const traces = (c: PolicyConfig) => {
-    const { sampleRatio: _ratio, keep: _keep, ...rest } = c.telemetry?.traces ?? {};
-    return JSON.stringify(rest);
+    const { sampleRatio: _ratio, keep: _keep, retry, ...rest } = c.telemetry?.traces ?? {};
+    return JSON.stringify({ ...rest, retry: { ...TRACE_DEFAULTS.retry, ...retry } });
   };
   if (traces(next) !== traces(current)) problems.push({ path: '$.telemetry.traces', message: 'changed: only sampleRatio and keep take effect on a reload; the rest on a restart' });
   // The cache (its store, its bound) is built once and outlives reloads, as the breaker does.
