@@ -198,12 +198,22 @@ export class GatewayHolder {
     return this.traces?.tracer;
   }
 
+  /** When a stop's grace period began (performance.now()), once `graceStarted` said so. */
+  private graceFrom: number | undefined;
+
+  /** A stop's grace period (`server.shutdownGraceMs`) begins now: the requests in flight and the last trace flush share it. */
+  graceStarted(): void {
+    this.graceFrom ??= performance.now();
+  }
+
   /**
    * Closes what the holder opened (the cache's Redis connections, the trace exporter after a last
-   * flush within `server.shutdownGraceMs`), once the server has stopped.
+   * flush within what is left of `server.shutdownGraceMs`), once the server has stopped.
    */
   async close(): Promise<void> {
-    await Promise.all([this.cache?.store.close(), this.lane?.close(), this.traces?.close(this.gw.config.server.shutdownGraceMs)]);
+    const grace = this.gw.config.server.shutdownGraceMs;
+    const left = this.graceFrom === undefined ? grace : Math.max(0, grace - (performance.now() - this.graceFrom));
+    await Promise.all([this.cache?.store.close(), this.lane?.close(), this.traces?.close(left)]);
   }
 
   get current(): Gateway {
