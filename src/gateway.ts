@@ -20,6 +20,7 @@ import { openMigration, type NextView, type OpenedMigration } from './migration/
 import type { MigrationLaneView } from './migration/view.js';
 import { undiciUpstream } from './upstreams/undici.js';
 import { openTracing, type OpenedTracing } from './telemetry/open.js';
+import { TRACE_DEFAULTS } from './telemetry/schema.js';
 import type { Tracing } from './core/tracing.js';
 import { openResponseCache, responseCache, type ResponseCache } from './policies/cache/open.js';
 import { upstreamAuthOf } from './policies/auth/index.js';
@@ -133,9 +134,11 @@ export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): P
     }
   }
   // Tracing's exporter is opened once: a reload may change only the ratio and the keep classes.
+  // `retry` is read with its schema defaults: the loader fills them in a section it finds, so a
+  // section added with only `sampleRatio` (the endpoint in OTEL_*) changes nothing else.
   const traces = (c: PolicyConfig) => {
-    const { sampleRatio: _ratio, keep: _keep, ...rest } = c.telemetry?.traces ?? {};
-    return JSON.stringify(rest);
+    const { sampleRatio: _ratio, keep: _keep, retry, ...rest } = c.telemetry?.traces ?? {};
+    return JSON.stringify({ ...rest, retry: { ...TRACE_DEFAULTS.retry, ...retry } });
   };
   if (traces(next) !== traces(current)) problems.push({ path: '$.telemetry.traces', message: 'changed: only sampleRatio and keep take effect on a reload; the rest on a restart' });
   // The cache (its store, its bound) is built once and outlives reloads, as the breaker does.
@@ -162,7 +165,6 @@ export class GatewayHolder {
   private readonly lane: OpenedMigration | undefined;
   /** Tracing (`telemetry.traces` and the OTEL_* environment), when it is on; it outlives reloads. */
   readonly traces: OpenedTracing | undefined;
-  private closeDeadline: number | undefined = undefined;
 
   /** `now`: the clock of the response cache and the circuit breaker's open window (tests move it by hand); Date.now by default. `log`: where the cache's Redis store warns. */
   constructor(
@@ -196,19 +198,22 @@ export class GatewayHolder {
     return this.traces?.tracer;
   }
 
-  /**
-   * Closes what the holder opened (the cache's Redis connections, the trace exporter after a last
-   * flush within what is left of the grace period, `closeBy`, else `server.shutdownGraceMs`), once
-   * the server has stopped.
-   */
-  async close(): Promise<void> {
-    const grace = this.closeDeadline === undefined ? this.gw.config.server.shutdownGraceMs : Math.max(0, this.closeDeadline - performance.now());
-    await Promise.all([this.cache?.store.close(), this.lane?.close(), this.traces?.close(grace)]);
+  /** When a stop's grace period began (performance.now()), once `graceStarted` said so. */
+  private graceFrom: number | undefined;
+
+  /** A stop's grace period (`server.shutdownGraceMs`) begins now: the requests in flight and the last trace flush share it. */
+  graceStarted(): void {
+    this.graceFrom ??= performance.now();
   }
 
-  /** When a graceful stop must be over (performance.now() time): the trace exporter's last flush ends by then. */
-  closeBy(at: number): void {
-    this.closeDeadline = at;
+  /**
+   * Closes what the holder opened (the cache's Redis connections, the trace exporter after a last
+   * flush within what is left of `server.shutdownGraceMs`), once the server has stopped.
+   */
+  async close(): Promise<void> {
+    const grace = this.gw.config.server.shutdownGraceMs;
+    const left = this.graceFrom === undefined ? grace : Math.max(0, grace - (performance.now() - this.graceFrom));
+    await Promise.all([this.cache?.store.close(), this.lane?.close(), this.traces?.close(left)]);
   }
 
   get current(): Gateway {

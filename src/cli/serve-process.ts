@@ -193,7 +193,8 @@ function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: Runnin
  * SIGTERM/SIGINT: /readyz turns 503 `draining` at once; the API listener keeps accepting for
  * `server.drainDelayMs` (a load balancer removes an endpoint some time after it starts stopping:
  * a connection refused meanwhile would be a client's error); then it stops accepting and in-flight
- * requests have `shutdownGraceMs` to finish; exit 0. From the signal on, answers say
+ * requests have `shutdownGraceMs` to finish, the trace exporter's last flush what is left of it;
+ * exit 0. From the signal on, answers say
  * `Connection: close`, so keep-alive clients move to another instance.
  */
 function installStop(server: PolicyConfig['server'], running: RunningEngine, ops: Ops, state: ProcessState, log: Logger, holder: GatewayHolder): void {
@@ -207,9 +208,9 @@ function installStop(server: PolicyConfig['server'], running: RunningEngine, ops
   });
   const close = (signal: string, since: number) => {
     for (const res of active) if (!res.headersSent) res.shouldKeepAlive = false;
+    // One grace period for the requests in flight and the last trace flush after them.
+    holder.graceStarted();
     log.info({ signal, graceMs: shutdownGraceMs, inFlight: active.size }, 'shutting down');
-    // The last export of traces shares the grace period with the requests in flight.
-    holder.closeBy(performance.now() + shutdownGraceMs);
     const force = setTimeout(() => {
       log.warn({ graceMs: shutdownGraceMs }, 'requests still in flight after the grace period; closing their connections');
       running.server.closeAllConnections();

@@ -60,7 +60,8 @@ function samplerOf(settings: TraceSettings): Sampler {
  */
 export function openTracing(section: TracesInput | undefined, ctx: TracingContext): OpenedTracing | undefined {
   const { settings, problems } = traceSettings(section, ctx.env, version());
-  for (const p of problems) ctx.log?.warn({ problem: p }, 'telemetry.traces: a setting was ignored');
+  // One line for all: the operator log throttles warn lines by message, and would keep one.
+  if (problems.length > 0) ctx.log?.warn({ problems }, 'telemetry.traces: settings ignored');
   if (settings === undefined) return undefined;
   const resource: Record<string, string> = { 'service.version': version(), 'service.instance.id': `${hostname()}/${process.pid}/${newRequestId().slice(0, 8)}`, ...settings.resource };
   const source: SpanSource = {
