@@ -137,10 +137,10 @@ export function restartOnlyChanges(current: PolicyConfig, next: PolicyConfig): P
   // `retry` is read with its schema defaults: the loader fills them in a section it finds, so a
   // section added with only `sampleRatio` (the endpoint in OTEL_*) changes nothing else.
   const traces = (c: PolicyConfig) => {
-    const { sampleRatio: _ratio, keep: _keep, retry, ...rest } = c.telemetry?.traces ?? {};
+    const { sampleRatio: _ratio, keep: _keep, maxTailPerSecond: _tail, retry, ...rest } = c.telemetry?.traces ?? {};
     return JSON.stringify({ ...rest, retry: { ...TRACE_DEFAULTS.retry, ...retry } });
   };
-  if (traces(next) !== traces(current)) problems.push({ path: '$.telemetry.traces', message: 'changed: only sampleRatio and keep take effect on a reload; the rest on a restart' });
+  if (traces(next) !== traces(current)) problems.push({ path: '$.telemetry.traces', message: 'changed: only sampleRatio, keep and maxTailPerSecond take effect on a reload; the rest on a restart' });
   // The cache (its store, its bound) is built once and outlives reloads, as the breaker does.
   if (JSON.stringify(next.policies.cache) !== JSON.stringify(current.policies.cache)) {
     problems.push({ path: '$.policies.cache', message: 'changed: the cache takes effect only on a restart' });

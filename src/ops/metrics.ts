@@ -35,7 +35,7 @@ import { FAILURE_KINDS, type FailureKind } from '../core/upstream.js';
 import { registerMigrationMetrics, type MigrationMetricCounts } from './migration-metrics.js';
 import { SeriesCounter, SeriesHistogram, type CounterSeries, type HistogramSeries } from './series.js';
 import { registerTraceMetrics } from './trace-metrics.js';
-import type { ExporterStats } from '../telemetry/exporter.js';
+import type { TraceStats } from '../telemetry/open.js';
 
 /**
  * OpenTelemetry's advised explicit bucket boundaries for http.server.request.duration and
@@ -207,7 +207,7 @@ export interface GatewayMetricsOptions {
   /** The migration lane's counts per operation, when it is on; read at each scrape. */
   readonly migrationCounts?: () => readonly MigrationMetricCounts[] | undefined;
   /** The trace exporter's counts, when tracing is on (the petstore_gateway_trace_* metrics). */
-  readonly traceStats?: () => ExporterStats | undefined;
+  readonly traceStats?: () => TraceStats | undefined;
   /** How many log lines were dropped so far (a log destination that could not keep up); read at each scrape. */
   readonly logDropped?: () => number;
   /** How many commands of the response cache's Redis store failed so far; read at each scrape. */

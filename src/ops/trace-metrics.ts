@@ -5,23 +5,23 @@
  * sums them.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { ExporterStats } from '../telemetry/exporter.js';
+import type { TraceStats } from '../telemetry/open.js';
 
-type Read = (() => ExporterStats | undefined) | undefined;
+type Read = (() => TraceStats | undefined) | undefined;
 
-export const SPAN_OUTCOMES = ['exported', 'dropped', 'failed'] as const;
+export const SPAN_OUTCOMES = ['exported', 'dropped', 'failed', 'tail_limited'] as const;
 export const EXPORT_RESULTS = ['ok', 'retried', 'failed'] as const;
 
 export function registerTraceMetrics(registry: Registry, read: Read): void {
   new Counter({
     name: 'petstore_gateway_trace_spans_total',
-    help: 'Spans of kept traces by outcome: exported (the collector took them), dropped (the queue was full: telemetry.traces.batch.maxQueueSpans), failed (the collector refused them, or did not answer within the retries).',
+    help: 'Spans of kept traces by outcome: exported (the collector took them), dropped (the queue was full: telemetry.traces.batch.maxQueueSpans), failed (the collector refused them, or did not answer within the retries), tail_limited (kept by their outcome alone past telemetry.traces.maxTailPerSecond: not queued).',
     labelNames: ['outcome'],
     registers: [registry],
     collect() {
       const s = read?.();
       this.reset();
-      for (const outcome of SPAN_OUTCOMES) this.inc({ outcome }, s?.[outcome] ?? 0);
+      for (const outcome of SPAN_OUTCOMES) this.inc({ outcome }, (outcome === 'tail_limited' ? s?.tailLimited : s?.[outcome]) ?? 0);
     },
   });
   new Counter({

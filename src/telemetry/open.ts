@@ -15,11 +15,14 @@ import { traceSettings, type TraceSettings, type TracesInput } from './settings.
 import type { SpanSource } from './span.js';
 import { Tracer, type Sampler } from './tracer.js';
 
+/** What the metrics read: the exporter's counts, and the spans the tail budget did not keep. */
+export type TraceStats = ExporterStats & { readonly tailLimited: number };
+
 export interface OpenedTracing {
   readonly tracer: Tracer;
   readonly settings: TraceSettings;
-  /** The exporter's counts, for the metrics. */
-  stats(): ExporterStats;
+  /** The exporter's counts and the tracer's (`tailLimited`), for the metrics. */
+  stats(): TraceStats;
   /** A reload: the ratio and the keep classes of the new section (the rest is checked restart-only). */
   reconfigure(section: TracesInput | undefined): void;
   /** Exports what is queued within `graceMs`, then stops; never rejects. */
@@ -85,14 +88,14 @@ export function openTracing(section: TracesInput | undefined, ctx: TracingContex
     batchTimeoutMs: settings.batch.timeoutMs,
     log: ctx.log,
   });
-  const tracer = new Tracer({ sampler: samplerOf(settings), keep: settings.keep, trustedProxies: ctx.trustedProxies, upstreamOrigin: ctx.upstreamOrigin, sink: (span) => exporter.enqueue(span) });
+  const tracer = new Tracer({ sampler: samplerOf(settings), keep: settings.keep, maxTailPerSecond: settings.maxTailPerSecond, trustedProxies: ctx.trustedProxies, upstreamOrigin: ctx.upstreamOrigin, sink: (span) => exporter.enqueue(span) });
   return {
     tracer,
     settings,
-    stats: () => exporter.stats(),
+    stats: () => ({ ...exporter.stats(), tailLimited: tracer.tailLimited }),
     reconfigure(next) {
       const again = traceSettings(next, ctx.env, version()).settings;
-      if (again !== undefined) tracer.configure(samplerOf(again), again.keep);
+      if (again !== undefined) tracer.configure(samplerOf(again), again.keep, again.maxTailPerSecond);
     },
     close: (graceMs) => exporter.close(graceMs),
   };

@@ -36,7 +36,7 @@ export const TRACES_SCHEMA = {
   type: 'object',
   additionalProperties: false,
   description:
-    'OpenTelemetry traces (docs/operations.md, "Traces"): a SERVER span per client request and a CLIENT span per upstream attempt, exported over OTLP/HTTP off the request path. Each field absent here is read from its OTEL_* environment variable, then its default; headers only from OTEL_EXPORTER_OTLP_HEADERS / OTEL_EXPORTER_OTLP_TRACES_HEADERS. Tracing is on when an endpoint is set here or in the environment, unless OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. Takes effect on a restart.',
+    'OpenTelemetry traces (docs/operations.md, "Traces"): a SERVER span per client request and a CLIENT span per upstream attempt, exported over OTLP/HTTP off the request path. Each field absent here is read from its OTEL_* environment variable, then its default; headers only from OTEL_EXPORTER_OTLP_HEADERS / OTEL_EXPORTER_OTLP_TRACES_HEADERS. Tracing is on when an endpoint is set here or in the environment, unless OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none. sampleRatio, keep and maxTailPerSecond take effect on a reload; the rest on a restart.',
   properties: {
     endpoint: {
       type: 'string',
@@ -69,7 +69,15 @@ export const TRACES_SCHEMA = {
       uniqueItems: true,
       default: KEEP_CLASSES,
       description:
-        'The outcomes whose traces are kept even when the head decision said not sampled, decided when the answer is done: error (a request whose SERVER span ends with an error status), contract_violation (an answer that broke the interface), deprecated (a deprecated operation called), rate_limited. [] keeps only what the ratio samples.',
+        'The outcomes whose traces are kept even when the head decision said not sampled, decided when the answer is done: error (a 5xx answer, or an upstream attempt that failed, even one a retry mended), contract_violation (an answer that broke the interface), deprecated (a deprecated operation called), rate_limited. [] keeps only what the ratio samples.',
+    },
+    maxTailPerSecond: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 100000,
+      default: 100,
+      description:
+        'The most traces per second, per process, kept by `keep` alone (the head said not sampled): a client whose every request is a keep class (a flood of refused requests) cannot fill the export queue and crowd out the rest. Past it, they are counted (petstore_gateway_trace_spans_total{outcome="tail_limited"}) and not exported. 0 keeps none that way.',
     },
     serviceName: {
       type: 'string',

@@ -45,6 +45,8 @@ export interface TraceSettings {
   readonly timeoutMs: number;
   readonly sampler: TraceSampler;
   readonly keep: readonly KeepClass[];
+  /** Traces kept by `keep` alone, at most per second (a token bucket of that size). */
+  readonly maxTailPerSecond: number;
   /** The resource attributes; `service.name` always set. */
   readonly resource: Readonly<Record<string, string>>;
   readonly batch: TraceBatch;
@@ -57,8 +59,9 @@ export type Env = Readonly<Record<string, string | undefined>>;
  * `telemetry.traces` as the loader gives it (`TracesSection`), or as code writes it: the fields the
  * schema defaults may be absent too.
  */
-export type TracesInput = Omit<TracesSection, 'keep' | 'retry'> & {
+export type TracesInput = Omit<TracesSection, 'keep' | 'retry' | 'maxTailPerSecond'> & {
   readonly keep?: TracesSection['keep'];
+  readonly maxTailPerSecond?: TracesSection['maxTailPerSecond'];
   readonly retry?: Partial<TracesSection['retry']>;
 };
 
@@ -107,6 +110,7 @@ export function traceSettings(section: TracesInput | undefined, env: Env, servic
     timeoutMs,
     sampler: Object.freeze(sampler),
     keep: Object.freeze([...(section?.keep ?? KEEP_CLASSES)]),
+    maxTailPerSecond: section?.maxTailPerSecond ?? 100,
     resource: Object.freeze(resourceOf(section, env, serviceVersion, problems)),
     batch: Object.freeze(batchOf(section, env, problems)),
     retry: Object.freeze(retryOf(section, problems)),

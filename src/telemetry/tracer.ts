@@ -28,6 +28,8 @@ export interface Sampler {
 export interface TracerOptions {
   readonly sampler: Sampler;
   readonly keep: readonly KeepClass[];
+  /** Traces kept by `keep` alone, at most per second; undefined: no bound. */
+  readonly maxTailPerSecond?: number | undefined;
   /** `server.trustedProxies`: the client address is resolved through them. */
   readonly trustedProxies: readonly string[];
   /** The upstream's origin (`http://host:port`): the CLIENT spans' server address and port; none for the built-in backend (no hop, no CLIENT span). */
@@ -75,24 +77,43 @@ function pathOf(target: string): string | undefined {
 export class Tracer implements Tracing {
   private sampler: Sampler;
   private keepMask = 0;
+  /** The tail budget: a token bucket of `maxTailPerSecond` tokens, refilled continuously. */
+  private tailRate = Infinity;
+  private tailTokens = Infinity;
+  private tailAt = 0;
+  /** Spans of traces the tail budget did not keep. */
+  tailLimited = 0;
   private readonly clientOf: (head: RequestHead) => string | undefined;
   private readonly upstream: Peer;
   private readonly sink: (span: SpanData) => void;
 
   constructor(options: TracerOptions) {
     this.sampler = options.sampler;
-    this.configure(options.sampler, options.keep);
+    this.configure(options.sampler, options.keep, options.maxTailPerSecond);
     this.clientOf = clientResolver(options.trustedProxies);
     this.upstream = peerOf(options.upstreamOrigin ?? 'http://in-process');
     this.sink = options.sink;
   }
 
   /** What a reload may change: the ratio and the keep classes. */
-  configure(sampler: Sampler, keep: readonly KeepClass[]): void {
+  configure(sampler: Sampler, keep: readonly KeepClass[], maxTailPerSecond?: number): void {
     this.sampler = sampler;
+    this.tailRate = maxTailPerSecond ?? Infinity;
+    this.tailTokens = Math.min(this.tailTokens, this.tailRate);
+    this.tailAt = performance.now();
     let mask = 0;
     for (const k of keep) mask |= MARK[k];
     this.keepMask = mask;
+  }
+
+  /** Takes one token of the tail budget, if there is one. */
+  private tailAllowed(): boolean {
+    const now = performance.now();
+    this.tailTokens = Math.min(this.tailRate, this.tailTokens + ((now - this.tailAt) / 1000) * this.tailRate);
+    this.tailAt = now;
+    if (this.tailTokens < 1) return false;
+    this.tailTokens -= 1;
+    return true;
   }
 
   /** Whether the trace-id ratio says yes: the id's last 56 bits below `ratio` of their range. */
@@ -141,7 +162,15 @@ export class Tracer implements Tracing {
     const end = traceNow();
     let marks = trace.marks;
     if (isError(record, trace)) marks |= MARK.error;
-    if (!trace.sampled && (marks & this.keepMask) === 0) return;
+    if (!trace.sampled) {
+      if ((marks & this.keepMask) === 0) return;
+      // Kept by its outcome alone: within the tail budget, so that no client's flood of
+      // keep-class requests fills the queue for everyone else's traces.
+      if (!this.tailAllowed()) {
+        this.tailLimited += 1 + (trace.attempts?.length ?? 0);
+        return;
+      }
+    }
     this.sink(this.serverSpan(record, trace, end));
     const attempts = trace.attempts;
     if (attempts === undefined) return;

@@ -309,8 +309,10 @@ tap.test('a client that makes every request a keep class, against a collector th
   t.ok(s.queued <= maxQueueSpans, `queued ${s.queued} <= ${maxQueueSpans}`);
   const hung = collector.requests[0]?.decoded?.resourceSpans?.[0]?.scopeSpans?.[0]?.spans?.length ?? 0;
   t.ok(hung >= 1 && hung <= maxBatchSpans, `the hung export holds ${hung} spans`);
-  t.equal(s.queued + hung + s.dropped, n - 1, `every kept span is queued, in the hung export, or dropped and counted (${JSON.stringify(s)})`);
-  t.ok(s.dropped >= n - 1 - maxQueueSpans - maxBatchSpans, 'the overflow was dropped, not held');
+  t.equal(s.queued + hung + s.dropped + s.tailLimited, n - 1, `every kept span is queued, in the hung export, dropped or past the tail budget, and counted (${JSON.stringify(s)})`);
+  t.ok(s.dropped + s.tailLimited >= n - 1 - maxQueueSpans - maxBatchSpans, 'the overflow was dropped, not held');
+  // maxTailPerSecond (100 by default): a flood faster than that is mostly not even queued.
+  t.ok(s.tailLimited > 0, `the tail budget limited ${s.tailLimited} spans`);
   t.equal(collector.requests.length, 1, 'one export in flight at most');
   const p99 = ms[Math.floor(ms.length * 0.99)]!;
   // Were a request to wait on the export, it would wait the export's timeout (60 s).

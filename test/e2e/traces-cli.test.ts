@@ -430,7 +430,7 @@ t.test('4. SIGHUP: sampleRatio 1 -> 0 takes effect, errors still kept; a new end
   const since = gw.handle.output().stdout.length;
   const refused = await gw.reload(traces({ sampleRatio: 1, endpoint: other.url.href }));
   t.equal(refused.msg, REFUSED, 'a new endpoint is refused');
-  t.match(JSON.stringify(refused.problems), /\$\.telemetry\.traces: changed: only sampleRatio and keep take effect on a reload/, 'the log line says why');
+  t.match(JSON.stringify(refused.problems), /\$\.telemetry\.traces: changed: only sampleRatio, keep and maxTailPerSecond take effect on a reload/, 'the log line says why');
   t.notOk(gw.handle.output().stdout.slice(since).includes(other.url.href), "the refusal does not print the new endpoint");
   t.equal((await ask(gw, '/v1/pets', 'plain-2')).status, 200);
   t.equal((await ask(gw, '/v1/pets/500', 'error-2')).status, 500);

@@ -45,6 +45,7 @@ t.test('the defaults, with an endpoint only', async (t) => {
       timeoutMs: 10000,
       sampler: { parentBased: true, ratio: 1 },
       keep: [...KEEP_CLASSES],
+      maxTailPerSecond: 100,
       resource: { 'service.name': 'petstore-gateway' },
       batch: { maxQueueSpans: 2048, maxBatchSpans: 512, delayMs: 1000, timeoutMs: 30000 },
       retry: { maxAttempts: 5, initialBackoffMs: 500, maxBackoffMs: 5000 },
@@ -295,6 +296,7 @@ t.test('loader: a full section is accepted and resolves as written', async (t) =
       timeoutMs: 2000,
       sampler: { parentBased: true, ratio: 0.25 },
       keep: ['error', 'rate_limited'],
+      maxTailPerSecond: 100,
       resource: { 'deployment.environment.name': 'prod', 'service.name': 'gw' },
       batch: { maxQueueSpans: 1000, maxBatchSpans: 100, delayMs: 200, timeoutMs: 9000 },
       retry: { maxAttempts: 2, initialBackoffMs: 100, maxBackoffMs: 1000 },
@@ -304,8 +306,8 @@ t.test('loader: a full section is accepted and resolves as written', async (t) =
 
 t.test('loader: defaults filled only where no variable could say otherwise', async (t) => {
   const r = load(`{ endpoint: "${ENDPOINT}" }`);
-  t.strictSame(r, { ok: true, traces: { endpoint: ENDPOINT, keep: [...KEEP_CLASSES], retry: { maxAttempts: 5, initialBackoffMs: 500, maxBackoffMs: 5000 } } });
-  t.strictSame(load('{}'), { ok: true, traces: { keep: [...KEEP_CLASSES], retry: { maxAttempts: 5, initialBackoffMs: 500, maxBackoffMs: 5000 } } }, 'an empty section is valid');
+  t.strictSame(r, { ok: true, traces: { endpoint: ENDPOINT, keep: [...KEEP_CLASSES], maxTailPerSecond: 100, retry: { maxAttempts: 5, initialBackoffMs: 500, maxBackoffMs: 5000 } } });
+  t.strictSame(load('{}'), { ok: true, traces: { keep: [...KEEP_CLASSES], maxTailPerSecond: 100, retry: { maxAttempts: 5, initialBackoffMs: 500, maxBackoffMs: 5000 } } }, 'an empty section is valid');
   const none = parsePolicy('{}', { env: {} });
   t.equal(none.ok && 'telemetry' in none.config, false, 'no section: none in the config');
   t.strictSame(parsePolicy('telemetry: {}\n', { env: {} }).ok, true, 'telemetry without traces');

@@ -137,3 +137,25 @@ void test('a 5xx is an error with the catalogue code as its type; an unknown met
   t.equal(spans[1]?.status, STATUS_CODE.unset, 'a 4xx is not a SERVER error');
   t.end();
 });
+
+void test('the tail budget: traces kept by their outcome alone are bounded per second; head-sampled ones are not', (t) => {
+  const spans: SpanData[] = [];
+  const tr = new Tracer({ sampler: { parentBased: true, ratio: 0 }, keep: ['rate_limited'], maxTailPerSecond: 10, trustedProxies: [], upstreamOrigin: undefined, sink: (s) => spans.push(s) });
+  const limited = () => {
+    const trace = tr.start(head(), false);
+    trace.event(TRACE_EVENTS.rateLimited, { 'gateway.limit': 'rate' });
+    return record({ status: 429, trace });
+  };
+  for (let i = 0; i < 100; i++) tr.onEnd(limited());
+  // A burst of 100 within a few ms: the bucket's 10 tokens, plus at most what refilled meanwhile.
+  t.ok(spans.length >= 10 && spans.length <= 12, `${spans.length} kept of 100`);
+  t.equal(tr.tailLimited, 100 - spans.length, 'the rest counted, one SERVER span each');
+  const before = spans.length;
+  tr.configure({ parentBased: true, ratio: 1 }, ['rate_limited'], 10);
+  for (let i = 0; i < 50; i++) tr.onEnd(limited());
+  t.equal(spans.length, before + 50, 'sampled at the head: not bounded by the tail budget');
+  tr.configure({ parentBased: true, ratio: 0 }, ['rate_limited'], 0);
+  tr.onEnd(limited());
+  t.equal(spans.length, before + 50, '0: none kept by the outcome alone');
+  t.end();
+});
