@@ -23,23 +23,27 @@
 //  12. bench/shadow.mjs   the migration lane's shadow mode beside nginx's `mirror`, with the same slow
 //                         mirror (500 ms): the primary's req/s and p99 with and without the copies, under
 //                         autocannon and wrk, interleaved rounds (markers shadow)
-//  13. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
+//  13. bench/traces.mjs   what tracing costs: gateways through the CLI on Node 24, tracing off against
+//                         sampleRatio 1.0 and 0.1, exporting to a counting sink collector, pinned pairs
+//                         loaded together under autocannon and wrk, the spans received counted (markers traces)
+//  14. bench/profile.mjs  only with BENCH_PROFILE=1 (else `npm run bench:profile`)
 // then the targets of the issue, each met or not and by how much.
 //
 //   npm run build && node bench/run.mjs [--no-write]
 //
 // Every knob is an environment variable, documented at the top of each script (BENCH_TARGETS, when
 // set, is the forward matrix's whole target list: redis is then added only if it names it); BENCH_SKIP takes a
-// comma list of chain,growth,forward,peers,scaling,workers,tls,registry,cache,costs,goals,shadow to leave out (their
+// comma list of chain,growth,forward,peers,scaling,workers,tls,registry,cache,costs,goals,shadow,traces to leave out (their
 // section then says so); BENCH_PROFILE=1 adds the profiles; BENCH_MAX_MINUTES (45) bounds the whole run;
 // BENCH_CHARTS_DIR puts the peers charts elsewhere than bench/charts (with --no-write, only when set).
-// Sections 7-10 and 12 write their own blocks of BENCHMARKS.md (markers tls, registry, cache, costs, shadow), each
+// Sections 7-10, 12 and 13 write their own blocks of BENCHMARKS.md (markers tls, registry, cache, costs, shadow, traces), each
 // with its figures and the goals of its issue. Their knobs: BENCH_TLS_* (bench/tls.mjs), BENCH_REG_*
 // (bench/registry.mjs), BENCH_CACHE_* (bench/cache.mjs; BENCH_CACHE_AB_EPOCHS (4) and BENCH_CACHE_AB_RUNS (3)
 // for the cache pairs, which take the costs' seconds and warm-up), BENCH_COST_EPOCHS (4 process pairs),
 // BENCH_COST_RUNS (3 runs), BENCH_COST_SECONDS (2 s per run), BENCH_COST_WARMUP (2 s per route) for
 // the costs pairs (BENCH_ROUTES applies); BENCH_GOAL_EPOCHS (3 process pairs) and BENCH_GOAL_RUNS (2
-// runs) for the goals pairs, which take the costs' seconds and warm-up (markers goals).
+// runs) for the goals pairs, which take the costs' seconds and warm-up (markers goals); BENCH_TRACES_*
+// (bench/traces.mjs) for the traces section.
 import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
@@ -52,6 +56,7 @@ import { runTls } from './tls.mjs';
 import { runProfile } from './profile.mjs';
 import { runScaling } from './scaling.mjs';
 import { runShadow } from './shadow.mjs';
+import { runTraces } from './traces.mjs';
 import { runWorkers } from './workers.mjs';
 
 const started = Date.now();
@@ -109,6 +114,7 @@ const cachePairs = skip.has('cache') ? undefined : await section('cache pairs', 
 const costs = await section('costs', () => runCosts());
 const goals = await section('goals', () => runGoals());
 const shadow = await section('shadow', () => runShadow({ log }));
+const traces = await section('traces', () => runTraces({ log }));
 const profile = process.env.BENCH_PROFILE === '1' ? await section('profile', () => runProfile({ log })) : undefined;
 
 /**
@@ -433,6 +439,7 @@ const extra = [
   ['costs', costs?.markdown ?? '### What the per-connection bound and the response contract cost\n\nSkipped (BENCH_SKIP).'],
   ['goals', goals?.markdown ?? '## The performance goals, co-scheduled\n\nSkipped (BENCH_SKIP).'],
   ['shadow', shadow?.markdown ?? '### Shadow mode beside nginx `mirror`, with the same slow mirror\n\nSkipped (BENCH_SKIP).'],
+  ['traces', traces?.markdown ?? '### What tracing costs, co-scheduled\n\nSkipped (BENCH_SKIP).'],
 ];
 for (const [, text] of extra) console.log('\n' + text);
 if (profile !== undefined) console.log('\n' + profile.markdown);

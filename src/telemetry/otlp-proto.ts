@@ -7,7 +7,8 @@
  * message's slot is taken before its children's, filled after them). The second writes into one
  * buffer of exactly the measured size, taking the lengths back in the same order. No string is
  * measured twice, nothing is copied or shifted, and no value is boxed per field (times are split
- * into two 32-bit halves with plain arithmetic, not BigInt).
+ * into two 32-bit halves with plain arithmetic, not BigInt). An attribute's key is one of a few
+ * names said again in every span: its whole `KeyValue.key` field is encoded once and copied after.
  *
  * Encoding choices (proto3, https://protobuf.dev/programming-guides/encoding/): fields in field
  * number order; scalar fields at their default value (0, '') are left out, except the span's and
@@ -54,6 +55,33 @@ const K_ANY_DOUBLE = 0x21;
 const HEX = new Uint8Array(128);
 for (let i = 0; i < 10; i++) HEX[48 + i] = i;
 for (let i = 0; i < 6; i++) HEX[97 + i] = HEX[65 + i] = 10 + i;
+
+/**
+ * The `KeyValue.key` field (key byte, length, UTF-8 bytes) of each attribute key met, made once:
+ * at most `MAX_KEY_FIELDS` keys (a key past them is measured and written as any string). The map
+ * only grows, so a key the measuring pass found or added here is here for the writing pass too.
+ */
+const KEY_FIELDS = new Map<string, Uint8Array>();
+const MAX_KEY_FIELDS = 1024;
+
+/** The key's field from KEY_FIELDS, added when there is room; undefined past MAX_KEY_FIELDS. */
+function keyField(key: string): Uint8Array | undefined {
+  const known = KEY_FIELDS.get(key);
+  if (known !== undefined || KEY_FIELDS.size >= MAX_KEY_FIELDS) return known;
+  const bytes = Buffer.from(key, 'utf8');
+  const field = new Uint8Array(1 + varintSize(bytes.length) + bytes.length);
+  field[0] = K_LEN_1; // KeyValue.key
+  let p = 1;
+  let v = bytes.length;
+  while (v >= 0x80) {
+    field[p++] = (v & 0x7f) | 0x80;
+    v >>>= 7;
+  }
+  field[p++] = v;
+  field.set(bytes, p);
+  KEY_FIELDS.set(key, field);
+  return field;
+}
 
 /** Message and string lengths from the measuring pass, read back in order by the writing pass. */
 let lengths: number[] = [];
@@ -165,7 +193,8 @@ function measureAttributes(attributes: TraceAttributes): number {
   let n = 0;
   for (const key of Object.keys(attributes)) {
     const kvSlot = slot();
-    const k = 1 + measureString(key);
+    const field = keyField(key);
+    const k = field === undefined ? 1 + measureString(key) : field.length;
     const anySlot = slot();
     const v = measureValue(attributes[key]);
     lengths[anySlot] = v;
@@ -287,8 +316,14 @@ function writeAttributes(attributes: TraceAttributes, key: number): void {
   for (const k of Object.keys(attributes)) {
     buf[pos++] = key;
     writeLength(); // KeyValue
-    buf[pos++] = K_LEN_1; // KeyValue.key
-    writeString(k);
+    const field = KEY_FIELDS.get(k);
+    if (field === undefined) {
+      buf[pos++] = K_LEN_1; // KeyValue.key
+      writeString(k);
+    } else {
+      buf.set(field, pos);
+      pos += field.length;
+    }
     buf[pos++] = K_LEN_2; // KeyValue.value
     writeLength(); // AnyValue
     writeValue(attributes[k]);

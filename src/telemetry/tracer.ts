@@ -12,7 +12,7 @@ import type { GatewayError } from '../core/errors.js';
 import type { HeaderValue, RequestHead } from '../core/policy.js';
 import type { ExchangeRecord } from '../core/record.js';
 import { newSpanId, newTraceId, parseTraceparent, parseTracestate } from '../core/request-id.js';
-import { MARK, RequestTrace, traceNow, type KeepClass, type TraceValue, type UpstreamAttempt } from '../core/trace.js';
+import { MARK, RequestTrace, traceNow, type KeepClass, type TraceEvent, type TraceValue, type UpstreamAttempt } from '../core/trace.js';
 import type { Tracing } from '../core/tracing.js';
 import type { AbortReason, UpstreamControl, UpstreamFailure } from '../core/upstream.js';
 import { clientResolver } from '../policies/auth/client-address.js';
@@ -40,6 +40,9 @@ export interface TracerOptions {
 
 /** The methods HTTP defines (RFC 9110, RFC 5789): any other is `_OTHER` in a span, as the conventions say. */
 const KNOWN_METHODS = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'TRACE']);
+
+/** The events of a span that has none: one array for all of them (a span's fields are read-only). */
+const NO_EVENTS: readonly TraceEvent[] = Object.freeze([]);
 
 /** Longest path or user-invented text a span carries: what a client sends is bounded here. */
 const MAX_TEXT = 512;
@@ -209,7 +212,7 @@ export class Tracer implements Tracing {
       start: trace.start,
       end,
       attributes: a,
-      events: trace.events ?? [],
+      events: trace.events ?? NO_EVENTS,
       status: failed ? STATUS_CODE.error : STATUS_CODE.unset,
       statusMessage: undefined,
       flags: (trace.sampled ? SPAN_FLAGS.sampled : 0) | SPAN_FLAGS.hasIsRemote | (trace.parentSpanId === undefined ? 0 : SPAN_FLAGS.isRemote),
@@ -245,7 +248,7 @@ export class Tracer implements Tracing {
       start: at.start,
       end: at.end === 0 ? end : at.end,
       attributes: a,
-      events: [],
+      events: NO_EVENTS,
       status: failed ? STATUS_CODE.error : STATUS_CODE.unset,
       statusMessage: undefined,
       flags: (trace.sampled ? SPAN_FLAGS.sampled : 0) | SPAN_FLAGS.hasIsRemote,
