@@ -18,9 +18,12 @@ export interface TracedHead {
 export type TraceValue = string | number | boolean;
 export type TraceAttributes = Readonly<Record<string, TraceValue>>;
 
+/** `performance.timeOrigin`, read once (it is a getter). */
+const TIME_ORIGIN = performance.timeOrigin;
+
 /** Epoch milliseconds, sub-millisecond from the monotonic clock. */
 export function traceNow(): number {
-  return performance.timeOrigin + performance.now();
+  return TIME_ORIGIN + performance.now();
 }
 
 /**

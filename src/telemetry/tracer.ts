@@ -119,6 +119,12 @@ export class Tracer implements Tracing {
     return true;
   }
 
+  /** The ratio on a fresh draw (a trace id the client chose does not count). */
+  private byChance(): boolean {
+    const r = this.sampler.ratio;
+    return r >= 1 || (r > 0 && Math.random() < r);
+  }
+
   /** Whether the trace-id ratio says yes: the id's last 56 bits below `ratio` of their range. */
   private byRatio(traceId: string): boolean {
     const r = this.sampler.ratio;
@@ -139,8 +145,8 @@ export class Tracer implements Tracing {
     // The parent's sampled flag counts only from a trusted proxy (src/core/headers.ts: from anyone
     // else it is cleared, so that no client can make every system behind the gateway record). Nor
     // does an untrusted client's trace id: one whose last 56 bits are zero is under any ratio, so
-    // its ratio is drawn on a fresh id.
-    const sampled = !trusted ? this.byRatio(newTraceId()) : this.sampler.parentBased ? (Number.parseInt(parsed.slice(53, 55), 16) & 1) === 1 : this.byRatio(traceId);
+    // its ratio is drawn afresh.
+    const sampled = !trusted ? this.byChance() : this.sampler.parentBased ? (Number.parseInt(parsed.slice(53, 55), 16) & 1) === 1 : this.byRatio(traceId);
     // What the upstream is sent (request-id.ts): a valid list, or none.
     return new RequestTrace(traceId, newSpanId(), parsed.slice(36, 52), sampled, parseTracestate(head.headers.tracestate), client, head);
   }

@@ -64,6 +64,14 @@ export abstract class UpstreamCall extends Reply implements ForwardHandler {
    */
   private traced(): void {
     const up = this.ex.upstreamHeaders;
+    const t = this.ex.trace;
+    if (t !== undefined) {
+      // Traced: the tracer writes each attempt's traceparent (its CLIENT span as the parent); until
+      // then the fields hold the request's trace, already parsed.
+      if (up.traceparent === null) up.traceparent = `00-${t.traceId}-${t.spanId}-${t.sampled ? '01' : '00'}`;
+      if (up.tracestate === null) up.tracestate = t.tracestate ?? null;
+      return;
+    }
     const trace = traceContextOf(this.head.headers);
     if (up.traceparent === null) up.traceparent = trace.traceparent;
     if (up.tracestate === null) up.tracestate = trace.tracestate ?? null;

@@ -69,7 +69,8 @@ function planOf(config: DeprecationConfig, op: ApiOperation) {
   const sunset = life.sunset === undefined ? Infinity : Date.parse(life.sunset);
   const removedOn = headers.sunset === undefined ? '' : `, and is removed on ${headers.sunset}`;
   return {
-    operation: op.id,
+    /** What its trace event says: one object per operation, not per call. */
+    traced: Object.freeze({ 'gateway.operation': op.id }),
     headers,
     sunset,
     removed: new GatewayError('operation_removed', { message: `${op.id} was removed on ${headers.sunset ?? ''}${use}.` }),
@@ -94,7 +95,7 @@ function create(config: DeprecationConfig, env: PolicyEnv) {
       const plan = planFor(ex);
       if (plan === undefined) return undefined;
       const trace = ex.trace;
-      trace?.event(TRACE_EVENTS.deprecated, { 'gateway.operation': plan.operation });
+      trace?.event(TRACE_EVENTS.deprecated, plan.traced);
       const t = now();
       if (config.removeAfterSunset && t >= plan.sunset) return plan.removed;
       for (const b of plan.brownouts) {
