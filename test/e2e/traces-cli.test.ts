@@ -182,6 +182,7 @@ function p(sorted: readonly number[], q: number): number {
 // ---------------------------------------------------------------------------------------------
 // 1. The environment alone
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('1. OTEL_* alone, no telemetry section: JSON, the header, the resource; no secret in the output; the file wins', async (t) => {
   const SECRET = `sk_${testKey()}`;
   const [collector, other] = await Promise.all([receiver(t), receiver(t)]);
@@ -299,6 +300,7 @@ async function phase(traced: Gw, plain: Gw, ms: number, lanes = 4, maxPairs = 30
   return out;
 }
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('2. a hostile collector: requests unaffected, the process up, the metrics move, the queue bounded, recovery', async (t) => {
   const collector = await receiver(t, { slowMs: 100, drip: true, padBytes: 16 });
   const [traced, plain] = await Promise.all([
@@ -359,6 +361,7 @@ t.test('2. a hostile collector: requests unaffected, the process up, the metrics
 // ---------------------------------------------------------------------------------------------
 // 3. SIGTERM
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('3. SIGTERM exports what is queued before the process exits 0, within shutdownGraceMs', async (t) => {
   const GRACE = 3000;
   const N = 25;
@@ -376,6 +379,7 @@ t.test('3. SIGTERM exports what is queued before the process exits 0, within shu
   t.ok(exit.ms < GRACE, `stopped in ${exit.ms} ms, within shutdownGraceMs (${GRACE})`);
 });
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('3b. SIGTERM with a hanging collector: the process still exits within shutdownGraceMs and a margin', async (t) => {
   const GRACE = 1500;
   const MARGIN = 1000;
@@ -389,6 +393,7 @@ t.test('3b. SIGTERM with a hanging collector: the process still exits within shu
   t.ok(exit.ms >= GRACE - 100, `the flush had the grace period (${exit.ms} ms)`);
 });
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('3c. SIGTERM with a request in flight and a hanging collector: one grace period for both, not one each', async (t) => {
   const GRACE = 1500;
   const MARGIN = 1000;
@@ -410,6 +415,7 @@ t.test('3c. SIGTERM with a request in flight and a hanging collector: one grace 
 // ---------------------------------------------------------------------------------------------
 // 4. SIGHUP
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('4. SIGHUP: sampleRatio 1 -> 0 takes effect, errors still kept; a new endpoint is refused and the old settings stay', async (t) => {
   const [collector, other] = await Promise.all([receiver(t), receiver(t)]);
   const up = await petStore(t);
@@ -440,6 +446,7 @@ t.test('4. SIGHUP: sampleRatio 1 -> 0 takes effect, errors still kept; a new end
   t.equal((await gw.stop(15_000)).code, 0);
 });
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('4b. SIGHUP on a gateway traced by the environment: adding telemetry.traces.sampleRatio alone takes effect', async (t) => {
   const collector = await receiver(t);
   const up = await petStore(t);
@@ -458,6 +465,7 @@ t.test('4b. SIGHUP on a gateway traced by the environment: adding telemetry.trac
 // ---------------------------------------------------------------------------------------------
 // 5. --workers 2
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('5. --workers 2: spans from both workers, each its own service.instance.id; the primary sums their metrics', async (t) => {
   const N = 40;
   const collector = await receiver(t);
@@ -490,6 +498,7 @@ t.test('5. --workers 2: spans from both workers, each its own service.instance.i
 // ---------------------------------------------------------------------------------------------
 // 6. Warnings at start
 
+// parity: tracing is opened by the process's gateway holder and exported alike whatever the engine; the engines' part is test/e2e/traces.test.ts
 t.test('6. a malformed OTEL_* variable: a warning at start naming it, never a header value', async (t) => {
   const SECRET = `sk_${testKey()}`;
   const SECRET2 = `sk_${testKey()}`;
