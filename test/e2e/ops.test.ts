@@ -42,6 +42,8 @@ import {
   type RecordedRequest,
   type Response,
   type StubUpstream,
+  logEntries,
+  type LogEntry,
 } from '../helpers/servers.js';
 
 ensureBuilt();
@@ -61,22 +63,6 @@ const HEADERS_MS = 400;
 
 // ---------------------------------------------------------------------------------------------
 // Processes
-
-type LogEntry = Record<string, unknown> & { msg?: string };
-
-/** The JSON lines of a process's stdout (a line still being written is skipped). */
-function logEntries(handle: ProcessHandle): LogEntry[] {
-  const out: LogEntry[] = [];
-  for (const line of handle.output().stdout.split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      out.push(JSON.parse(line) as LogEntry);
-    } catch {
-      /* incomplete */
-    }
-  }
-  return out;
-}
 
 function accessLines(handle: ProcessHandle): LogEntry[] {
   return logEntries(handle).filter((e) => e.log === 'access');

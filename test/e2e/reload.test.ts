@@ -28,6 +28,8 @@ import {
   waitFor,
   type Engine,
   type ProcessHandle,
+  logEntries,
+  type LogEntry,
 } from '../helpers/servers.js';
 import { hashKey } from '../../src/policies/auth/index.js';
 import { httpsRequest, makeTestPki } from '../helpers/certs.js';
@@ -47,24 +49,6 @@ const JSON_BODY = { 'content-type': 'application/json' };
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers (bounded in time)
-
-
-
-type LogEntry = Record<string, unknown> & { msg?: string; level?: number };
-
-/** The pino JSON lines of a process's stdout from character `since` on. */
-function logEntries(handle: ProcessHandle, since = 0): LogEntry[] {
-  const out: LogEntry[] = [];
-  for (const line of handle.output().stdout.slice(since).split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      out.push(JSON.parse(line) as LogEntry);
-    } catch {
-      /* a line still being written */
-    }
-  }
-  return out;
-}
 
 /** Waits for the next reload outcome (reloaded or refused) after `since`. */
 function nextReload(handle: ProcessHandle, since: number, timeoutMs = 5000): Promise<LogEntry> {
@@ -115,7 +99,6 @@ interface Gw {
   /** Rewrites the policy file, sends SIGHUP and returns the reload outcome logged. */
   reload(text: string): Promise<LogEntry>;
 }
-
 
 async function serve(name: string, text: string, extraArgs: string[] = []): Promise<Gw> {
   const sub = mkdtempSync(join(dir, `${name}-`));

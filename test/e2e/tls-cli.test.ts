@@ -14,7 +14,7 @@ import { h2Request, httpsRequest, makeTestPki, type CertFiles } from '../helpers
 import { parseExposition, value } from '../helpers/prom.js';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { ENGINES, ensureBuilt, request, runCli, spawnCliUntil, testKey, waitFor, type ProcessHandle } from '../helpers/servers.js';
+import { ENGINES, ensureBuilt, request, runCli, spawnCliUntil, testKey, waitFor, logEntries, type LogEntry } from '../helpers/servers.js';
 import { within } from '../helpers/wait.js';
 
 ensureBuilt();
@@ -43,22 +43,6 @@ function servedFingerprint(port: number): Promise<string> {
     socket.setTimeout(5000, () => socket.destroy(new Error('timed out')));
     socket.on('error', reject);
   });
-}
-
-type LogEntry = Record<string, unknown> & { msg?: string };
-function logEntries(handle: ProcessHandle, since = 0): LogEntry[] {
-  return handle
-    .output()
-    .stdout.slice(since)
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .flatMap((l) => {
-      try {
-        return [JSON.parse(l) as LogEntry];
-      } catch {
-        return [];
-      }
-    });
 }
 
 const READY = /petstore-gateway listening on https:\/\/127\.0\.0\.1:(\d+) /;

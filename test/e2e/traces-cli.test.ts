@@ -37,6 +37,8 @@ import {
   type ProcessHandle,
   type StubUpstream,
   type TeardownHost,
+  logEntries,
+  type LogEntry,
 } from '../helpers/servers.js';
 import { within } from '../helpers/wait.js';
 
@@ -48,22 +50,6 @@ const READY = /petstore-gateway listening on (http:\/\/127\.0\.0\.1:\d+) /;
 const RELOADED = 'policy reloaded';
 const REFUSED = 'policy reload refused; the previous policy stays';
 const SETTINGS_IGNORED = 'telemetry.traces: settings ignored';
-
-type LogEntry = Record<string, unknown> & { msg?: string; level?: number };
-
-/** The pino JSON lines of a process's stdout from character `since` on. */
-function logEntries(handle: ProcessHandle, since = 0): LogEntry[] {
-  const out: LogEntry[] = [];
-  for (const line of handle.output().stdout.slice(since).split('\n')) {
-    if (!line.startsWith('{')) continue;
-    try {
-      out.push(JSON.parse(line) as LogEntry);
-    } catch {
-      /* a line still being written */
-    }
-  }
-  return out;
-}
 
 /** A policy file text (JSON, which is YAML 1.2) in front of `upstream` (a base URL, or builtin). */
 function policy(upstream: string, extra: Record<string, unknown> = {}): string {

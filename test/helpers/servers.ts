@@ -402,6 +402,23 @@ export interface ProcessHandle {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+/** A pino JSON line of a process's log. */
+export type LogEntry = Record<string, unknown> & { msg?: string; level?: number };
+
+/** The JSON log lines of a process's stdout from character `since` on (a line still being written is skipped). */
+export function logEntries(handle: ProcessHandle, since = 0): LogEntry[] {
+  const out: LogEntry[] = [];
+  for (const line of handle.output().stdout.slice(since).split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      out.push(JSON.parse(line) as LogEntry);
+    } catch {
+      /* a line still being written */
+    }
+  }
+  return out;
+}
+
 /** Which output `spawnCliUntil` matches `ready` against. */
 export type CliStream = 'stdout' | 'stderr' | 'either';
 
