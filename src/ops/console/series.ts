@@ -13,14 +13,15 @@
  *
  * Memory, worst case, 1,000 consumers x 4 operations (4,000 cells, each counted in every one of
  * the last 60 minutes and 24 hours): a slot is SLOT_WIDTH (31) 32-bit numbers, 124 bytes; a cell
- * holds at most 60 + 24 of them (10,416 bytes) and its rings' slot and row numbers (84 x 8 =
- * 672 bytes): about 11.1 KB, 44.4 MB for the 4,000 cells, plus at most one chunk of unused rows
- * (127 KB). `trackDelta` adds the rows counted since the last `takeDelta` (at most the same
- * again; two rows per cell touched in between when the rollup takes them every few seconds).
- * Each deprecated operation adds at most DAYS_KEPT (400) days x 16 bytes per consumer (6.4 MB for
- * 1,000 consumers). Violations: at most 65 rules per operation and 50 samples. Slots older than
- * the windows are dropped when `snapshot` runs (their rows reused), and a slot's place in its ring
- * is reused 60 minutes (24 hours) later whatever runs.
+ * holds at most 60 + 24 of them (10,416 bytes), its rings' slot and row numbers (84 x 8 = 672
+ * bytes) and a few small objects (about 1 KB): about 12 KB a cell, 49 MB for the 4,000 cells
+ * (41.7 MB of it the rows, in chunks of 1,024 rows: at most one chunk, 127 KB, unused).
+ * `trackDelta` adds the rows counted since the last `takeDelta`: at most as many again, two per
+ * cell touched in between when the rollup takes them every few seconds. Each deprecated operation
+ * adds at most DAYS_KEPT (400) days x 16 bytes per consumer (6.4 MB for 1,000 consumers).
+ * Violations: at most 65 rules per operation and 50 samples. Slots older than the windows are
+ * dropped when `snapshot` runs (their rows reused), and a slot's place in its ring is reused 60
+ * minutes (24 hours) later whatever runs.
  */
 import type { LogField } from '../../core/facts.js';
 import type { ExchangeObserver, ExchangeRecord } from '../../core/record.js';
