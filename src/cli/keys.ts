@@ -162,7 +162,7 @@ export function readExport(text: string, known: ReadonlySet<string> | 'any-id' =
       checkScopes(record.scopes, (sc) => `record ${i + 1} ('${record.id}') has a scope that is not one, '${sc}'`);
     }
     const who = ownerFieldsProblem(record);
-    if (who !== undefined) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has an ${who.field} that ${who.message}`);
+    if (who !== undefined) throw new KeysUsageError(`record ${i + 1} ('${record.id}'): ${who.field} ${who.message}`);
     if (record.secrets.some((sec) => sec.until !== undefined && !Number.isSafeInteger(sec.until))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a secret whose end is not epoch milliseconds`);
     return record;
   });

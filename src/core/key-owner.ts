@@ -34,15 +34,14 @@ export const SECRET_EXPECTS = 'looks like a secret (an API key, a token or a cre
 
 export const OWNER_SCHEMA = {
   type: 'string',
-  minLength: 1,
+  // No minLength: the pattern refuses an empty value, with its own message (one problem, not two).
   maxLength: OWNER_MAX_LENGTH,
   pattern: OWNER_PATTERN,
-  description: 'Who the key belongs to (a team or a person), shown by `keys list`, `GET /keys` and the console: never a secret. See docs/keys.md, "Owner and contact".',
+  description: 'Who the key belongs to (a team or a person), shown by `check`, `keys list` and `GET /keys` (registry keys) and the operator console: never a secret. See docs/keys.md, "Owner and contact".',
 } as const;
 
 export const CONTACT_SCHEMA = {
   type: 'string',
-  minLength: 1,
   maxLength: CONTACT_MAX_LENGTH,
   pattern: CONTACT_PATTERN,
   description: 'Where to reach the owner: an e-mail address, an https:// or mailto: URL, or a chat handle (@team, #channel); never a secret. See docs/keys.md, "Owner and contact".',
