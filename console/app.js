@@ -39,6 +39,10 @@ const state = {
   keyIndex: [],
   /** Increased by each load: an answer for an older load is dropped. */
   seq: 0,
+  /** The burn-down's time axis: up to the sunset, or the days with calls only. */
+  reach: 'sunset',
+  /** The last answer of each view, drawn again without a request (the burn-down's reach). */
+  last: {},
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -256,6 +260,15 @@ function figure(id, caption, labels) {
   return `<figure class="chart"><figcaption>${esc(caption)}</figcaption><div class="plot" data-chart="${esc(id)}" role="img" aria-label="${esc(`${caption}: the numbers are in the table below`)}"></div>${legend(labels)}</figure>`;
 }
 
+/** The time axis' labels, in UTC: hours and minutes within two days, else dates. */
+function timeLabels(u, splits) {
+  const span = u.scales.x.max - u.scales.x.min;
+  return splits.map((s) => {
+    const text = new Date(s * 1000).toISOString();
+    return span <= 2 * 86400 ? text.slice(11, 16) : span <= 400 * 86400 ? text.slice(0, 10) : text.slice(0, 7);
+  });
+}
+
 function chartAt(view, root, id, { x, series, xRange, marks = [], yLabel }) {
   const el = root.querySelector(`[data-chart="${CSS.escape(id)}"]`);
   if (el === null || typeof window.uPlot !== 'function') return;
@@ -270,7 +283,7 @@ function chartAt(view, root, id, { x, series, xRange, marks = [], yLabel }) {
       x: { time: true, ...(xRange ? { range: () => xRange } : {}) },
       y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
     },
-    axes: [axis, { ...axis, label: yLabel, size: 60 }],
+    axes: [{ ...axis, values: timeLabels }, { ...axis, label: yLabel, size: 60 }],
     series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: style(i).color, width: 2, dash: style(i).dash, points: { show: false } }))],
     hooks: { draw: [drawShapes, (u) => drawMarks(u, marks)] },
   };
@@ -297,6 +310,11 @@ function scopeLine(v) {
 
 const dayStart = (day) => Date.parse(`${day}T00:00:00Z`) / 1000;
 
+function reachButtons() {
+  const b = (reach, label) => `<button type="button" data-reach="${reach}" aria-pressed="${state.reach === reach}">${label}</button>`;
+  return `<div class="controls" role="group" aria-label="Time axis">${b('sunset', 'Up to the sunset')}${b('seen', 'Days with calls only')}</div>`;
+}
+
 function renderDeprecations(v, root) {
   const parts = [scopeLine(v)];
   if (v.operations.length === 0) parts.push('<p>No operation of the interface is deprecated.</p>');
@@ -313,9 +331,10 @@ function renderDeprecations(v, root) {
     } else {
       const top = op.consumers.filter((c) => !c.stopped).slice(0, 5);
       const labels = ['All consumers', ...top.map((c) => c.consumer)];
+      if (sunsetMs !== null) parts.push(reachButtons());
       parts.push(figure(`burn-${k}`, `Calls of ${op.operation} per day (UTC): all consumers and the top ${top.length}${sunsetMs === null ? '' : '; dashed red line: the sunset'}`, labels));
       const x = op.days.map(dayStart);
-      const end = Math.max(x[x.length - 1], sunsetMs === null ? 0 : sunsetMs / 1000 + 7 * 86400);
+      const end = Math.max(x[x.length - 1] + 86400, sunsetMs === null || state.reach !== 'sunset' ? 0 : sunsetMs / 1000 + 14 * 86400);
       plans.push({
         id: `burn-${k}`,
         x,
@@ -479,15 +498,15 @@ function renderFleet(v, root) {
     tr(
       i.id,
       [
-        cell('id', i.id, `<code>${esc(i.id)}</code>${i.self ? ' <span class="tag">this one</span>' : ''}`),
+        cell('id', i.id, `<code>${esc(i.id)}</code>`),
         cell('host', i.host, esc(i.host)),
         cell('version', i.version, esc(i.version)),
-        cell('policyFingerprint', i.policyFingerprint, `<code>${esc(i.policyFingerprint)}</code>${i.policyDiffers ? ` ${flag('warn', 'policy differs')}` : ''}`),
+        cell('policyFingerprint', i.policyFingerprint, `<code>${esc(i.policyFingerprint)}</code>`),
         cell('ready', i.ready, i.ready ? flag('good', 'ready') : flag('bad', `not ready${i.reason === null ? '' : `: ${i.reason}`}`)),
         cell('lastReload', i.lastReload, i.lastReload === null ? '<span class="none">none since start</span>' : when(i.lastReload)),
-        cell('lastHeartbeat', i.lastHeartbeat, `${when(i.lastHeartbeat)}${i.stale ? ` ${flag('bad', 'stale')}` : ''}`),
+        cell('lastHeartbeat', i.lastHeartbeat, when(i.lastHeartbeat)),
         cell('workers', i.workers, num(i.workers), N),
-        cell('flags', { policyDiffers: i.policyDiffers, stale: i.stale, self: i.self }, [i.policyDiffers ? flag('warn', 'policy differs') : '', i.stale ? flag('bad', 'stale') : '', i.self ? flag('info', 'this instance') : ''].filter(Boolean).join(' ') || '<span class="none">ok</span>'),
+        cell('flags', { policyDiffers: i.policyDiffers, stale: i.stale, self: i.self }, [i.policyDiffers ? flag('warn', 'policy differs') : '', i.stale ? flag('bad', 'stale') : '', i.self ? '<span class="tag">this instance</span>' : ''].filter(Boolean).join(' ') || '<span class="none">ok</span>'),
       ],
       [i.policyDiffers ? 'differs' : '', i.stale ? 'stale' : ''].filter(Boolean).join(' '),
     ),
@@ -614,6 +633,14 @@ function problem(view, err) {
 // ---------------------------------------------------------------------------------------------
 // Routing and loading
 
+/** Draws a view from its last answer, then says it is drawn. */
+function draw(view) {
+  dropCharts(view);
+  RENDER[view](state.last[view], document.querySelector(`[data-body="${view}"]`));
+  performance.mark(`console-rendered:${view}`);
+  document.body.dataset.rendered = view;
+}
+
 async function load(view) {
   const seq = ++state.seq;
   const section = document.getElementById(`view-${view}`);
@@ -623,12 +650,10 @@ async function load(view) {
   try {
     const data = await api(view);
     if (seq !== state.seq) return;
-    dropCharts(view);
-    RENDER[view](data, section.querySelector('[data-body]'));
+    state.last[view] = data;
+    draw(view);
     document.getElementById('token-form').hidden = true;
     say(`${TITLES[view]}: updated.`);
-    performance.mark(`console-rendered:${view}`);
-    document.body.dataset.rendered = view;
   } catch (err) {
     if (seq === state.seq) problem(view, err);
   } finally {
@@ -704,6 +729,14 @@ function start() {
     const expiringDays = Number(document.getElementById('expiring-days').value);
     state.keysQuery = { unusedDays, expiringDays };
     void load('keys');
+  });
+  document.querySelector('[data-body="deprecations"]').addEventListener('click', (e) => {
+    const button = e.target.closest('button[data-reach]');
+    if (button === null || state.last.deprecations === undefined) return;
+    state.reach = button.dataset.reach;
+    delete document.body.dataset.rendered;
+    draw('deprecations');
+    document.querySelector(`button[data-reach="${state.reach}"]`)?.focus();
   });
   let filterTimer;
   document.getElementById('keys-filter').addEventListener('input', () => {

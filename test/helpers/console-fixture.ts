@@ -78,6 +78,16 @@ function row(rand: () => number, scale: number): TrafficRow {
   return { requests, p50Ms: p50, p99Ms: p99, errors: { client, gateway, upstream }, rateLimited, aborted: Math.round(rand() * 3) };
 }
 
+/** `total` spread over `points` (summing to it), heavier around `spike` (an incident). */
+function spread(total: number, points: number, rand: () => number, spike: number): number[] {
+  const weights = Array.from({ length: points }, (_, i) => (0.6 + 0.8 * rand()) * (Math.abs(i - spike) <= 1 ? 4 : 1));
+  const sum = weights.reduce((a, b) => a + b, 0);
+  const out = weights.map((w) => Math.floor((total * w) / sum));
+  let rest = total - out.reduce((a, b) => a + b, 0);
+  for (let i = 0; rest > 0; i = (i + 7) % points, rest--) out[i]!++;
+  return out;
+}
+
 function traffic(nowMs: number, window: 'hour' | 'day', rand: () => number, who: ReadonlyMap<string, readonly [string | null, string | null]>): TrafficView {
   const stepSeconds = window === 'hour' ? 60 : 3600;
   const points = window === 'hour' ? 60 : 24;
@@ -94,8 +104,8 @@ function traffic(nowMs: number, window: 'hour' | 'day', rand: () => number, who:
     t,
     operations: operations.map((o) => ({
       operation: o.operation,
-      requests: t.map((_, i) => Math.round((o.requests / points) * (0.6 + 0.8 * rand()) * (i === points - 8 ? 2.5 : 1))),
-      errors: t.map(() => Math.round((o.errors.client + o.errors.gateway + o.errors.upstream) / points * 2 * rand())),
+      requests: spread(o.requests, points, rand, points - 8),
+      errors: spread(o.errors.client + o.errors.gateway + o.errors.upstream, points, rand, points - 8),
     })),
   };
   return { generatedAt: iso(nowMs), scope: 'fleet', window, from: iso((end - (points - 1) * stepSeconds) * 1000), to: iso(nowMs), stepSeconds, operations, consumers, cells, series };
