@@ -21,14 +21,17 @@ import { ADMIN_BRUTE_FORCE_DEFAULT, AdminAuthGuard } from '../ops/admin-guard.js
 import { keyAdminRoutes } from '../ops/admin-keys.js';
 import { liveAdminTokens } from './admin.js';
 import { KeyRegistry } from '../registry/registry.js';
-import { EXPORT_FORMAT, RegistryError, REGISTRY_DEFAULTS } from '../registry/types.js';
+import { EXPORT_FORMAT, RegistryError, REGISTRY_DEFAULTS, type NewKeyInput } from '../registry/types.js';
 import { openRegistry } from '../registry/index.js';
 import { ID_PATTERN, parseRecord, type KeyInfo, type KeyRecord } from '../registry/records.js';
 import { describeConnection } from '../stores/connection.js';
 import { SCOPES_SCHEMA } from '../core/policy.js';
+import { ownerFieldsProblem } from '../core/key-owner.js';
+import type { OwnerPatch } from '../registry/who-to-tell.js';
 import { parseDateTime } from '../policies/deprecation/index.js';
 
-export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operations OP,...] [--scope S]... [--expires RFC3339] [--policy FILE]
+export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operations OP,...] [--scope S]... [--expires RFC3339] [--owner TEXT] [--contact C] [--policy FILE]
+       petstore-gateway keys set ID [--owner TEXT | --clear-owner] [--contact C | --clear-contact] [--policy FILE]
        petstore-gateway keys list [--json] [--policy FILE]
        petstore-gateway keys rotate ID [--overlap 24h] [--policy FILE]
        petstore-gateway keys revoke ID [--policy FILE]
@@ -39,11 +42,14 @@ export const KEYS_HELP = `Usage: petstore-gateway keys create --id ID [--operati
 Issue, list, rotate and revoke the keys of the key registry that the policy file names
 (policies.auth.registry); every gateway sharing it sees a change within a second.
   create    a key for a new id; the secret is printed once, alone on one stdout line
-  list      id, created, expires, operations, scopes, last used, until when older secrets work
-            (never a secret or a hash)
+  set       changes who to tell about a key: its owner and contact (--clear-owner,
+            --clear-contact remove them)
+  list      id, created, expires, operations, scopes, last used, until when older secrets work,
+            owner, contact (never a secret or a hash)
   rotate    a new secret for the id; every older secret stays valid for --overlap at most
             (default 24h; 0: every older secret ends now, as for a leaked key)
-  revoke    removes the id and all its secrets
+  revoke    removes the id and all its secrets (the registry remembers the last 100 revocations,
+            with who revoked each)
   export    every key record (hashes only, never a secret) as JSON on stdout: a backup
   import    writes the records of an export back (each replaces its id's) and makes every gateway
             take Redis as the registry again: the restore after Redis lost its data
@@ -53,6 +59,9 @@ Issue, list, rotate and revoke the keys of the key registry that the policy file
   --operations    comma-separated operationIds the key may call (listPets, createPet, getPet)
   --scope S       a scope of the key (repeatable), such as migration:tester (docs/keys.md, "Scopes")
   --expires T     when the key stops working (RFC 3339)
+  --owner TEXT    who the key belongs to: 1 to 100 printable characters, such as "Payments team"
+  --contact C     where to reach the owner: an e-mail address, an https:// or mailto: URL, or a
+                  chat handle (@team, #channel); neither may look like a secret (docs/keys.md)
 Exit codes: 0 ok, 1 registry unreachable or the change refused, 2 bad usage, 78 no registry configured.
 `;
 
@@ -101,10 +110,13 @@ function defaultPolicyFile(packageRoot: string): string {
   return existsSync(local) ? local : join(packageRoot, 'policies', 'default.yaml');
 }
 
-const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'SCOPES', 'LAST USED', 'OLD SECRETS UNTIL'];
+const HEADER = ['ID', 'CREATED', 'EXPIRES', 'OPERATIONS', 'SCOPES', 'LAST USED', 'OLD SECRETS UNTIL', 'OWNER', 'CONTACT'];
 
 function table(keys: readonly KeyInfo[]): string {
-  const rows = [HEADER, ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.scopes?.join(',') || '-', k.lastUsed ?? '-', k.previousValidUntil ?? '-'])];
+  const rows = [
+    HEADER,
+    ...keys.map((k) => [k.id, k.created, k.expires ?? '-', k.operations === null ? 'all' : k.operations.join(',') || '(none)', k.scopes?.join(',') || '-', k.lastUsed ?? '-', k.previousValidUntil ?? '-', k.owner ?? '-', k.contact ?? '-']),
+  ];
   const widths = HEADER.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
 }
@@ -118,7 +130,7 @@ interface Parsed {
   readonly file?: string | undefined;
 }
 
-const ACTIONS = ['create', 'list', 'rotate', 'revoke', 'export', 'import', 'reset-epoch'];
+const ACTIONS = ['create', 'set', 'list', 'rotate', 'revoke', 'export', 'import', 'reset-epoch'];
 /** The actions that take no id and no file. */
 const NO_ID = ['list', 'export', 'reset-epoch'];
 
@@ -149,6 +161,8 @@ export function readExport(text: string, known: ReadonlySet<string> | 'any-id' =
       if (!Array.isArray(record.scopes)) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has scopes that are not a list`);
       checkScopes(record.scopes, (sc) => `record ${i + 1} ('${record.id}') has a scope that is not one, '${sc}'`);
     }
+    const who = ownerFieldsProblem(record);
+    if (who !== undefined) throw new KeysUsageError(`record ${i + 1} ('${record.id}'): ${who.field} ${who.message}`);
     if (record.secrets.some((sec) => sec.until !== undefined && !Number.isSafeInteger(sec.until))) throw new KeysUsageError(`record ${i + 1} ('${record.id}') has a secret whose end is not epoch milliseconds`);
     return record;
   });
@@ -185,12 +199,25 @@ function parseKeysArgs(args: string[]): Parsed {
       args: rest,
       allowPositionals: true,
       strict: true,
-      options: { policy: { type: 'string' }, id: { type: 'string' }, operations: { type: 'string' }, scope: { type: 'string', multiple: true }, expires: { type: 'string' }, overlap: { type: 'string' }, json: { type: 'boolean' } },
+      options: {
+        policy: { type: 'string' },
+        id: { type: 'string' },
+        operations: { type: 'string' },
+        scope: { type: 'string', multiple: true },
+        expires: { type: 'string' },
+        overlap: { type: 'string' },
+        json: { type: 'boolean' },
+        owner: { type: 'string' },
+        contact: { type: 'string' },
+        'clear-owner': { type: 'boolean' },
+        'clear-contact': { type: 'boolean' },
+      },
     });
   } catch (err) {
     throw new KeysUsageError((err as Error).message);
   }
   const values = parsed.values as Record<string, string | string[] | boolean | undefined>;
+  checkOwnerOptions(action, values);
   if (action === 'import') {
     if (parsed.positionals.length !== 1) throw new KeysUsageError('keys import needs one FILE (an export), or - for stdin');
     return { action, values, id: '', file: parsed.positionals[0] };
@@ -199,7 +226,7 @@ function parseKeysArgs(args: string[]): Parsed {
     if (parsed.positionals.length > 0) throw new KeysUsageError(`unexpected argument '${parsed.positionals[0]}'`);
     return { action, values, id: '' };
   }
-  const wantsPositional = action === 'rotate' || action === 'revoke';
+  const wantsPositional = action === 'rotate' || action === 'revoke' || action === 'set';
   if (parsed.positionals.length > (wantsPositional ? 1 : 0)) throw new KeysUsageError(`unexpected argument '${parsed.positionals.at(-1)}'`);
   const id = wantsPositional ? parsed.positionals[0] : (values.id as string | undefined);
   if (id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
@@ -207,7 +234,7 @@ function parseKeysArgs(args: string[]): Parsed {
   return { action, values, id: id ?? '' };
 }
 
-function createInput(p: Parsed, known: ReadonlySet<string> | 'any-id'): { id: string; operations?: string[]; scopes?: string[]; expires?: string } {
+function createInput(p: Parsed, known: ReadonlySet<string> | 'any-id'): NewKeyInput {
   const ops = p.values.operations as string | undefined;
   const operations = ops === undefined ? undefined : ops.split(',').map((o) => o.trim()).filter((o) => o !== '');
   checkOperations(operations ?? [], known, (o) => `--operations takes operationIds of the interface, not '${o}'`);
@@ -215,7 +242,41 @@ function createInput(p: Parsed, known: ReadonlySet<string> | 'any-id'): { id: st
   checkScopes(scopes ?? [], (sc) => `--scope takes a scope, not '${sc}'`);
   const expires = p.values.expires as string | undefined;
   if (expires !== undefined && (!DATE_TIME.test(expires) || Number.isNaN(parseDateTime(expires)))) throw new KeysUsageError(`--expires must be an RFC 3339 date-time such as 2027-01-31T00:00:00Z, not '${expires}'`);
-  return { id: p.id, ...(operations === undefined ? {} : { operations: [...new Set(operations)] }), ...(scopes === undefined ? {} : { scopes: [...new Set(scopes)] }), ...(expires === undefined ? {} : { expires }) };
+  const owner = p.values.owner as string | undefined;
+  const contact = p.values.contact as string | undefined;
+  return {
+    id: p.id,
+    ...(operations === undefined ? {} : { operations: [...new Set(operations)] }),
+    ...(scopes === undefined ? {} : { scopes: [...new Set(scopes)] }),
+    ...(expires === undefined ? {} : { expires }),
+    ...(owner === undefined ? {} : { owner }),
+    ...(contact === undefined ? {} : { contact }),
+  };
+}
+
+/**
+ * `--owner` and `--contact` only where they change something (create, set), `--clear-*` only with
+ * set and not beside the value it clears; each value in form (src/core/key-owner.ts).
+ */
+function checkOwnerOptions(action: string, values: Record<string, string | string[] | boolean | undefined>): void {
+  for (const field of ['owner', 'contact'] as const) {
+    const clear = values[`clear-${field}`] === true;
+    if (values[field] !== undefined && action !== 'create' && action !== 'set') throw new KeysUsageError(`--${field} is for keys create and keys set`);
+    if (clear && action !== 'set') throw new KeysUsageError(`--clear-${field} is for keys set`);
+    if (clear && values[field] !== undefined) throw new KeysUsageError(`--${field} and --clear-${field} together: give one`);
+  }
+  const problem = ownerFieldsProblem({ owner: values.owner, contact: values.contact });
+  if (problem !== undefined) throw new KeysUsageError(`--${problem.field} ${problem.message}`);
+  if (action === 'set' && values.owner === undefined && values.contact === undefined && values['clear-owner'] !== true && values['clear-contact'] !== true) {
+    throw new KeysUsageError('keys set needs --owner, --contact, --clear-owner or --clear-contact');
+  }
+}
+
+/** What `keys set` changes: a value sets, a --clear-* flag clears (null), the rest stays. */
+function ownerPatch(p: Parsed): OwnerPatch {
+  const v = p.values;
+  const of = (field: 'owner' | 'contact') => (v[`clear-${field}`] === true ? { [field]: null } : typeof v[field] === 'string' ? { [field]: v[field] } : {});
+  return { ...of('owner'), ...of('contact') };
 }
 
 /** Who made a change from the command line, for its audit line: the OS user and host. */
@@ -254,6 +315,13 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig, recor
       out.write(made.key + '\n');
       audit('created', made.info.id);
       err.write(`key '${made.info.id}' created; the secret above is shown once and stored nowhere\n`);
+      return 0;
+    }
+    case 'set': {
+      const patch = ownerPatch(p);
+      const info = await registry.describe(p.id, patch);
+      audit('updated', p.id, { fields: Object.keys(patch).sort() });
+      err.write(`key '${p.id}': owner ${info.owner === null ? '(none)' : JSON.stringify(info.owner)}, contact ${info.contact === null ? '(none)' : JSON.stringify(info.contact)}\n`);
       return 0;
     }
     case 'rotate': {
@@ -295,7 +363,7 @@ async function act(p: Parsed, registry: KeyRegistry, config: PolicyConfig, recor
       return 0;
     }
     default:
-      await registry.revoke(p.id);
+      await registry.revoke(p.id, cliActor());
       audit('revoked', p.id);
       err.write(`key '${p.id}' revoked\n`);
       return 0;

@@ -11,6 +11,7 @@ import { parseDocument } from 'yaml';
 import { checkHeaderRules } from '../core/headers.js';
 import { listenerProblems } from '../fronts/config.js';
 import { toJsonPath } from '../core/json-path.js';
+import { CONTACT_EXPECTS, CONTACT_PATTERN, OWNER_EXPECTS, OWNER_PATTERN } from '../core/key-owner.js';
 import type { CheckContext, PolicyEnv, PolicyModule, Problem, RunRequirement } from '../core/policy.js';
 import { POLICY_MODULES, type PolicyName } from '../policies/index.js';
 import { migrationProblems } from '../migration/rules.js';
@@ -50,6 +51,8 @@ const PATTERN_EXPECTS: Readonly<Record<string, string>> = {
   '^[\\x20-\\x21\\x23-\\x5b\\x5d-\\x7e]{1,64}$': 'must be 1 to 64 printable ASCII characters without " or \\',
   '^[1-5][0-9]{2}$': 'must be an HTTP status code of three digits, such as 422',
   '^[A-Za-z0-9:._-]+$': 'must be a scope: letters, digits, ":", ".", "_" and "-", such as migration:tester',
+  [OWNER_PATTERN]: OWNER_EXPECTS,
+  [CONTACT_PATTERN]: CONTACT_EXPECTS,
   '^https?://[^\\s/?#@]+([/?][^\\s#]*)?$':
     "must be an http(s) URL without user:password@ or fragment, such as http://collector:4318/v1/traces (a collector's API key goes in OTEL_EXPORTER_OTLP_HEADERS)",
 };

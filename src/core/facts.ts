@@ -39,11 +39,12 @@ export interface FactReader {
 }
 
 /** How many slots live in fields of their own, without an array. */
-const INLINE = 5;
+const INLINE = 6;
 
 /**
  * The facts of one request. The exchange is one of these, so reading or writing a fact allocates
- * nothing while at most `INLINE` slots exist (the shipped modules use five).
+ * nothing while at most `INLINE` slots exist (the shipped modules use six: auth's two, the list
+ * check, response-contract's violation, then list-pets' query parameters, made when a config loads).
  */
 export class Facts implements FactReader {
   private f0: unknown = undefined;
@@ -51,6 +52,7 @@ export class Facts implements FactReader {
   private f2: unknown = undefined;
   private f3: unknown = undefined;
   private f4: unknown = undefined;
+  private f5: unknown = undefined;
   private more: unknown[] | undefined = undefined;
 
   get<T>(slot: Slot<T>): T | undefined {
@@ -66,6 +68,8 @@ export class Facts implements FactReader {
         return this.f3 as T | undefined;
       case 4:
         return this.f4 as T | undefined;
+      case 5:
+        return this.f5 as T | undefined;
       default:
         return this.more?.[slot.index - INLINE] as T | undefined;
     }
@@ -78,6 +82,7 @@ export class Facts implements FactReader {
     this.f2 = from.f2;
     this.f3 = from.f3;
     this.f4 = from.f4;
+    this.f5 = from.f5;
     this.more = from.more?.slice();
   }
 
@@ -97,6 +102,9 @@ export class Facts implements FactReader {
         return;
       case 4:
         this.f4 = value;
+        return;
+      case 5:
+        this.f5 = value;
         return;
       default:
         (this.more ??= [])[slot.index - INLINE] = value;

@@ -6,10 +6,11 @@
  * Failed authentications are limited per address, logged and counted (src/ops/admin-guard.ts).
  * While no token is in force these routes do not exist (404, as any unknown admin path).
  *
- * - `POST /keys` {"id", "operations"?, "scopes"?, "expires"?} -> 201 {"id", "key", "created", "expires", "operations", "scopes"}
+ * - `POST /keys` {"id", "operations"?, "scopes"?, "expires"?, "owner"?, "contact"?} -> 201 {"id", "key", "created", "expires", "operations", "scopes", "owner", "contact", ...}
  * - `POST /keys/{id}/rotate` {"overlapSeconds"?} -> 200 {..., "key", "previousKeyValidUntil"}
- * - `DELETE /keys/{id}` -> 204
- * - `GET /keys` -> 200 {"keys": [{"id", "created", "expires", "operations", "scopes", "lastUsed"}]}
+ * - `PATCH /keys/{id}` {"owner"?: string|null, "contact"?: string|null} -> 200 {the key, as GET lists it} (null clears)
+ * - `DELETE /keys/{id}` -> 204 (remembered among the registry's revocations, with the token's name)
+ * - `GET /keys` -> 200 {"keys": [{"id", "created", "expires", "operations", "scopes", "owner", "contact", "lastUsed", "previousValidUntil"}]}
  *
  * A request is validated (Ajv) before anything changes, so bad input changes nothing. Every error is
  * in the interface's Error shape. Each change leaves one audit line (who, what, which id), never
@@ -20,6 +21,7 @@ import { Ajv } from 'ajv';
 import { shippedApi } from '../api/index.js';
 import { ERROR_CONTENT_TYPE, GatewayError, renderError } from '../core/errors.js';
 import { SCOPES_SCHEMA } from '../core/policy.js';
+import { ownerFieldsProblem } from '../core/key-owner.js';
 import type { KeyRegistry } from '../registry/registry.js';
 import { RegistryError, REGISTRY_DEFAULTS } from '../registry/types.js';
 import { ID_PATTERN } from '../registry/records.js';
@@ -42,7 +44,18 @@ const CREATE_SCHEMA = {
     operations: { type: 'array', uniqueItems: true, items: { type: 'string', pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' } },
     scopes: SCOPES_SCHEMA,
     expires: { type: 'string', pattern: DATE_TIME },
+    // Their form (src/core/key-owner.ts) is checked after the schema, with its own message.
+    owner: { type: 'string' },
+    contact: { type: 'string' },
   },
+} as const;
+
+/** `PATCH /keys/{id}`: a string sets, null clears, an absent field stays. */
+const PATCH_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: { owner: { type: ['string', 'null'] }, contact: { type: ['string', 'null'] } },
 } as const;
 
 const ROTATE_SCHEMA = {
@@ -52,7 +65,8 @@ const ROTATE_SCHEMA = {
 } as const;
 
 const ajv = new Ajv({ allErrors: false, strict: true });
-const validCreate = ajv.compile<{ id: string; operations?: string[]; scopes?: string[]; expires?: string }>(CREATE_SCHEMA);
+const validCreate = ajv.compile<{ id: string; operations?: string[]; scopes?: string[]; expires?: string; owner?: string; contact?: string }>(CREATE_SCHEMA);
+const validPatch = ajv.compile<{ owner?: string | null; contact?: string | null }>(PATCH_SCHEMA);
 const validRotate = ajv.compile<{ overlapSeconds?: number }>(ROTATE_SCHEMA);
 const ID = new RegExp(ID_PATTERN);
 
@@ -122,6 +136,8 @@ function registryError(err: unknown): GatewayError {
       return new GatewayError('conflict', { message: 'The key was changed by another request at the same time; try again.' });
     case 'unknown':
       return new GatewayError('not_found', { message: err.hint === undefined ? 'No key with this id.' : `No key with this id in Redis, ${err.hint}.` });
+    case 'invalid':
+      return new GatewayError('invalid_request', { message: `The request is not valid: ${err.message}.` });
     default:
       return new GatewayError('service_unavailable', { message: 'The key registry (Redis) is not reachable; nothing was changed.', headers: { 'retry-after': '1' } });
   }
@@ -171,7 +187,7 @@ interface Target {
  * input changes nothing. A RegistryError it throws is mapped by `registryError`.
  */
 async function decide(options: KeyAdminOptions, req: IncomingMessage, { id, rotate, by }: Target): Promise<Answer> {
-  const allow = id === undefined ? 'GET, POST' : rotate ? 'POST' : 'DELETE';
+  const allow = id === undefined ? 'GET, POST' : rotate ? 'POST' : 'DELETE, PATCH';
   if (!allow.split(', ').includes(req.method ?? '')) return new GatewayError('method_not_allowed', { headers: { allow } });
   const registry = options.registry();
   if (registry === undefined) return new GatewayError('not_found', { message: 'No key registry is configured (policies.auth.registry).' });
@@ -179,17 +195,28 @@ async function decide(options: KeyAdminOptions, req: IncomingMessage, { id, rota
   const audit = (action: string, keyId: string, extra: Record<string, unknown> = {}) =>
     options.log?.info({ audit: 'keys', action, id: keyId, by, remoteAddress: req.socket.remoteAddress, ...extra }, `key ${action}`);
   if (req.method === 'GET') return { status: 200, body: { keys: await registry.list() } };
-  if (id !== undefined && !rotate) {
-    await registry.revoke(id);
+  if (id !== undefined && req.method === 'DELETE') {
+    await registry.revoke(id, by);
     audit('revoked', id);
     return { status: 204 };
   }
   const body = await readJson(req);
   if ('error' in body) return body.error;
+  if (id !== undefined && !rotate) {
+    if (!validPatch(body.value)) return invalid(validPatch.errors);
+    const patch = body.value;
+    const problem = ownerFieldsProblem({ owner: patch.owner ?? undefined, contact: patch.contact ?? undefined });
+    if (problem !== undefined) return invalid([{ instancePath: `/${problem.field}`, message: problem.message }]);
+    const info = await registry.describe(id, patch);
+    audit('updated', id, { fields: Object.keys(patch).sort() });
+    return { status: 200, body: info };
+  }
   if (id === undefined) {
     if (!validCreate(body.value)) return invalid(validCreate.errors);
     const input = body.value;
     if (input.expires !== undefined && Number.isNaN(parseDateTime(input.expires))) return invalid([{ instancePath: '/expires', message: 'is not a valid date' }]);
+    const problem = ownerFieldsProblem(input);
+    if (problem !== undefined) return invalid([{ instancePath: `/${problem.field}`, message: problem.message }]);
     if (options.fileIds().has(input.id)) return new GatewayError('conflict', { message: 'This id is a key of the policy file.' });
     const known = options.operations?.() ?? new Set(shippedApi().operations.map((o) => o.id));
     const unknown = (input.operations ?? []).findIndex((o) => !known.has(o));

@@ -11,6 +11,7 @@ export { KeyRegistry } from './registry.js';
 export { RegistryError, REGISTRY_DEFAULTS, EXPORT_FORMAT, type RegistryConfig, type RegistryStatus, type RegistryExport, type NewKeyInput } from './types.js';
 export { KEY_PREFIX, KEY_REGEX_SOURCE, isWellFormedKey, claimsRegistryFormat, newRegistryKey } from './format.js';
 export type { KeyInfo } from './records.js';
+export { REVOKED_KEPT, type OwnerPatch, type Revocation } from './who-to-tell.js';
 
 const open = new Map<string, KeyRegistry>();
 let log: PolicyLog | undefined;

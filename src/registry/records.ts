@@ -21,6 +21,9 @@ export interface KeyRecord {
   readonly operations?: readonly string[];
   /** Absent in records written before keys had scopes: none. */
   readonly scopes?: readonly string[];
+  /** Who to tell about the key (src/core/key-owner.ts); absent: none (and in records written before keys had them). */
+  readonly owner?: string;
+  readonly contact?: string;
   /** The current secret last; older ones only while their overlap lasts. */
   readonly secrets: readonly SecretRecord[];
 }
@@ -33,6 +36,9 @@ export interface KeyInfo {
   readonly operations: readonly string[] | null;
   /** null: none. */
   readonly scopes: readonly string[] | null;
+  /** Who to tell about the key; null: none. */
+  readonly owner: string | null;
+  readonly contact: string | null;
   /** RFC 3339, to the flush interval; null: not used yet. */
   readonly lastUsed: string | null;
   /**
@@ -96,6 +102,9 @@ export function infoOf(record: KeyRecord, lastUsedMs: number | undefined, nowMs:
     expires: record.expires ?? null,
     operations: record.operations === undefined ? null : [...record.operations],
     scopes: record.scopes === undefined ? null : [...record.scopes],
+    // Checked when written; a hand edit of another type shows as none rather than dropping the key.
+    owner: typeof record.owner === 'string' ? record.owner : null,
+    contact: typeof record.contact === 'string' ? record.contact : null,
     lastUsed: lastUsedMs === undefined || !Number.isFinite(lastUsedMs) ? null : new Date(lastUsedMs).toISOString(),
     previousValidUntil: Number.isFinite(previous) ? new Date(previous).toISOString() : null,
   };

@@ -4,7 +4,8 @@
  *
  * Redis data, all under one hash tag so each script touches one Cluster slot:
  * `<prefix>{keys}:records` (hash id -> JSON KeyRecord), `<prefix>{keys}:version` (counter),
- * `<prefix>{keys}:lastused` (hash id -> epoch ms), `<prefix>{keys}:epoch` (the epoch); channel
+ * `<prefix>{keys}:lastused` (hash id -> epoch ms), `<prefix>{keys}:epoch` (the epoch),
+ * `<prefix>{keys}:revoked` (a list of the last revocations, JSON, newest first); channel
  * `<prefix>keys:changed` (message: an id, or `*` for everything).
  */
 import { randomBytes } from 'node:crypto';
@@ -16,11 +17,12 @@ export interface RegistryKeys {
   readonly version: string;
   readonly lastused: string;
   readonly epoch: string;
+  readonly revoked: string;
   readonly channel: string;
 }
 
 export function registryKeys(p: string): RegistryKeys {
-  return { records: `${p}{keys}:records`, version: `${p}{keys}:version`, lastused: `${p}{keys}:lastused`, epoch: `${p}{keys}:epoch`, channel: `${p}keys:changed` };
+  return { records: `${p}{keys}:records`, version: `${p}{keys}:version`, lastused: `${p}{keys}:lastused`, epoch: `${p}{keys}:epoch`, revoked: `${p}{keys}:revoked`, channel: `${p}keys:changed` };
 }
 
 /**
@@ -28,7 +30,9 @@ export function registryKeys(p: string): RegistryKeys {
  * caller read ('' = absent), so two admins changing one key at once cannot lose a change. The
  * version moves and the change is announced in the same atomic step.
  * The first write of a registry (or the first after its data was lost) stamps an implicit epoch.
- * KEYS: records, version, lastused, epoch. ARGV: id, expected, new ('' = delete), channel, epoch.
+ * A revocation is remembered in the same step (LPUSH, then LTRIM to the last ARGV[7]).
+ * KEYS: records, version, lastused, epoch, revoked. ARGV: id, expected, new ('' = delete), channel,
+ * epoch, the revocation's entry ('' = none), how many revocations to keep.
  */
 export const CAS_LUA = `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
@@ -38,6 +42,10 @@ if redis.call('EXISTS', KEYS[4]) == 0 then redis.call('SET', KEYS[4], ARGV[5]) e
 if ARGV[3] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
+  if ARGV[6] ~= '' then
+    redis.call('LPUSH', KEYS[5], ARGV[6])
+    redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[7]) - 1)
+  end
 else
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 end

@@ -25,8 +25,9 @@
  * explicit epoch (`<ms>-<random>`, newer than any before), which every process adopts. An implicit
  * epoch is `0-<random>`: never newer than a known one.
  *
- * What it keeps in Redis and the scripts that change it are in redis-data.ts; its options, status,
- * errors and export format in types.ts.
+ * Each key may say who to tell about it (owner, contact), and the registry remembers its last
+ * revocations, with who revoked each (who-to-tell.ts). What it keeps in Redis and the scripts that
+ * change it are in redis-data.ts; its options, status, errors and export format in types.ts.
  */
 import { hash } from 'node:crypto';
 import type { PolicyLog } from '../core/policy.js';
@@ -36,6 +37,7 @@ import { newRegistryKey } from './format.js';
 import { infoOf, localSecrets, parseRecord, type KeyInfo, type KeyRecord, type LocalSecret, type SecretRecord } from './records.js';
 import { CAS_LUA, deadline, epochTime, newEpoch, pairsOf, READ_LUA, registryKeys, RESTORE_LUA, TOUCH_LUA, type RegistryKeys } from './redis-data.js';
 import { EXPORT_FORMAT, REGISTRY_DEFAULTS, RegistryError, type NewKeyInput, type RegistryConfig, type RegistryExport, type RegistryOptions, type RegistryStatus } from './types.js';
+import { checkOwnerFields, parseRevocation, patchOwner, revocationEntry, REVOKED_KEPT, type OwnerPatch, type Revocation } from './who-to-tell.js';
 
 /** Why revoking a kept key's id answers 404 during a data loss, and the way out. */
 const KEPT_HINT =
@@ -311,9 +313,11 @@ export class KeyRegistry {
     return { text: text === null ? '' : String(text), record: text === null ? undefined : parseRecord(String(text)) };
   }
 
-  private async write(id: string, expected: string, next: KeyRecord | undefined): Promise<void> {
+  /** Compare-and-set of one record (undefined: delete it, and remember the `revocation` entry if any). */
+  private async write(id: string, expected: string, next: KeyRecord | undefined, revocation = ''): Promise<void> {
+    const k = this.keys;
     const r = await deadline(
-      this.run(['EVAL', CAS_LUA, '4', this.keys.records, this.keys.version, this.keys.lastused, this.keys.epoch, id, expected, next === undefined ? '' : JSON.stringify(next), this.keys.channel, newEpoch(undefined)]),
+      this.run(['EVAL', CAS_LUA, '5', k.records, k.version, k.lastused, k.epoch, k.revoked, id, expected, next === undefined ? '' : JSON.stringify(next), k.channel, newEpoch(undefined), revocation, String(REVOKED_KEPT)]),
       this.config.commandTimeoutMs,
     );
     if (Number(r) < 0) throw new RegistryError('conflict', `key '${id}' was changed by someone else at the same time; try again`);
@@ -323,6 +327,7 @@ export class KeyRegistry {
 
   /** Issues a key for a new id; the secret is returned once and stored only as its hash. */
   async create(input: NewKeyInput): Promise<{ info: KeyInfo; key: string }> {
+    checkOwnerFields(input);
     const key = newRegistryKey();
     const record: KeyRecord = {
       id: input.id,
@@ -330,6 +335,8 @@ export class KeyRegistry {
       ...(input.expires === undefined ? {} : { expires: input.expires }),
       ...(input.operations === undefined ? {} : { operations: [...input.operations] }),
       ...(input.scopes === undefined ? {} : { scopes: [...input.scopes] }),
+      ...(input.owner === undefined ? {} : { owner: input.owner }),
+      ...(input.contact === undefined ? {} : { contact: input.contact }),
       secrets: [{ hash: hashKey(key) }],
     };
     const { text } = await this.read(input.id);
@@ -362,8 +369,19 @@ export class KeyRegistry {
     return { info: infoOf(next, undefined, now), key, previousValidUntil: new Date(latest).toISOString(), previousSecrets: kept.length };
   }
 
-  /** Removes the key and every one of its secrets. */
-  async revoke(id: string): Promise<void> {
+  /** Sets (a string) or clears (null) the owner and contact of a key; absent fields stay. */
+  async describe(id: string, patch: OwnerPatch): Promise<KeyInfo> {
+    checkOwnerFields(patch);
+    const { text, record } = await this.read(id);
+    if (record === undefined) throw new RegistryError('unknown', `no key with id '${id}'`);
+    const next = patchOwner(record, patch);
+    await this.write(id, text, next);
+    const used = (await deadline(this.run(['HGET', this.keys.lastused, id]), this.config.commandTimeoutMs).catch(() => null)) as string | null;
+    return infoOf(next, used === null ? undefined : Number(used), this.now());
+  }
+
+  /** Removes the key and every one of its secrets; remembered among the revocations, with `by` (who did it). */
+  async revoke(id: string, by?: string): Promise<void> {
     const { text, record } = await this.read(id);
     if (record === undefined) {
       // After a data loss this process may still answer a key Redis no longer has: a 404 alone
@@ -371,7 +389,13 @@ export class KeyRegistry {
       if (this.lost !== undefined && idsOf(this.local).includes(id)) throw new RegistryError('unknown', `no key with id '${id}' in Redis, ${KEPT_HINT}`, KEPT_HINT);
       throw new RegistryError('unknown', `no key with id '${id}'`);
     }
-    await this.write(id, text, undefined);
+    await this.write(id, text, undefined, revocationEntry(record, by, this.now()));
+  }
+
+  /** The last revocations (at most REVOKED_KEPT), newest first. */
+  async revoked(): Promise<Revocation[]> {
+    const list = (await deadline(this.run(['LRANGE', this.keys.revoked, '0', String(REVOKED_KEPT - 1)]), this.config.commandTimeoutMs)) as unknown[];
+    return list.map((text) => parseRevocation(String(text))).filter((r): r is Revocation => r !== undefined);
   }
 
   /** Every key as Redis has it now (never a secret or a hash), sorted by id. */

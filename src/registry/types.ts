@@ -31,7 +31,7 @@ export const REGISTRY_DEFAULTS = {
 /** A change the registry refused; `reason` maps to an HTTP status in one place (admin-keys.ts). */
 export class RegistryError extends Error {
   constructor(
-    readonly reason: 'exists' | 'unknown' | 'unavailable' | 'conflict',
+    readonly reason: 'exists' | 'unknown' | 'unavailable' | 'conflict' | 'invalid',
     message: string,
     /** What the operator can do about it, for the admin API's message (a kept key after a data loss). */
     readonly hint?: string,
@@ -82,4 +82,6 @@ export interface NewKeyInput {
   readonly operations?: readonly string[] | undefined;
   readonly scopes?: readonly string[] | undefined;
   readonly expires?: string | undefined;
+  readonly owner?: string | undefined;
+  readonly contact?: string | undefined;
 }

@@ -2,7 +2,7 @@
  * What `npm pack` ships (never the tests or the benchmarks).
  * The tarball holds what a user installs and nothing else: the compiled library and CLI (dist,
  * without source maps: they point at src/, which is not shipped), the policy file schema, the
- * example policy files, the docs/ pages the README links to, README, LICENSE and package.json. Every `exports` and `bin` target must be
+ * example policy files, the operator console's page (console/), the docs/ pages the README links to, README, LICENSE and package.json. Every `exports` and `bin` target must be
  * in it, or `import 'petstore-gateway'` fails after install.
  */
 import { execFile } from 'node:child_process';
@@ -15,9 +15,9 @@ import { ensureBuilt, PROJECT_ROOT, plainCommand } from '../helpers/servers.js';
 const run = promisify(execFile);
 
 /** Paths allowed in the tarball: a file under one of these folders, or one of these files. */
-const ALLOWED_DIRS = ['dist/', 'schema/', 'policies/', 'docs/', 'openapi/'];
+const ALLOWED_DIRS = ['dist/', 'schema/', 'policies/', 'docs/', 'openapi/', 'console/'];
 const ALLOWED_FILES = ['README.md', 'LICENSE', 'package.json'];
-const REQUIRED = ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'openapi/pet-store.yaml', 'docs/configuration.md', 'README.md', 'LICENSE', 'package.json'];
+const REQUIRED = ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'schema/policy.schema.json', 'policies/default.yaml', 'openapi/pet-store.yaml', 'docs/configuration.md', 'console/index.html', 'console/app.js', 'README.md', 'LICENSE', 'package.json'];
 
 /** Why `path` must not be shipped, or undefined when it may. */
 export function packProblem(path: string): string | undefined {
@@ -25,7 +25,7 @@ export function packProblem(path: string): string | undefined {
   if (/\.test\.|(^|\/)test\//.test(path)) return 'a test artefact';
   if (ALLOWED_FILES.includes(path)) return undefined;
   if (ALLOWED_DIRS.some((d) => path.startsWith(d))) return undefined;
-  return 'outside dist/, schema/, policies/, docs/ and the top-level README.md, LICENSE, package.json';
+  return 'outside dist/, schema/, policies/, docs/, openapi/, console/ and the top-level README.md, LICENSE, package.json';
 }
 
 /** Every file target of an `exports` map (conditions and subpaths flattened), without the leading "./". */

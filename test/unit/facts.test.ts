@@ -44,7 +44,7 @@ t.test('slots are distinct by identity, not name; numbered in creation order', a
 });
 
 t.test('more slots than the inline fields spill into the array, each still its own', async (t) => {
-  // Whatever slots other modules made already, twelve more reach past the inline five.
+  // Whatever slots other modules made already, twelve more reach past the inline six.
   const many: Array<Slot<number>> = Array.from({ length: 12 }, (_, i) => slot<number>(`s${i}`));
   const facts = new Facts();
   many.forEach((s, i) => facts.set(s, i * 10));

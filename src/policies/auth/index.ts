@@ -26,6 +26,8 @@ import { FailureLimiter } from './brute-force.js';
 import { CONSUMER, DECLARES, KEY_ID } from './facts.js';
 import { clientKey, clientResolver } from './client-address.js';
 import { digestOf, KeyRing, type KeyGrant } from './keys.js';
+import { envOwners } from './owners.js';
+import { ownerFieldsProblem } from '../../core/key-owner.js';
 import { checkConnection } from '../../stores/connection-schema.js';
 import { claimsRegistryFormat, isWellFormedKey } from '../../registry/format.js';
 import { openRegistry } from '../../registry/index.js';
@@ -33,6 +35,7 @@ import { DEFAULT_BRUTE_FORCE, schema, type AuthConfig } from './schema.js';
 
 export { hashKey, newKey, KeyRing } from './keys.js';
 export { bruteForceExposureWarning, clientKey } from './client-address.js';
+export { envOwners, ownersVariable } from './owners.js';
 export type { AuthConfig, BruteForceConfig, KeyEntry } from './schema.js';
 
 /** RFC 6750 section 2.1: b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=". */
@@ -66,6 +69,24 @@ export function gatewaySecrets(config: AuthConfig, env: PolicyEnv): SecretSet {
 /** Whose credential the upstream sees, and the realm of challenges (for `upstream-errors`). */
 export function upstreamAuthOf(config: AuthConfig): UpstreamAuth {
   return { credential: config.upstreamAuthorization === 'forward' ? 'client' : 'gateway', realm: config.realm };
+}
+
+/** A key of the policy file or the environment as the console lists it (src/ops/console/keys-view.ts): never a secret or a hash. */
+export interface PolicyKeyInfo {
+  readonly id: string;
+  readonly source: 'file' | 'env';
+  readonly expires: string | null;
+  readonly owner: string | null;
+  readonly contact: string | null;
+}
+
+/** The file's and the environment's keys of a config, with who to tell about each (owners of a refused companion variable: none). */
+export function keysInForce(config: AuthConfig, env: PolicyEnv): PolicyKeyInfo[] {
+  const fromFile = config.keys.map((k): PolicyKeyInfo => ({ id: k.id, source: 'file', expires: k.expires ?? null, owner: k.owner ?? null, contact: k.contact ?? null }));
+  const plain = envKeys(config, env);
+  const { owners } = envOwners(config.keysFromEnv, env.env, plain.length);
+  const fromEnv = plain.map((_, i): PolicyKeyInfo => ({ id: `${config.keysFromEnv}#${i + 1}`, source: 'env', expires: null, owner: owners[i]?.owner ?? null, contact: owners[i]?.contact ?? null }));
+  return [...fromFile, ...fromEnv];
 }
 
 function envKeys(config: AuthConfig, env: PolicyEnv): string[] {
@@ -108,13 +129,18 @@ function check(config: AuthConfig, path: string, env: PolicyEnv, context?: Check
     (k.operations ?? []).forEach((o, j) => {
       if (!ids.has(o)) problems.push({ path: `${path}.keys[${i}].operations[${j}]`, message: `'${o}' is not an operation of the interface: ${[...ids].join(', ')}` });
     });
+    // The form is the schema's; what looks like a secret only this says.
+    const who = ownerFieldsProblem(k);
+    if (who !== undefined) problems.push({ path: `${path}.keys[${i}].${who.field}`, message: who.message });
   });
   // Never echo a plaintext key in a message: only its position.
-  envKeys(config, env).forEach((k, i) => {
+  const plain = envKeys(config, env);
+  plain.forEach((k, i) => {
     if (!B64TOKEN.test(k)) {
       problems.push({ path: `${path}.keysFromEnv`, message: `key #${i + 1} of ${config.keysFromEnv} is not a valid bearer token (RFC 6750 b64token)` });
     }
   });
+  for (const message of envOwners(config.keysFromEnv, env.env, plain.length).problems) problems.push({ path: `${path}.keysFromEnv`, message });
   const up = config.upstreamAuthorization;
   if (typeof up === 'object' && (env.env[up.fromEnv] ?? '') === '') {
     problems.push({ path: `${path}.upstreamAuthorization.fromEnv`, message: `environment variable ${up.fromEnv} is not set or empty` });
@@ -127,7 +153,7 @@ function check(config: AuthConfig, path: string, env: PolicyEnv, context?: Check
 }
 
 /**
- * One line per key for `check`: id, expiry, operations and scopes (when it has some). Never a hash or a key.
+ * One line per key for `check`: id, expiry, operations, scopes, owner and contact (when it has some). Never a hash or a key.
  * `now` marks keys that have already expired.
  */
 export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {
@@ -136,12 +162,19 @@ export function describeKeys(config: AuthConfig, env: PolicyEnv): string[] {
     const expires = k.expires === undefined ? 'never expires' : `${Date.parse(k.expires) <= now ? 'EXPIRED' : 'expires'} ${k.expires}`;
     const ops = k.operations === undefined ? 'all operations' : `operations: ${k.operations.length === 0 ? '(none)' : k.operations.join(', ')}`;
     const scopes = k.scopes === undefined ? '' : `, scopes: ${k.scopes.length === 0 ? '(none)' : k.scopes.join(', ')}`;
-    return `${k.id}: ${expires}, ${ops}${scopes}`;
+    return `${k.id}: ${expires}, ${ops}${scopes}${whoLine(k)}`;
   });
-  envKeys(config, env).forEach((_, i) => {
-    lines.push(`${config.keysFromEnv}#${i + 1}: never expires, all operations (from the environment)`);
+  const plain = envKeys(config, env);
+  const { owners } = envOwners(config.keysFromEnv, env.env, plain.length);
+  plain.forEach((_, i) => {
+    lines.push(`${config.keysFromEnv}#${i + 1}: never expires, all operations (from the environment)${whoLine(owners[i] ?? {})}`);
   });
   return lines;
+}
+
+/** `, owner: X, contact: Y` for what a key has of these; '' for none. */
+function whoLine(k: { readonly owner?: string | undefined; readonly contact?: string | undefined }): string {
+  return (k.owner === undefined ? '' : `, owner: ${k.owner}`) + (k.contact === undefined ? '' : `, contact: ${k.contact}`);
 }
 
 /** The brute-force key of the request's client: the real client (client-address.ts), never a proxy that many clients share. */

@@ -1,6 +1,7 @@
 /** The options of the `auth` policy: its JSON Schema (with defaults), and the types derived from it. */
 import type { SchemaType } from '../../core/options.js';
 import { SCOPES_SCHEMA } from '../../core/policy.js';
+import { CONTACT_SCHEMA, OWNER_SCHEMA } from '../../core/key-owner.js';
 import { HASH_PATTERN } from './keys.js';
 import { REDIS_CONNECTION_SCHEMA, REDIS_PREFIX_SCHEMA } from '../../stores/connection-schema.js';
 
@@ -43,6 +44,8 @@ export const schema = {
             ...SCOPES_SCHEMA,
             description: 'What else the key may do, each of A-Z a-z 0-9 : . _ -, read by the features that ask for one: today `migration.tester.scope` (default migration:tester). Absent: none. See docs/keys.md, "Scopes".',
           },
+          owner: OWNER_SCHEMA,
+          contact: CONTACT_SCHEMA,
         },
       },
     },
@@ -50,7 +53,8 @@ export const schema = {
       type: ['string', 'null'],
       pattern: ENV_NAME,
       default: 'PETSTORE_API_KEYS',
-      description: 'An environment variable with more keys, comma-separated, in plaintext (as secret managers inject them); null to read none.',
+      description:
+        'An environment variable with more keys, comma-separated, in plaintext (as secret managers inject them); null to read none. Their owners and contacts, if any, are in the variable of the same name and `_OWNERS` (a JSON array, one entry per key in order: docs/keys.md, "Owner and contact").',
     },
     realm: { type: 'string', pattern: '^[\\x20-\\x21\\x23-\\x5b\\x5d-\\x7e]{1,64}$', default: 'petstore', description: 'The realm of the WWW-Authenticate challenge.' },
     bruteForce: {
@@ -104,7 +108,7 @@ export const schema = {
 } as const;
 
 export type AuthConfig = SchemaType<typeof schema>;
-/** One entry of `keys`: `expires` is RFC 3339 (after it, 401); `operations` absent: all of them; `scopes` absent: none. */
+/** One entry of `keys`: `expires` is RFC 3339 (after it, 401); `operations` absent: all of them; `scopes` absent: none; `owner` and `contact` absent: none. */
 export type KeyEntry = AuthConfig['keys'][number];
 /** Failed authentications per client address; `bruteForce: null` is no limit. */
 export type BruteForceConfig = NonNullable<AuthConfig['bruteForce']>;

@@ -24,6 +24,8 @@ export function paramSlot(name: string): Slot<number | string> {
 const LINE_FIELDS: ReadonlySet<string> = new Set([
   'level', 'time', 'pid', 'hostname', 'msg', 'reqId', 'method', 'route', 'operation', 'status', 'errorCode', 'rejectedBy', 'durationMs',
   'upstreamStatus', 'upstreamMs', 'upstreamFailure', 'bytesIn', 'bytesOut', 'client', 'protocol', 'consumer', 'consumerExpires', 'consumerScopes',
+  // Declared by response-contract (its facts.ts): a parameter of that name must not shadow it.
+  'contractViolation',
 ]);
 
 /** The access-log name of a query parameter: its own, `<name>Filter` for a list filter, `<name>Param` for a line's own field. */

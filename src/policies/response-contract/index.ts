@@ -32,6 +32,7 @@ import type { ApiOperation } from '../../api/model.js';
 import type { SchemaType } from '../../core/options.js';
 import type { Exchange, PolicyEnv, PolicyModule, ResponseBody, UpstreamResponse } from '../../core/policy.js';
 import { TRACE_EVENTS } from '../../core/trace.js';
+import { CONTRACT_VIOLATION, DECLARES, violationText } from './facts.js';
 
 export const schema = {
   type: 'object',
@@ -87,6 +88,7 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
 
   return {
     name: 'response-contract',
+    declares: DECLARES,
     /** How many violating answers were seen since the policy was loaded. */
     get violations(): number {
       return violations;
@@ -109,7 +111,10 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
       // A copy run aside (a comparison) is not this gateway's answer: nothing counted or logged of it.
       const log = ex.aside === true ? undefined : env.log;
       if (coding !== undefined) {
-        if (ex.aside !== true) violations++;
+        if (ex.aside !== true) {
+          violations++;
+          ex.set(CONTRACT_VIOLATION, violationText([`content-encoding ${coding.slice(0, 32)}`]));
+        }
         ex.trace?.event(TRACE_EVENTS.contractViolation, { 'gateway.violation': 'content-encoding', 'gateway.violations': 1, 'gateway.contract.mode': config.mode });
         log?.warn({ policy: 'response-contract', operation: op, problems: [`content-encoding ${coding.slice(0, 32)}`], violations, mode: config.mode }, 'upstream answer violates the interface');
         return errorResponse(violation);
@@ -121,7 +126,11 @@ function create(config: ResponseContractConfig, env: PolicyEnv) {
         if (verdict.body === undefined || config.mode !== 'enforce') return res;
         return { ...res, body: verdict.body, truncated: false };
       }
-      if (ex.aside !== true) violations++;
+      if (ex.aside !== true) {
+        violations++;
+        // The access line's `contractViolation`: why this answer broke the interface.
+        ex.set(CONTRACT_VIOLATION, violationText(verdict.problems));
+      }
       ex.trace?.event(TRACE_EVENTS.contractViolation, { 'gateway.violation': (verdict.problems[0] ?? '').slice(0, 200), 'gateway.violations': verdict.problems.length, 'gateway.contract.mode': config.mode });
       log?.warn({ policy: 'response-contract', operation: op, problems: verdict.problems, violations, mode: config.mode }, 'upstream answer violates the interface');
       return config.mode === 'enforce' ? errorResponse(violation) : res;
