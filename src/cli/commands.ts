@@ -7,8 +7,6 @@
  * Output: while serving, stdout carries only pino's JSON lines (NDJSON); human text
  * (the banner, the ephemeral key, usage errors, policy problems) goes to stderr.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { policyFileSchema } from '../config/schema.js';
 import { hashKey, newKey } from '../policies/auth/index.js';
 import { BACKEND_HELP, backend } from './backend.js';
@@ -18,7 +16,7 @@ import { keysCommand, KEYS_HELP, KeysUsageError } from './keys.js';
 import { migrationCommand, MIGRATION_HELP } from './migration.js';
 import { OPENAPI_HELP, openapiCommand } from './openapi.js';
 import { serve, SERVE_HELP } from './serve.js';
-import { EXIT, HelpRequested, PACKAGE_ROOT, parse, UsageError } from './usage.js';
+import { EXIT, HelpRequested, PACKAGE_ROOT, packageVersion, parse, UsageError } from './usage.js';
 
 export { EXIT };
 
@@ -101,7 +99,7 @@ async function hashKeyCommand(args: string[]): Promise<number> {
 }
 
 function version(): string {
-  return (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  return packageVersion();
 }
 
 export async function main(argv: string[]): Promise<number> {

@@ -20,6 +20,7 @@ import { migrationAdminRoutes } from '../ops/admin-migration.js';
 import { ADMIN_BRUTE_FORCE_DEFAULT, AdminAuthGuard } from '../ops/admin-guard.js';
 import { keyAdminRoutes } from '../ops/admin-keys.js';
 import { liveAdminTokens } from './admin.js';
+import type { AdminTokens } from '../ops/admin-tokens.js';
 import { KeyRegistry } from '../registry/registry.js';
 import { EXPORT_FORMAT, RegistryError, REGISTRY_DEFAULTS, type NewKeyInput } from '../registry/types.js';
 import { openRegistry } from '../registry/index.js';
@@ -424,7 +425,14 @@ export async function keysCommand(args: string[], packageRoot: string): Promise<
  * while no admin token is in force; tokens of `server.admin.tokensFile` are
  * re-read on each reload (src/cli/admin.ts).
  */
-export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string, string | undefined>>, log: Logger, migrationReset?: () => Promise<void>): AdminRoutes | undefined {
+export function adminKeyRoutes(
+  config: PolicyConfig,
+  env: Readonly<Record<string, string | undefined>>,
+  log: Logger,
+  migrationReset?: () => Promise<void>,
+  /** More routes behind the same tokens and guard (the console's). */
+  more?: (tokens: AdminTokens, guard: AdminAuthGuard) => AdminRoutes,
+): AdminRoutes | undefined {
   const admin = config.server.admin;
   if (admin === null) return undefined;
   const rc = config.policies.auth.registry;
@@ -446,5 +454,5 @@ export function adminKeyRoutes(config: PolicyConfig, env: Readonly<Record<string
     operations: () => operationIds,
     log,
   });
-  return combineRoutes([keys, migrationReset === undefined ? undefined : migrationAdminRoutes({ tokens, guard, reset: migrationReset, log })]);
+  return combineRoutes([keys, migrationReset === undefined ? undefined : migrationAdminRoutes({ tokens, guard, reset: migrationReset, log }), more?.(tokens, guard)]);
 }

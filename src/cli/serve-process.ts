@@ -22,12 +22,13 @@ import { connectionCountsOf, PIPELINE_OVERFLOW } from '../fronts/connections.js'
 import { h2CountsOf } from '../tls/h2-streams.js';
 import { listenerTlsFiles, registerCertificateGauge, reloadListenerTls, warnIfExpiring } from '../tls/ops.js';
 import { adminWatchFiles, reloadAdmin } from './admin.js';
+import { openConsole, workerConsoleFleet } from './console.js';
 import { adminKeyRoutes } from './keys.js';
 import { servedFor } from './openapi.js';
 import { probeUpstream } from './probe.js';
 import { checkReload, checkReloadWhole, isPolicyMessage, listenAdmin, printBanner, readForReload, type ServeSetup } from './serve-setup.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
-import { EXIT } from './usage.js';
+import { EXIT, packageVersion } from './usage.js';
 import { interfaceFiles, watchFiles } from './watch.js';
 
 /** Failed commands of the response cache's store: its Redis store counts them, memory never fails. */
@@ -39,6 +40,10 @@ function storeErrorsOf(store: object | undefined): number {
 interface ProcessState {
   phase: Phase;
   admin: AdminHandle | undefined;
+  /** The console's timers and fleet rollup (closed after the drain: its last flush counts every request). */
+  console: { close(): Promise<void> } | undefined;
+  /** The policy text in force and when a reload last took (the console's heartbeat). */
+  policy: { text: string; reloadedAtMs: number | null };
 }
 
 /** The connection accounting's and the consumer gate's counts, as the overflow metric labels them. */
@@ -61,7 +66,7 @@ function overflowsOf(server: Server | undefined, holder: GatewayHolder): Record<
 /** A gateway process: the only one, or one worker of `--workers`. */
 export async function serveProcess(s: ServeSetup): Promise<number> {
   const { log, config } = s;
-  const state: ProcessState = { phase: 'starting', admin: undefined };
+  const state: ProcessState = { phase: 'starting', admin: undefined, console: undefined, policy: { text: s.text, reloadedAtMs: null } };
   const holder = new GatewayHolder(compileGateway(config, { env: s.env, log }), { log, env: s.env });
   // The server exists once the engine started; the metric may be scraped before (it reads 0).
   const listening: { server?: Server } = {};
@@ -78,6 +83,7 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
   // A start that fails leaves nothing open behind it: the process must end (main.ts), not idle.
   const release = async () => {
     await state.admin?.close();
+    await state.console?.close();
     await running.close().catch(() => undefined);
     await ops.close();
     await closeStores();
@@ -85,10 +91,32 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
   };
   const adminConfig = config.server.admin;
   if (cluster.isWorker) {
-    if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(state.phase), ledger: ops.ledger, migration });
+    if (adminConfig !== null) serveWorkerOps({ registry: ops.metrics.registry, readiness: () => ops.readiness(state.phase), ledger: ops.ledger, migration, console: ops.console });
+    state.console = workerConsoleFleet(config, s.env, log, ops.console);
   } else if (adminConfig !== null) {
     const metrics = async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType });
-    const routes = adminKeyRoutes(config, s.env, log, migration === undefined ? undefined : () => migration.reset());
+    const recorder = ops.console;
+    const consoleOpen =
+      recorder === undefined
+        ? undefined
+        : openConsole({
+            config,
+            env: s.env,
+            log,
+            version: packageVersion(),
+            workers: 1,
+            current: () => holder.current.config,
+            text: () => state.policy.text,
+            lastReloadMs: () => state.policy.reloadedAtMs,
+            readiness: () => ops.readiness(state.phase),
+            local: async () => recorder.snapshot(),
+            source: recorder,
+            uses: () => ops.ledger.report(),
+            deprecated: () => ops.deprecatedNow(),
+            migration: migration === undefined ? undefined : () => migration.report(),
+          });
+    state.console = consoleOpen;
+    const routes = adminKeyRoutes(config, s.env, log, migration === undefined ? undefined : () => migration.reset(), consoleOpen?.routes);
     // The document of the policy in force, with the port the API listener got (port 0 included).
     const openapi = () => servedFor(holder.current.config, (running.server.address() as AddressInfo | null)?.port);
     const report = migration === undefined ? undefined : () => migration.report();
@@ -98,7 +126,7 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
       return EXIT.runtime;
     }
   }
-  const reload = reloader(s, holder, ops, running.server);
+  const reload = reloader(s, holder, ops, running.server, state.policy);
   if (cluster.isWorker) {
     process.on('message', (m: unknown) => {
       if (isPolicyMessage(m)) reload(m.reason, m.text);
@@ -163,7 +191,7 @@ function listenHint(code: string): string {
  * read. An invalid policy is refused with its problems logged and the old one stays; requests in
  * flight finish under the policy they started with. One log line per reload.
  */
-function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: RunningEngine['server']): (reason: string, text?: string) => void {
+function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: RunningEngine['server'], inForce: ProcessState['policy']): (reason: string, text?: string) => void {
   const last = { text: s.text };
   // One reload at a time, in the order asked: the interface document's check is asynchronous.
   let reloading = Promise.resolve();
@@ -181,6 +209,8 @@ function reloader(s: ServeSetup, holder: GatewayHolder, ops: Ops, server: Runnin
     ops.metrics.reloaded(problems.length === 0);
     if (problems.length > 0) s.log.error({ file: s.file, reason, problems }, 'policy reload refused; the previous policy stays');
     else {
+      inForce.text = text;
+      inForce.reloadedAtMs = Date.now();
       s.log.info({ file: s.file, reason }, 'policy reloaded');
       warnWeakenings(before, holder.current.config, s.log);
     }
@@ -228,6 +258,7 @@ function installStop(server: PolicyConfig['server'], running: RunningEngine, ops
         // by a tick: let those run, so "stopped" is the last line.
         await new Promise((r) => setImmediate(r));
         await ops.close();
+        await state.console?.close();
         await closeStores();
         await closeRegistries();
         await state.admin?.close();

@@ -21,7 +21,10 @@ import { closeRegistries, setRegistryLog } from '../registry/index.js';
 import { migrationGroup } from '../migration/view.js';
 import { listenerTlsFiles } from '../tls/ops.js';
 import { adminWatchFiles, reloadAdmin } from './admin.js';
+import { openConsole, type OpenConsole } from './console.js';
 import { adminKeyRoutes } from './keys.js';
+import { mergeSnapshots } from '../ops/console/merge.js';
+import type { ConsoleSnapshot } from '../ops/console/types.js';
 import { interfaceStructure, loadForServe } from './policy-load.js';
 import { formatProblems } from '../config/load.js';
 import { probeUpstream } from './probe.js';
@@ -30,7 +33,7 @@ import { checkReloadWhole, listenAdmin, POLICY_MESSAGE, type PolicyMessage, prin
 import { servedFor } from './openapi.js';
 import { onReloadSignal, onStopSignal } from './signals.js';
 import { DEFAULT_LIMITS, reusePortSupported, superviseWorkers } from './supervisor.js';
-import { defaultPolicyFile, EXIT, OVERRIDE_OPTIONS, overridesOf, parse, UsageError } from './usage.js';
+import { defaultPolicyFile, EXIT, OVERRIDE_OPTIONS, overridesOf, packageVersion, parse, UsageError } from './usage.js';
 import { interfaceFiles, watchFiles } from './watch.js';
 
 /** The engines `serve --engine` runs (src/engines); the first is the default. */
@@ -155,6 +158,8 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   }
   let draining = false;
   let inForce = { text: s.text, config };
+  let reloadedAtMs: number | null = null;
+  let consoleOpen: OpenConsole | undefined;
   const adminConfig = config.server.admin;
   if (adminConfig !== null) {
     // The lane's report of the whole group; the policy in force gives its modes (a reload changes them).
@@ -168,8 +173,26 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     });
     // The policy in force (a reload replaces `inForce`); its port, unless 0 (then each worker's own, unknown here).
     const openapi = () => servedFor(inForce.config);
-    const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log, group.migrationReset), openapi }, log);
+    const deprecations = group.callbacks.deprecations;
+    // The group's console: the workers' counts over IPC (or the fleet's in Redis), one heartbeat.
+    consoleOpen = openConsole({
+      config,
+      env: s.env,
+      log,
+      version: packageVersion(),
+      workers,
+      current: () => inForce.config,
+      text: () => inForce.text,
+      lastReloadMs: () => reloadedAtMs,
+      readiness: async () => group.callbacks.readiness(),
+      local: async () => mergeSnapshots((await group.consoleSnapshots()) as ConsoleSnapshot[], Date.now()),
+      uses: async () => (await deprecations()).operations.flatMap((o) => o.consumers.map((c) => ({ operation: o.operation, ...c }))),
+      deprecated: () => deprecatedOperations((inForce.config.api ?? shippedApi()).operations, inForce.config.policies.deprecation),
+      migration: group.callbacks.migration,
+    });
+    const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log, group.migrationReset, consoleOpen?.routes), openapi }, log);
     if (admin === undefined) {
+      await consoleOpen?.close();
       group.close();
       await lane?.close();
       await closeStores();
@@ -196,6 +219,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   // From now on a stop drains every worker (each stops gracefully), and /readyz says so at once.
   onStopSignal((signal) => {
     draining = true;
+    void consoleOpen?.close();
     group.stop(signal);
   });
   // One reload at a time, in the order asked: the interface document's check is asynchronous.
@@ -210,6 +234,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     const next = await checkReloadWhole(s, inForce.config, text);
     if (!next.ok) return void log.error({ file: s.file, reason, problems: next.problems }, 'policy reload refused; the previous policy stays');
     inForce = { text, config: next.config };
+    reloadedAtMs = Date.now();
     // Each worker applies it and logs its own "policy reloaded" line.
     group.send({ type: POLICY_MESSAGE, text, reason } satisfies PolicyMessage);
   };

@@ -4,7 +4,7 @@
  * 2 bad usage, 3 not ready (`migration report`: the gate's verdict), 78 bad config (EX_CONFIG,
  * sysexits.h).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -105,4 +105,9 @@ export function overridesOf(command: string, values: Record<string, unknown>): O
     adminHost: hostFlag(command, '--admin-host', values['admin-host']),
     adminPort: portFlag(command, '--admin-port', values['admin-port']),
   };
+}
+
+/** The package's version (its package.json). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 }

@@ -114,12 +114,18 @@ export const ADMIN_DEFAULT_PORT = 9464;
  */
 export const ADMIN_SCHEMA = {
   type: ['object', 'null'],
-  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, /openapi.json), on a port of its own; null turns it off.',
+  description: 'The admin listener (/healthz, /readyz, /metrics, /deprecations, /openapi.json, the console at /console/), on a port of its own; null turns it off.',
   additionalProperties: false,
-  default: { host: '127.0.0.1', port: ADMIN_DEFAULT_PORT },
+  default: { host: '127.0.0.1', port: ADMIN_DEFAULT_PORT, console: true },
   properties: {
     host: { type: 'string', minLength: 1, default: '127.0.0.1', description: 'Address to listen on; loopback by default: metrics and the report name consumers.' },
     port: { type: 'integer', minimum: 0, maximum: 65535, default: ADMIN_DEFAULT_PORT, description: "TCP port; 9464 is OpenTelemetry's for a process's Prometheus endpoint; 0 picks a free one (logged)." },
+    console: {
+      type: 'boolean',
+      default: true,
+      description:
+        'The operator console at /console/ and its JSON at /console/api/* (docs/console.md): traffic and errors per operation and consumer, the deprecation burn-down, upstream contract violations, keys, the fleet. Its counts cost each request a few increments; false turns them and the pages off.',
+    },
     allowedHosts: {
       type: 'array',
       uniqueItems: true,

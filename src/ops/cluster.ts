@@ -31,7 +31,7 @@ export const HELLO = 'petstore-gateway:hello';
 export const ASK = 'petstore-gateway:ask';
 export const ANSWER = 'petstore-gateway:answer';
 
-export type Question = 'readiness' | 'deprecations' | 'migration' | 'migration-reset';
+export type Question = 'readiness' | 'deprecations' | 'migration' | 'migration-reset' | 'console';
 
 export interface AskMessage {
   readonly type: typeof ASK;
@@ -66,6 +66,8 @@ export interface WorkerOpsOptions {
   readonly ledger?: DeprecationLedger;
   /** The worker's migration lane, when it is on: its tally's snapshot and its reset. */
   readonly migration?: WorkerMigration | undefined;
+  /** The worker's console counts (src/ops/console/series.ts), when the console is on. */
+  readonly console?: { snapshot(): unknown } | undefined;
 }
 
 /** What a worker's migration lane answers its primary (src/migration/view.ts). */
@@ -99,6 +101,7 @@ export function serveWorkerOps(options: WorkerOpsOptions): () => void {
 async function answer(options: WorkerOpsOptions, ask: AskMessage): Promise<AnswerMessage> {
   try {
     if (ask.what === 'readiness') return { type: ANSWER, id: ask.id, what: ask.what, result: await options.readiness() };
+    if (ask.what === 'console') return { type: ANSWER, id: ask.id, what: ask.what, result: options.console?.snapshot() ?? null };
     if (ask.what === 'migration') return { type: ANSWER, id: ask.id, what: ask.what, result: (await options.migration?.snapshot()) ?? null };
     if (ask.what === 'migration-reset') {
       await options.migration?.resetLocal(ask.epoch);
@@ -242,7 +245,7 @@ class WorkerQuestions {
  *   const admin = await startAdmin({ host, port, ...ops.callbacks });
  *   // on shutdown: await admin.close(); ops.close();
  */
-export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; migrationReset?: () => Promise<void>; close(): void } {
+export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; migrationReset?: () => Promise<void>; consoleSnapshots(): Promise<unknown[]>; close(): void } {
   const aggregator = new AggregatorRegistry();
   const questions = new WorkerQuestions(options.answerTimeoutMs ?? 800);
   // Fewer workers than asked for is "starting" until the group has been ready once, then "worker down".
@@ -292,7 +295,7 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
     const workers = questions.running();
     const answers = workers.length === 0 ? [] : await questions.ask(what, workers, epoch);
     const failed = answers.find((a) => a.error !== undefined);
-    if (failed !== undefined) throw new Error(`a worker's migration lane failed: ${failed.error}`);
+    if (failed !== undefined) throw new Error(`a worker failed to answer ${what}: ${failed.error}`);
     return answers.map((a) => a.result);
   };
   return {
@@ -305,6 +308,8 @@ export function primaryOps(options: PrimaryOpsOptions): { callbacks: Callbacks; 
             await askAll('migration-reset', epoch);
           },
         }),
+    // Each worker's console counts (a worker without them answers null, left out).
+    consoleSnapshots: async () => (await askAll('console')).filter((r) => r !== null && r !== undefined),
     close() {
       questions.close();
     },

@@ -18,6 +18,7 @@ import type { ApiOperation } from '../api/model.js';
 import { type DeprecatedOperation, DeprecationRecorder, deprecationReport, type DeprecationReport } from './deprecations.js';
 import { GatewayMetrics, routeLabelsOf, type GatewayMetricsOptions } from './metrics.js';
 import { openRegistries, type RegistryStatus } from '../registry/index.js';
+import { ConsoleRecorder } from './console/series.js';
 
 /** Runs every observer; one that throws does not keep the others from their record. */
 export class Observers implements ExchangeObserver {
@@ -121,6 +122,10 @@ export interface Ops {
   readonly ledger: DeprecationLedger;
   readonly health: UpstreamHealth;
   readonly deprecated: ReadonlyArray<DeprecatedOperation>;
+  /** The console's counts (src/ops/console), unless `server.admin.console` is false or the admin listener is off. */
+  readonly console: ConsoleRecorder | undefined;
+  /** The deprecated operations of the policy in force, with their sunsets (a reload may change them). */
+  deprecatedNow(): DeprecatedOperation[];
   /**
    * Ready, or why not, with what it looked at in `detail` (the upstream; the key registry, when a
    * policy names one). While the upstream is marked unreachable, after one connection attempt to
@@ -168,7 +173,7 @@ export interface OpsOptions {
 export interface OpsConfig {
   readonly upstream: { readonly url: string; readonly timeouts: { readonly connectMs: number } };
   /** `server.admin.readiness.upstream`: whether the upstream's state decides readiness (default no). */
-  readonly server?: { readonly admin?: { readonly readiness?: { readonly upstream?: boolean } } | null };
+  readonly server?: { readonly admin?: { readonly readiness?: { readonly upstream?: boolean }; readonly console?: boolean } | null };
   readonly log: LogConfig;
   readonly policies: {
     readonly auth: { readonly keys: ReadonlyArray<{ readonly id: string; readonly expires?: string; readonly operations?: ReadonlyArray<string> }> };
@@ -240,6 +245,21 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger, deprecated.map((d) => d.operation)), health];
   if (accessLog !== undefined) list.push(accessLog);
+  const admin = config.server?.admin;
+  // The deprecated set of the policy in force, recomputed only when a reload replaced it.
+  let deprecatedFor: OpsConfig | undefined;
+  let deprecatedIds: ReadonlySet<string> = new Set();
+  const deprecatedIdsNow = () => {
+    const c = current();
+    if (c !== deprecatedFor) {
+      deprecatedIds = new Set(deprecatedNow().map((d) => d.operation));
+      deprecatedFor = c;
+    }
+    return deprecatedIds;
+  };
+  // Deltas are kept only for a fleet rollup: the counts go to Redis when the shared store is Redis.
+  const consoleCounts = admin != null && admin.console !== false ? new ConsoleRecorder({ deprecatedOperations: deprecatedIdsNow, trackDelta: storeConfig !== 'memory' }) : undefined;
+  if (consoleCounts !== undefined) list.push(consoleCounts);
   return {
     observer: new Observers(list),
     metrics,
@@ -247,6 +267,8 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
     ledger,
     health,
     deprecated,
+    console: consoleCounts,
+    deprecatedNow,
     async readiness(phase: Phase): Promise<Readiness> {
       if (phase !== 'serving') return { ready: false, reason: phase };
       const now = current();
