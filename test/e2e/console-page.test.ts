@@ -11,21 +11,17 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import tap from 'tap';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { READY, startAdmin } from '../../src/ops/admin.js';
 import { AdminAuthGuard } from '../../src/ops/admin-guard.js';
 import { AdminTokens } from '../../src/ops/admin-tokens.js';
 import { CONSOLE_CSP, consoleRoutes, type ConsoleRoutesOptions } from '../../src/ops/console/routes.js';
-import type { BurndownView, FleetView, KeysView, MigrationView, TrafficRow, TrafficView, ViolationsView } from '../../src/ops/console/types.js';
+import type { BurndownView, FleetView, KeysView, MigrationView, TrafficView, ViolationsView } from '../../src/ops/console/types.js';
 import { assertError, type TapTest } from '../helpers/assert.js';
+import { asJson, axeProblems, CHROMIUM, launch, open, readTables, rendered, sameOrigin, viewTables, VIEWS, WAIT_MS, watchedPage, type Rows, type ViewName } from '../helpers/browser.js';
 import { consoleFixture, type ConsoleFixture } from '../helpers/console-fixture.js';
-import { PROJECT_ROOT, request, tempDir } from '../helpers/servers.js';
+import { PROJECT_ROOT, request } from '../helpers/servers.js';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const VIEWS = ['deprecations', 'traffic', 'violations', 'keys', 'fleet', 'migration'] as const;
-type ViewName = (typeof VIEWS)[number];
 const TOKEN = 'Zq8v3LrT0xWmN5kYp2HcJd7FsB4gAe9U6tRiOlKw';
-const WAIT_MS = 15_000;
 const requireHere = createRequire(import.meta.url);
 
 /** An admin listener on 127.0.0.1:0 with the console's routes; its origin. */
@@ -55,161 +51,22 @@ function securityHeaders(t: TapTest, headers: Record<string, unknown>, what: str
   for (const [name, value] of Object.entries(SECURITY)) t.equal(headers[name], value, `${what}: ${name}`);
 }
 
-/** A value as the page's JSON carries it (what JSON.stringify then JSON.parse give). */
-const asJson = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
-
-// ---------------------------------------------------------------------------------------------
-// What each table must hold: [data-key, {field: value}] per row, from the fixture's views.
-
-type Rows = Array<{ key: string; cells: Record<string, unknown> }>;
-const pick = <T extends object>(o: T, fields: ReadonlyArray<keyof T>): Record<string, unknown> => Object.fromEntries(fields.map((f) => [f, o[f]]));
-const trafficCells = (r: TrafficRow) => ({ requests: r.requests, p50Ms: r.p50Ms, p99Ms: r.p99Ms, client: r.errors.client, gateway: r.errors.gateway, upstream: r.errors.upstream, rateLimited: r.rateLimited });
-
+/** What each table must hold, from the fixture's views: the traffic and keys views as given (another window, another query). */
 function expected(view: ViewName, fx: ConsoleFixture['views'], traffic: TrafficView = fx.traffic.hour, keys: KeysView = fx.keys): Record<string, Rows> {
   switch (view) {
-    case 'deprecations': {
-      const op = (fx.deprecations as BurndownView).operations[0]!;
-      return {
-        'deprecation-days': op.days.map((day, i) => ({ key: day, cells: { day, total: op.total[i] } })),
-        'deprecation-consumers': op.consumers.map((c) => ({ key: c.consumer, cells: pick(c, ['consumer', 'owner', 'contact', 'calls', 'firstSeen', 'lastSeen', 'stopped']) })),
-      };
-    }
     case 'traffic':
-      return {
-        'traffic-series': traffic.series.t.map((t, i) => ({
-          key: String(t),
-          cells: { t, ...Object.fromEntries(traffic.series.operations.flatMap((o) => [[`${o.operation}.requests`, o.requests[i]], [`${o.operation}.errors`, o.errors[i]]])) },
-        })),
-        'traffic-operations': traffic.operations.map((r) => ({ key: r.operation, cells: { operation: r.operation, ...trafficCells(r) } })),
-        'traffic-consumers': traffic.consumers.map((r) => ({ key: r.consumer, cells: { consumer: r.consumer, ...trafficCells(r), owner: r.owner, contact: r.contact } })),
-      };
-    case 'violations': {
-      const v = fx.violations as ViolationsView;
-      return {
-        'violation-rules': v.rules.map((r) => ({ key: `${r.operation} ${r.field} ${r.kind}`, cells: pick(r, ['operation', 'field', 'kind', 'count', 'lastSeen']) })),
-        'violation-samples': v.samples.map((s) => ({ key: s.requestId, cells: asJson(pick(s, ['at', 'operation', 'requestId', 'status', 'problems'])) as Record<string, unknown> })),
-      };
-    }
+      return viewTables('traffic', traffic);
     case 'keys':
-      return {
-        keys: keys.keys.map((k) => ({
-          key: k.id,
-          cells: { ...pick(k, ['id', 'source', 'owner', 'contact', 'expires', 'overlapUntil', 'lastUsed']), flags: { expiringSoon: k.expiringSoon, expired: k.expired, unused: k.unused } },
-        })),
-        'keys-revoked': keys.revoked.map((r) => ({ key: r.id, cells: pick(r, ['id', 'owner', 'contact', 'revokedAt', 'by']) })),
-      };
+      return viewTables('keys', keys);
+    case 'deprecations':
+      return viewTables('deprecations', fx.deprecations as BurndownView);
+    case 'violations':
+      return viewTables('violations', fx.violations as ViolationsView);
     case 'fleet':
-      return {
-        fleet: (fx.fleet as FleetView).instances.map((i) => ({
-          key: i.id,
-          cells: { ...pick(i, ['id', 'host', 'version', 'policyFingerprint', 'ready', 'lastReload', 'lastHeartbeat', 'workers']), flags: { policyDiffers: i.policyDiffers, stale: i.stale, self: i.self } },
-        })),
-      };
+      return viewTables('fleet', fx.fleet as FleetView);
     case 'migration':
-      return {
-        migration: (fx.migration as MigrationView).operations.map((o) => ({ key: o.operation, cells: { ...o } })),
-      };
+      return viewTables('migration', fx.migration as MigrationView);
   }
-}
-
-/** The tables of the view on show, as the page writes them: data-key, and each cell's data-value parsed. */
-function readTables(page: Page): Promise<Record<string, Rows>> {
-  return page.evaluate(() => {
-    const out: Record<string, Array<{ key: string; cells: Record<string, unknown> }>> = {};
-    for (const table of document.querySelectorAll<HTMLTableElement>('main section:not([hidden]) table[data-table]')) {
-      const rows = [...table.querySelectorAll<HTMLTableRowElement>('tbody tr[data-key]')].map((tr) => ({
-        key: tr.dataset.key ?? '',
-        cells: Object.fromEntries(
-          [...tr.querySelectorAll<HTMLTableCellElement>('td[data-field]')].map((td) => [td.dataset.operation === undefined ? td.dataset.field : `${td.dataset.operation}.${td.dataset.field}`, JSON.parse(td.dataset.value ?? 'null') as unknown]),
-        ),
-      }));
-      out[table.dataset.table ?? ''] = rows;
-    }
-    return out;
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// The browser
-
-async function launch(t: TapTest): Promise<Browser> {
-  const browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: tempDir(t, 'chromium'),
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: 30_000,
-  });
-  t.teardown(() => browser.close());
-  return browser;
-}
-
-interface Watched {
-  readonly page: Page;
-  /** Every URL the page requested. */
-  readonly requests: string[];
-  /** Authorization headers sent to /console/api/*. */
-  readonly authorizations: Array<string | undefined>;
-  /** Console errors and page errors. */
-  readonly errors: string[];
-  /** CSP violations the page reported (securitypolicyviolation). */
-  csp(): Promise<string[]>;
-}
-
-/** A page that logs every request (and blocks any to another origin), console errors and CSP violations. */
-async function watchedPage(t: TapTest, browser: Browser, origin: string): Promise<Watched> {
-  const page = await browser.newPage();
-  t.teardown(() => page.close().catch(() => undefined));
-  page.setDefaultTimeout(WAIT_MS);
-  await page.setViewport({ width: 1280, height: 900 });
-  const requests: string[] = [];
-  const authorizations: Array<string | undefined> = [];
-  const errors: string[] = [];
-  await page.setRequestInterception(true);
-  page.on('request', (r) => {
-    requests.push(r.url());
-    if (r.url().startsWith(`${origin}/console/api/`)) authorizations.push(r.headers().authorization);
-    if (r.url().startsWith(`${origin}/`) || r.url().startsWith('data:')) void r.continue();
-    else void r.abort();
-  });
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.evaluateOnNewDocument(() => {
-    const w = window as unknown as { __csp: string[] };
-    w.__csp = [];
-    document.addEventListener('securitypolicyviolation', (e) => w.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
-  });
-  return { page, requests, authorizations, errors, csp: () => page.evaluate(() => (window as unknown as { __csp: string[] }).__csp) };
-}
-
-function rendered(page: Page, view: string): Promise<unknown> {
-  return page.waitForFunction((v: string) => document.body.dataset.rendered === v, { timeout: WAIT_MS }, view);
-}
-
-let loads = 0;
-/** Loads the page anew (another query string: a hash alone would not reload it) on `view`, and waits until it is drawn. */
-async function open(page: Page, origin: string, view: string): Promise<void> {
-  await page.goto(`${origin}/console/?load=${++loads}#${view}`, { waitUntil: 'load' });
-  await rendered(page, view);
-}
-
-const AXE = readFileSync(requireHere.resolve('axe-core/axe.min.js'), 'utf8');
-
-/** axe-core's serious and critical violations on the page as shown (its source evaluated through DevTools: the page's CSP stays in force). */
-async function axeProblems(page: Page): Promise<string[]> {
-  if (!(await page.evaluate(() => 'axe' in window))) await page.evaluate(AXE);
-  return page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(ctx: Document, o: object): Promise<{ violations: Array<{ id: string; impact: string | null; help: string; nodes: Array<{ target: unknown[] }> }> }> } }).axe;
-    const r = await axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.impact} ${v.id}: ${v.help} (${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join('; ')})`);
-  });
-}
-
-function sameOrigin(t: TapTest, w: Watched, origin: string): void {
-  const elsewhere = w.requests.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:'));
-  t.strictSame(elsewhere, [], `every request went to the admin origin (${w.requests.length} requests)`);
 }
 
 // ---------------------------------------------------------------------------------------------
