@@ -138,8 +138,8 @@ export interface Watched {
   readonly requests: string[];
   /** Authorization headers sent to /console/api/*. */
   readonly authorizations: Array<string | undefined>;
-  /** The console API's answers to the page (200s), by path and query, the latest of each. */
-  readonly answers: Map<string, unknown>;
+  /** The console API's answers to the page (200s) in the order they were read: path and query, and the JSON. */
+  readonly answers: Array<{ readonly at: string; readonly body: unknown }>;
   /** Console errors and page errors. */
   readonly errors: string[];
   /** CSP violations the page reported (securitypolicyviolation). */
@@ -154,7 +154,7 @@ export async function watchedPage(t: TapTest, browser: Browser, origin: string):
   await page.setViewport({ width: 1280, height: 900 });
   const requests: string[] = [];
   const authorizations: Array<string | undefined> = [];
-  const answers = new Map<string, unknown>();
+  const answers: Array<{ at: string; body: unknown }> = [];
   const errors: string[] = [];
   const api = `${origin}/console/api/`;
   await page.setRequestInterception(true);
@@ -168,7 +168,7 @@ export async function watchedPage(t: TapTest, browser: Browser, origin: string):
     if (!r.url().startsWith(api) || r.status() !== 200) return;
     const at = r.url().slice(origin.length);
     r.json().then(
-      (body: unknown) => answers.set(at, body),
+      (body: unknown) => answers.push({ at, body }),
       () => undefined,
     );
   });
@@ -182,6 +182,20 @@ export async function watchedPage(t: TapTest, browser: Browser, origin: string):
     document.addEventListener('securitypolicyviolation', (e) => w.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
   });
   return { page, requests, authorizations, answers, errors, csp: () => page.evaluate(() => (window as unknown as { __csp: string[] }).__csp) };
+}
+
+/**
+ * The JSON the page was answered at `path` (with its query, e.g. `/console/api/traffic?window=day`)
+ * after its `since`-th answer (`w.answers.length` before the load), waited for: its body is read
+ * a moment after the page gets it.
+ */
+export async function answered(w: Watched, path: string, since: number): Promise<unknown> {
+  // Bounded: at most WAIT_MS / 20 polls.
+  for (let i = 0; i < WAIT_MS / 20; i++) {
+    for (let k = w.answers.length - 1; k >= since; k--) if (w.answers[k]!.at === path) return w.answers[k]!.body;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`the page was not answered at ${path}: ${w.answers.slice(since).map((a) => a.at).join(', ')}`);
 }
 
 /** Waits until the page says it drew `view` (body.dataset.rendered). */
