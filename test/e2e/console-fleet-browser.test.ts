@@ -3,7 +3,7 @@
  * store does (and breaks the contract on purpose for getPet of id 13: an `id` that is a string),
  * and two gateway processes (`serve`, undici and fastify) sharing the Redis store, gateway B's
  * policy differing from A's in one value. Real traffic goes through both: getPet per consumer
- * (deprecated), listPets (shadowed to a `next` that differs for `status=sold`), 404s, 401s, 429s
+ * (deprecated), listPets (shadowed to a `next` that differs for `limit=7`), 404s, 401s, 429s
  * and the violating getPet. Then Debian's headless Chromium opens gateway A's console, is given
  * the admin token in the page's form, and every view renders; its tables hold the JSON endpoint's
  * values, which are the traffic sent through both gateways; no console error, no CSP violation,
@@ -34,15 +34,15 @@ const ROLLUP_WAIT_MS = 20_000;
 
 const pet = (id: number, name = `pet-${id}`) => ({ id, name, categoryId: 1, status: 'available' });
 
-/** legacy at /v1, `next` at /next/v1: the same answers, except next's listPets with status=sold. */
+/** legacy at /v1, `next` at /next/v1: the same answers, except next's listPets with limit=7 (pet 2 renamed). */
 function petStore(t: TapTest): Promise<StubUpstream> {
   return startStubUpstream(t, (req, res) => {
     const url = new URL(req.url, 'http://upstream');
     const next = url.pathname.startsWith('/next/');
     const path = next ? url.pathname.slice('/next'.length) : url.pathname;
     if (req.method === 'GET' && path === '/v1/pets') {
-      const sold = url.searchParams.get('status') === 'sold';
-      return sendJson(res, 200, [pet(1), pet(2, next && sold ? 'renamed-by-next' : 'pet-2')]);
+      const seven = url.searchParams.get('limit') === '7';
+      return sendJson(res, 200, [pet(1), pet(2, next && seven ? 'renamed-by-next' : 'pet-2')]);
     }
     if (req.method === 'POST' && path === '/v1/pets') return sendJson(res, 201, { ...(JSON.parse(req.body.toString('utf8')) as object), id: 101 });
     const m = /^\/v1\/pets\/(\d+)$/.exec(path);
@@ -236,7 +236,7 @@ if (!existsSync(CHROMIUM)) {
     for (const res of violating) assertError(t, res, 502, 'upstream_contract_violation');
     for (let i = 0; i < 4; i++) await call(a, batch, 'svc-batch', 'listPets', '/v1/pets', 200);
     for (let i = 0; i < 2; i++) await call(b, batch, 'svc-batch', 'listPets', '/v1/pets', 200);
-    await call(b, batch, 'svc-batch', 'listPets', '/v1/pets?status=sold', 200);
+    await call(b, batch, 'svc-batch', 'listPets', '/v1/pets?limit=7', 200);
     for (let i = 0; i < 3; i++) await call(a, null, '-', 'listPets', '/v1/pets', 401);
     for (let i = 0; i < 2; i++) await call(b, null, '-', 'listPets', '/v1/pets', 401);
     // svc-tiny: 2 an hour, one limit across both gateways (the Redis store).
@@ -325,7 +325,7 @@ if (!existsSync(CHROMIUM)) {
         const v = (await show(w, a.admin, 'violations')) as ViolationsView;
         await tablesHold(t, w.page, a, 'violations', v, 'violations');
         t.equal(v.total, violating.length, 'every violating answer counted, through both gateways');
-        t.match(v.rules, [{ operation: 'getPet', field: '/id', kind: 'must be integer', count: violating.length }], 'one rule: getPet /id must be integer');
+        t.match(v.rules, [{ operation: 'getPet', field: '/id', kind: 'must be an integer within int64', count: violating.length }], 'one rule: getPet /id must be an integer within int64');
         t.equal(v.rules.length, 1, 'and no other');
         t.strictSame(v.samples.map((s) => s.requestId).sort(), violating.map((r) => String(r.headers['x-request-id'])).sort(), "a sample of each, by the client's request id");
         for (const s of v.samples) {
@@ -368,7 +368,7 @@ if (!existsSync(CHROMIUM)) {
         await tablesHold(t, w.page, a, 'migration', v, 'migration');
         t.equal(v.enabled, true);
         const list = v.operations.find((o) => o.operation === 'listPets');
-        t.match(list, { compared: shadowed, equal: shadowed - 1, different: 1, divergence: 1 / shadowed }, "listPets: every shadowed call compared, the status=sold one differs");
+        t.match(list, { compared: shadowed, equal: shadowed - 1, different: 1, divergence: 1 / shadowed }, "listPets: every shadowed call compared, the limit=7 one differs");
         for (const o of v.operations.filter((x) => x.operation !== 'listPets')) t.equal(o.compared, 0, `${o.operation}: nothing compared`);
       });
 
