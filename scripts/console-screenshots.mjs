@@ -400,7 +400,9 @@ async function firstRender(browser) {
   const seeded = await seed(redis, (add) => {
     for (const [i, consumer] of ids.entries()) {
       for (let h = 23; h >= 0; h--) {
-        const at = now - h * HOUR - Math.floor(Math.random() * (h === 0 ? now % HOUR : HOUR));
+        // Within the hour slot h hours back (the day window is the last 24 slots, this one's included).
+        const slot = (Math.floor(now / HOUR) - h) * HOUR;
+        const at = slot + Math.floor(Math.random() * Math.min(HOUR, now - slot));
         add(record(consumer, 'listPets', 200, at, latency()));
         add(record(consumer, 'getPet', (i + h) % 17 === 0 ? 404 : 200, at, latency()));
         if (h % 3 === 0) add(record(consumer, 'createPet', (i + h) % 29 === 0 ? 429 : 201, at, latency(), (i + h) % 29 === 0 ? { errorCode: 'rate_limited', rejectedBy: 'rate-limit' } : {}));
