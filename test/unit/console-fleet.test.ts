@@ -146,6 +146,33 @@ t.test('two instances flush; the fleet read is exactly the sum of their snapshot
   }
 });
 
+t.test('started, an instance flushes and beats on its own; close sends the last counts', { skip: REDIS_SKIP }, async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const clock = { now: T0 };
+  const source = new FakeSource(clock);
+  const reader = new ConsoleFleet({ redis: { url: redis.url }, prefix: 's:', source: new FakeSource(clock), beat: beatOf('r', clock), now: () => clock.now });
+  t.teardown(() => reader.close());
+  const fleet = new ConsoleFleet({ redis: { url: redis.url }, prefix: 's:', source, beat: beatOf('w', clock), now: () => clock.now, flushMs: 50, beatMs: 50 });
+  fleet.start();
+  source.request('getPet', 'k1', T0, 4);
+  // Bounded: 100 polls of at most 50 ms.
+  let seen = 0;
+  for (let i = 0; i < 100 && seen !== 4; i++) {
+    seen = requests(await reader.read());
+    if (seen !== 4) await new Promise((r) => setTimeout(r, 50));
+  }
+  t.equal(seen, 4, 'flushed by its timer');
+  t.ok(
+    (await reader.instances()).some((b) => b.id === 'w'),
+    'its heartbeat written by its timer',
+  );
+  source.request('getPet', 'k1', T0, 3);
+  await fleet.close();
+  t.equal(requests(await reader.read()), 7, 'close flushed the last counts');
+  t.strictSame(await reader.read(), mergeSnapshots([source.snapshot()], clock.now));
+});
+
 t.test('heartbeats list both instances; a closed one stays listed, then goes after an hour', { skip: REDIS_SKIP }, async (t) => {
   const { fleets, clock } = await two(t);
   await Promise.all(fleets.map((f) => f.beat()));
