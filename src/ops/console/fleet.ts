@@ -67,8 +67,8 @@ export interface ConsoleFleetOptions {
   readonly prefix?: string;
   /** The recorder: made with `trackDelta: true`. */
   readonly source: SnapshotSource;
-  /** This instance's heartbeat (its `atMs` is set when written). */
-  readonly beat: () => InstanceBeat;
+  /** This instance's heartbeat (its `atMs` is set when written); absent: counts only (a `--workers` worker, whose primary beats for the group). */
+  readonly beat?: (() => InstanceBeat) | undefined;
   readonly flushMs?: number;
   readonly beatMs?: number;
   readonly log?: ConsoleFleetLog | undefined;
@@ -259,7 +259,7 @@ export class ConsoleFleet {
   private readonly id = randomBytes(12).toString('base64url');
   private readonly now: () => number;
   private readonly source: SnapshotSource;
-  private readonly beatOf: () => InstanceBeat;
+  private readonly beatOf: (() => InstanceBeat) | undefined;
   private readonly log: ConsoleFleetLog | undefined;
   private readonly flushMs: number;
   private readonly beatMs: number;
@@ -298,7 +298,8 @@ export class ConsoleFleet {
   /** Flushes every flushMs and beats every beatMs from now on (a first beat and flush at once). */
   start(): void {
     if (this.closed || this.timers.length > 0) return;
-    this.timers = [setInterval(() => void this.flush(), this.flushMs), setInterval(() => void this.beat(), this.beatMs)];
+    this.timers = [setInterval(() => void this.flush(), this.flushMs)];
+    if (this.beatOf !== undefined) this.timers.push(setInterval(() => void this.beat(), this.beatMs));
     for (const t of this.timers) t.unref();
     void this.beat();
     void this.flush();
@@ -383,6 +384,7 @@ export class ConsoleFleet {
 
   /** Writes this instance's heartbeat; never throws. */
   beat(): Promise<void> {
+    if (this.beatOf === undefined) return Promise.resolve();
     const beat = { ...this.beatOf(), atMs: this.now() };
     return this.fleetCall(beat.id, JSON.stringify(beat)).then(
       () => undefined,
