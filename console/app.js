@@ -1,12 +1,13 @@
 // The operator console's page (docs/console.md): six views over the admin listener's
 // /console/api/* JSON, routed by the location's hash (#deprecations, #traffic, ...). Plain browser
-// JavaScript, no framework, no build step; uPlot (loaded before this module) draws the charts.
+// JavaScript, no framework, no build step; uPlot (loaded when a view with charts is first shown)
+// draws the charts.
 //
 // - Every text that comes from the data (key ids, owners, contacts, operations, problems) goes
 //   through `esc` before it reaches the page: the page never runs what an operator typed. The
 //   Content-Security-Policy (no inline script or style) is the second wall.
 // - Each chart has its numbers as a table; each table is `<table data-table="NAME">`, each row
-//   `<tr data-key="...">`, each cell `<td data-field="FIELD" data-value="JSON">`: FIELD is the
+//   `<tr data-key="...">`, each cell `<td data-field="FIELD" data-value='JSON'>`: FIELD is the
 //   field's name in the endpoint's JSON and data-value the field's value as JSON text
 //   (`JSON.parse(td.dataset.value)` gives it back), next to a readable text.
 // - A view that has finished rendering sets `document.body.dataset.rendered` to its name and
@@ -54,6 +55,11 @@ export function esc(value) {
   return String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 }
 
+/** Text made safe for a single-quoted attribute value: JSON's double quotes stay as they are (shorter). */
+function escSingle(value) {
+  return String(value).replace(/[&<>']/g, (c) => ESCAPES[c]);
+}
+
 const numberFormat = new Intl.NumberFormat('en');
 const NONE = '<span class="none">none</span>';
 
@@ -90,8 +96,7 @@ function when(isoText) {
 
 /**
  * An instant as plain text for the large tables (no element: a thousand rows lay out faster):
- * `2026-12-22 (in 23 d)`, or with the time of day `2026-12-22 11:22 (in 3 h)`; the full instant in
- * the cell's title.
+ * `2026-12-22 (in 23 d)`, or with the time of day `2026-12-22 11:22 (in 3 h)`.
  */
 function whenText(isoText, withTime = false) {
   const ms = Date.parse(isoText);
@@ -101,7 +106,7 @@ function whenText(isoText, withTime = false) {
 
 /** A date cell of a large table: its text, or `none` in italics. */
 function dateCell(field, value, withTime = false, none = NONE) {
-  return cell(field, value, value === null ? none : whenText(value, withTime), value === null ? '' : ` title="${esc(value)}"`);
+  return cell(field, value, value === null ? none : whenText(value, withTime));
 }
 
 /** A flag as a symbol and words: readable without colour. */
@@ -115,7 +120,7 @@ function flag(kind, words) {
 
 /** A cell: the field's JSON value in data-value, `html` (already escaped) as its text. */
 function cell(field, value, html, extra = '') {
-  return `<td data-field="${esc(field)}" data-value="${esc(JSON.stringify(value))}"${extra}>${html}</td>`;
+  return `<td data-field="${esc(field)}" data-value='${escSingle(JSON.stringify(value))}'${extra}>${html}</td>`;
 }
 
 /**
@@ -308,6 +313,23 @@ function chartAt(view, root, id, { x, series, xRange, marks = [], yLabel }) {
   };
   const u = new window.uPlot(opts, [x, ...series.map((s) => s.values)], el);
   state.charts.push({ view, u, el });
+}
+
+/** Views with charts: uPlot is loaded (once) for these only, beside their data. */
+const CHARTED = new Set(['deprecations', 'traffic']);
+let uplotLoading;
+
+/** Loads uPlot (console/uplot.js, this origin); resolves either way: a view without it keeps its tables. */
+function uplotReady() {
+  if (typeof window.uPlot === 'function') return Promise.resolve();
+  uplotLoading ??= new Promise((resolve) => {
+    const script = document.createElement('script');
+    script.src = 'uplot.js';
+    script.addEventListener('load', resolve);
+    script.addEventListener('error', resolve);
+    document.head.append(script);
+  });
+  return uplotLoading;
 }
 
 function dropCharts(view) {
@@ -671,7 +693,7 @@ async function load(view) {
   delete document.body.dataset.problem;
   section.setAttribute('aria-busy', 'true');
   try {
-    const data = await api(view);
+    const [data] = await Promise.all([api(view), CHARTED.has(view) ? uplotReady() : undefined]);
     if (seq !== state.seq) return;
     state.last[view] = data;
     draw(view);
