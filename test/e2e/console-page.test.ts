@@ -281,6 +281,9 @@ tap.test('the console files and endpoints: headers, validation, errors', async (
     securityHeaders(t, res.headers, path);
     t.strictSame(res.json, asJson(view), `${path}: the view's JSON`);
   }
+  const head = await request(`${origin}/console/api/keys`, { method: 'HEAD' });
+  t.equal(head.status, 200, 'HEAD on the API');
+  t.equal(head.body, '', 'without a body');
   t.strictSame(
     fx.calls.filter((c) => c.view === 'traffic').map((c) => c.args),
     [['hour', undefined], ['day', undefined], ['hour', 'instance']],
@@ -458,6 +461,13 @@ if (!existsSync(CHROMIUM)) {
       const unused = fx.views.keys.keys.filter((k) => k.unused && /partner/.test(k.id)).map((k) => k.id);
       await w.page.waitForFunction((n: number) => document.getElementById('keys-count')?.textContent?.startsWith(`Showing ${n} of`), { timeout: WAIT_MS }, unused.length);
       t.strictSame(await w.page.$$eval('table[data-table="keys"] tbody tr:not([hidden])', (r) => r.map((x) => x.getAttribute('data-key'))), unused, 'and the flag selector narrows it');
+
+      // The scope selector: this instance's counts for the views that have both.
+      await open(w.page, origin, 'violations');
+      await w.page.select('#scope', 'instance');
+      await w.page.waitForFunction(() => document.body.dataset.rendered === 'violations' && /Counted by this instance/.test(document.querySelector('#view-violations .meta')?.textContent ?? ''), { timeout: WAIT_MS });
+      t.strictSame(fx.calls.at(-1), { view: 'violations', args: ['instance'] }, 'the scope reaches the endpoint');
+      await open(w.page, origin, 'keys');
 
       await w.page.$eval('#unused-days', (e) => ((e as HTMLInputElement).value = '3'));
       await w.page.$eval('#expiring-days', (e) => ((e as HTMLInputElement).value = '90'));
