@@ -1,12 +1,13 @@
 // The operator console's page (docs/console.md): six views over the admin listener's
 // /console/api/* JSON, routed by the location's hash (#deprecations, #traffic, ...). Plain browser
-// JavaScript, no framework, no build step; uPlot (loaded before this module) draws the charts.
+// JavaScript, no framework, no build step; uPlot (loaded when a view with charts is first shown)
+// draws the charts.
 //
 // - Every text that comes from the data (key ids, owners, contacts, operations, problems) goes
 //   through `esc` before it reaches the page: the page never runs what an operator typed. The
 //   Content-Security-Policy (no inline script or style) is the second wall.
 // - Each chart has its numbers as a table; each table is `<table data-table="NAME">`, each row
-//   `<tr data-key="...">`, each cell `<td data-field="FIELD" data-value="JSON">`: FIELD is the
+//   `<tr data-key="...">`, each cell `<td data-field="FIELD" data-value='JSON'>`: FIELD is the
 //   field's name in the endpoint's JSON and data-value the field's value as JSON text
 //   (`JSON.parse(td.dataset.value)` gives it back), next to a readable text.
 // - A view that has finished rendering sets `document.body.dataset.rendered` to its name and
@@ -54,6 +55,11 @@ export function esc(value) {
   return String(value).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 }
 
+/** Text made safe for a single-quoted attribute value: JSON's double quotes stay as they are (shorter). */
+function escSingle(value) {
+  return String(value).replace(/[&<>']/g, (c) => ESCAPES[c]);
+}
+
 const numberFormat = new Intl.NumberFormat('en');
 const NONE = '<span class="none">none</span>';
 
@@ -88,6 +94,21 @@ function when(isoText) {
   return `<time datetime="${esc(isoText)}">${esc(text)} UTC</time> <span class="rel">(${esc(ago(ms))})</span>`;
 }
 
+/**
+ * An instant as plain text for the large tables (no element: a thousand rows lay out faster):
+ * `2026-12-22 (in 23 d)`, or with the time of day `2026-12-22 11:22 (in 3 h)`.
+ */
+function whenText(isoText, withTime = false) {
+  const ms = Date.parse(isoText);
+  if (Number.isNaN(ms)) return esc(isoText);
+  return esc(`${new Date(ms).toISOString().slice(0, withTime ? 16 : 10).replace('T', ' ')} (${ago(ms)})`);
+}
+
+/** A date cell of a large table: its text, or `none` in italics. */
+function dateCell(field, value, withTime = false, none = NONE) {
+  return cell(field, value, value === null ? none : whenText(value, withTime));
+}
+
 /** A flag as a symbol and words: readable without colour. */
 function flag(kind, words) {
   const symbols = { warn: '⚠', bad: '✖', good: '✔', info: '⇄', idle: '∅' };
@@ -99,7 +120,7 @@ function flag(kind, words) {
 
 /** A cell: the field's JSON value in data-value, `html` (already escaped) as its text. */
 function cell(field, value, html, extra = '') {
-  return `<td data-field="${esc(field)}" data-value="${esc(JSON.stringify(value))}"${extra}>${html}</td>`;
+  return `<td data-field="${esc(field)}" data-value='${escSingle(JSON.stringify(value))}'${extra}>${html}</td>`;
 }
 
 /**
@@ -260,12 +281,15 @@ function figure(id, caption, labels) {
   return `<figure class="chart"><figcaption>${esc(caption)}</figcaption><div class="plot" data-chart="${esc(id)}" role="img" aria-label="${esc(`${caption}: the numbers are in the table below`)}"></div>${legend(labels)}</figure>`;
 }
 
-/** The time axis' labels, in UTC: hours and minutes within two days, else dates. */
+const DAY_LABEL = new Intl.DateTimeFormat('en', { month: 'short', day: 'numeric', timeZone: 'UTC' });
+const MONTH_LABEL = new Intl.DateTimeFormat('en', { month: 'short', year: 'numeric', timeZone: 'UTC' });
+
+/** The time axis' labels, in UTC: hours and minutes within two days, days within a year, else months. */
 function timeLabels(u, splits) {
   const span = u.scales.x.max - u.scales.x.min;
   return splits.map((s) => {
-    const text = new Date(s * 1000).toISOString();
-    return span <= 2 * 86400 ? text.slice(11, 16) : span <= 400 * 86400 ? text.slice(0, 10) : text.slice(0, 7);
+    if (span <= 2 * 86400) return new Date(s * 1000).toISOString().slice(11, 16);
+    return (span <= 300 * 86400 ? DAY_LABEL : MONTH_LABEL).format(new Date(s * 1000));
   });
 }
 
@@ -283,12 +307,29 @@ function chartAt(view, root, id, { x, series, xRange, marks = [], yLabel }) {
       x: { time: true, ...(xRange ? { range: () => xRange } : {}) },
       y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
     },
-    axes: [{ ...axis, values: timeLabels }, { ...axis, label: yLabel, size: 60 }],
+    axes: [{ ...axis, values: timeLabels, space: 70 }, { ...axis, label: yLabel, size: 60 }],
     series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: style(i).color, width: 2, dash: style(i).dash, points: { show: false } }))],
     hooks: { draw: [drawShapes, (u) => drawMarks(u, marks)] },
   };
   const u = new window.uPlot(opts, [x, ...series.map((s) => s.values)], el);
   state.charts.push({ view, u, el });
+}
+
+/** Views with charts: uPlot is loaded (once) for these only, beside their data. */
+const CHARTED = new Set(['deprecations', 'traffic']);
+let uplotLoading;
+
+/** Loads uPlot (console/uplot.js, this origin); resolves either way: a view without it keeps its tables. */
+function uplotReady() {
+  if (typeof window.uPlot === 'function') return Promise.resolve();
+  uplotLoading ??= new Promise((resolve) => {
+    const script = document.createElement('script');
+    script.src = 'uplot.js';
+    script.addEventListener('load', resolve);
+    script.addEventListener('error', resolve);
+    document.head.append(script);
+  });
+  return uplotLoading;
 }
 
 function dropCharts(view) {
@@ -332,7 +373,8 @@ function renderDeprecations(v, root) {
       const top = op.consumers.filter((c) => !c.stopped).slice(0, 5);
       const labels = ['All consumers', ...top.map((c) => c.consumer)];
       if (sunsetMs !== null) parts.push(reachButtons());
-      parts.push(figure(`burn-${k}`, `Calls of ${op.operation} per day (UTC): all consumers and the top ${top.length}${sunsetMs === null ? '' : '; dashed red line: the sunset'}`, labels));
+      const drawn = sunsetMs !== null && state.reach === 'sunset';
+      parts.push(figure(`burn-${k}`, `Calls of ${op.operation} per day (UTC): all consumers and the top ${top.length}${drawn ? '; the dashed vertical line is the sunset' : ''}`, labels));
       const x = op.days.map(dayStart);
       const end = Math.max(x[x.length - 1] + 86400, sunsetMs === null || state.reach !== 'sunset' ? 0 : sunsetMs / 1000 + 14 * 86400);
       plans.push({
@@ -450,9 +492,9 @@ function renderKeys(v, root) {
       cell('source', k.source, esc(k.source)),
       cell('owner', k.owner, k.owner === null ? NONE : esc(k.owner)),
       cell('contact', k.contact, k.contact === null ? NONE : esc(k.contact)),
-      cell('expires', k.expires, k.expires === null ? '<span class="none">never</span>' : when(k.expires)),
-      cell('overlapUntil', k.overlapUntil, when(k.overlapUntil)),
-      cell('lastUsed', k.lastUsed, k.lastUsed === null ? '<span class="none">never seen</span>' : when(k.lastUsed)),
+      dateCell('expires', k.expires, false, '<span class="none">never</span>'),
+      dateCell('overlapUntil', k.overlapUntil, true),
+      dateCell('lastUsed', k.lastUsed, false, '<span class="none">never seen</span>'),
       cell('flags', { expiringSoon: k.expiringSoon, expired: k.expired, unused: k.unused }, flags.map(([kind, w]) => flag(kind, w)).join(' ') || '<span class="none">ok</span>'),
     ]);
   });
@@ -636,7 +678,10 @@ function problem(view, err) {
 /** Draws a view from its last answer, then says it is drawn. */
 function draw(view) {
   dropCharts(view);
-  RENDER[view](state.last[view], document.querySelector(`[data-body="${view}"]`));
+  const root = document.querySelector(`[data-body="${view}"]`);
+  RENDER[view](state.last[view], root);
+  // Style and layout now, so that the mark counts them (the paint follows within the frame).
+  void root.offsetHeight;
   performance.mark(`console-rendered:${view}`);
   document.body.dataset.rendered = view;
 }
@@ -648,7 +693,7 @@ async function load(view) {
   delete document.body.dataset.problem;
   section.setAttribute('aria-busy', 'true');
   try {
-    const data = await api(view);
+    const [data] = await Promise.all([api(view), CHARTED.has(view) ? uplotReady() : undefined]);
     if (seq !== state.seq) return;
     state.last[view] = data;
     draw(view);

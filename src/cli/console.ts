@@ -77,11 +77,12 @@ export function openConsole(w: ConsoleWiring): OpenConsole | undefined {
   const redis = storeRedis(w.config);
   const fleet = redis === undefined ? undefined : new ConsoleFleet({ redis, source: w.source ?? NO_COUNTS, beat, env: w.env, log: w.log });
   // The heartbeat carries readiness as last checked: checked on the beat's own rhythm.
-  const checkReadiness = () =>
-    void w.readiness().then(
-      (r) => (ready = r.ready ? { ready: true } : { ready: false, reason: r.reason }),
-      () => (ready = { ready: false, reason: 'readiness check failed' }),
+  const refreshReadiness = () =>
+    w.readiness().then(
+      (r) => void (ready = r.ready ? { ready: true } : { ready: false, reason: r.reason }),
+      () => void (ready = { ready: false, reason: 'readiness check failed' }),
     );
+  const checkReadiness = () => void refreshReadiness();
   checkReadiness();
   const timer = setInterval(checkReadiness, BEAT_MS);
   timer.unref();
@@ -124,8 +125,13 @@ export function openConsole(w: ConsoleWiring): OpenConsole | undefined {
     self: beat,
     beatMs: BEAT_MS,
   });
+  // The fleet view shows this instance's readiness as it is now, not as the last beat saw it.
+  const fleetNow = async () => {
+    await refreshReadiness();
+    return data.fleet();
+  };
   return {
-    routes: (tokens, guard) => consoleRoutes({ data, tokens: () => tokens, guard }),
+    routes: (tokens, guard) => consoleRoutes({ data: { ...data, fleet: fleetNow }, tokens: () => tokens, guard }),
     async close() {
       clearInterval(timer);
       await fleet?.close();

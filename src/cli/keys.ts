@@ -232,6 +232,9 @@ function parseKeysArgs(args: string[]): Parsed {
   const id = wantsPositional ? parsed.positionals[0] : (values.id as string | undefined);
   if (id === undefined) throw new KeysUsageError(action === 'create' ? 'keys create needs --id ID' : `keys ${action} needs the key's ID`);
   if (id !== undefined && !new RegExp(ID_PATTERN).test(id)) throw new KeysUsageError(`a key id is 1 to 64 letters, digits, '.', '_' or '-' (starting with a letter or digit), not '${id}'`);
+  if (action === 'set' && values.owner === undefined && values.contact === undefined && values['clear-owner'] !== true && values['clear-contact'] !== true) {
+    throw new KeysUsageError('keys set needs --owner, --contact, --clear-owner or --clear-contact');
+  }
   return { action, values, id: id ?? '' };
 }
 
@@ -268,9 +271,6 @@ function checkOwnerOptions(action: string, values: Record<string, string | strin
   }
   const problem = ownerFieldsProblem({ owner: values.owner, contact: values.contact });
   if (problem !== undefined) throw new KeysUsageError(`--${problem.field} ${problem.message}`);
-  if (action === 'set' && values.owner === undefined && values.contact === undefined && values['clear-owner'] !== true && values['clear-contact'] !== true) {
-    throw new KeysUsageError('keys set needs --owner, --contact, --clear-owner or --clear-contact');
-  }
 }
 
 /** What `keys set` changes: a value sets, a --clear-* flag clears (null), the rest stays. */

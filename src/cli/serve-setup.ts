@@ -105,7 +105,7 @@ export async function listenAdmin(at: NonNullable<PolicyConfig['server']['admin'
     const admin = await startAdmin({ host: at.host, port: at.port, allowedHosts: at.allowedHosts, tls: tls?.options, ...callbacks, onError: (err, path) => log.error({ err, path }, 'admin endpoint failed') });
     tls?.attach(admin.server);
     const a = admin.address();
-    log.info({ url: `${tls === undefined ? 'http' : 'https'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` }, `admin listening (/healthz, /readyz, /metrics, /deprecations, /openapi.json${callbacks.migration === undefined ? '' : ', /migration'})`);
+    log.info({ url: `${tls === undefined ? 'http' : 'https'}://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` }, `admin listening (/healthz, /readyz, /metrics, /deprecations, /openapi.json${callbacks.migration === undefined ? '' : ', /migration'}${at.console === false ? '' : ', /console/'})`);
     return admin;
   } catch (err) {
     const e = err as NodeJS.ErrnoException;

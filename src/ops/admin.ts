@@ -12,7 +12,10 @@
  * - `GET /openapi.json` the OpenAPI document of what clients get through the gateway (when given);
  * - `GET /migration`    the migration report (JSON), when the lane is on (src/migration);
  *                        `DELETE /migration` resets its counts, behind the admin tokens
- *                        (src/ops/admin-migration.ts: a route of `routes`), else 404.
+ *                        (src/ops/admin-migration.ts: a route of `routes`), else 404;
+ * - `/console/`          the operator console and its JSON at `/console/api/*`
+ *                        (src/ops/console/routes.ts: a route of `routes`, on unless
+ *                        `server.admin.console` is false; its API behind the admin tokens).
  *
  * HEAD is answered like GET without a body (RFC 9110 section 9.3.2; some load balancers probe
  * with HEAD). Any other method on these paths: 405 with `Allow: GET, HEAD`; any other path: 404;

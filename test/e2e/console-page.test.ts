@@ -9,6 +9,7 @@
 // CI=true (then they fail).
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import tap from 'tap';
 import { READY, startAdmin } from '../../src/ops/admin.js';
@@ -137,6 +138,9 @@ tap.test('the console files and endpoints: headers, validation, errors', async (
     securityHeaders(t, res.headers, path);
     t.strictSame(res.json, asJson(view), `${path}: the view's JSON`);
   }
+  const head = await request(`${origin}/console/api/keys`, { method: 'HEAD' });
+  t.equal(head.status, 200, 'HEAD on the API');
+  t.equal(head.body, '', 'without a body');
   t.strictSame(
     fx.calls.filter((c) => c.view === 'traffic').map((c) => c.args),
     [['hour', undefined], ['day', undefined], ['hour', 'instance']],
@@ -220,6 +224,14 @@ if (!existsSync(CHROMIUM)) {
       await open(w.page, origin, 'traffic');
       t.equal(await w.page.$$eval('#view-traffic .plot canvas', (c) => c.length), 2, 'traffic: two charts');
       t.equal(await w.page.$$eval('#view-traffic .legend li svg line[stroke-dasharray]', (l) => new Set(l.map((x) => x.getAttribute('stroke-dasharray'))).size), 4, 'each series has its dash pattern in the legend');
+
+      // The burn-down's time axis: up to the sunset (the default) or the days with calls only.
+      await open(w.page, origin, 'deprecations');
+      t.equal(await w.page.$eval('button[data-reach="sunset"]', (b) => b.getAttribute('aria-pressed')), 'true', 'the burn-down reaches the sunset by default');
+      await w.page.click('button[data-reach="seen"]');
+      await w.page.waitForFunction(() => document.body.dataset.rendered === 'deprecations' && document.querySelector('button[data-reach="seen"]')?.getAttribute('aria-pressed') === 'true', { timeout: WAIT_MS });
+      t.equal(await w.page.$$eval('#view-deprecations .plot canvas', (c) => c.length), 1, 'drawn again, once');
+      t.strictSame(await readTables(w.page), asJson(expected('deprecations', fx.views)), 'the same numbers');
 
       await w.page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
       for (const view of VIEWS) {
@@ -307,6 +319,13 @@ if (!existsSync(CHROMIUM)) {
       await w.page.waitForFunction((n: number) => document.getElementById('keys-count')?.textContent?.startsWith(`Showing ${n} of`), { timeout: WAIT_MS }, unused.length);
       t.strictSame(await w.page.$$eval('table[data-table="keys"] tbody tr:not([hidden])', (r) => r.map((x) => x.getAttribute('data-key'))), unused, 'and the flag selector narrows it');
 
+      // The scope selector: this instance's counts for the views that have both.
+      await open(w.page, origin, 'violations');
+      await w.page.select('#scope', 'instance');
+      await w.page.waitForFunction(() => document.body.dataset.rendered === 'violations' && /Counted by this instance/.test(document.querySelector('#view-violations .meta')?.textContent ?? ''), { timeout: WAIT_MS });
+      t.strictSame(fx.calls.at(-1), { view: 'violations', args: ['instance'] }, 'the scope reaches the endpoint');
+      await open(w.page, origin, 'keys');
+
       await w.page.$eval('#unused-days', (e) => ((e as HTMLInputElement).value = '3'));
       await w.page.$eval('#expiring-days', (e) => ((e as HTMLInputElement).value = '90'));
       await w.page.click('#keys-query button[type="submit"]');
@@ -348,6 +367,21 @@ if (!existsSync(CHROMIUM)) {
       await w.page.click('#forget');
       await w.page.waitForFunction(() => document.body.dataset.problem === '401', { timeout: WAIT_MS });
       t.equal(await w.page.evaluate(() => sessionStorage.length), 0, 'Forget removes it');
+      // Guessing locks the address: the page says so, and when to try again.
+      const locking = await listen(t, { data: fx.data, tokens: () => new AdminTokens([{ name: 'PETSTORE_ADMIN_TOKENS#1', token: TOKEN }]), guard: new AdminAuthGuard({ maxFailures: 1, windowSeconds: 60 }) });
+      const l = await watchedPage(t, browser, locking);
+      await l.page.goto(`${locking}/console/#keys`, { waitUntil: 'load' });
+      await l.page.waitForFunction(() => document.body.dataset.problem === '401', { timeout: WAIT_MS });
+      for (const guess of ['A-wrong-token-that-is-long-enough-0123456789', TOKEN]) {
+        await l.page.waitForFunction(() => !(document.getElementById('token-form') as HTMLFormElement).hidden, { timeout: WAIT_MS });
+        await l.page.type('#token', guess);
+        await l.page.keyboard.press('Enter');
+        await l.page.waitForFunction(() => document.body.dataset.problem !== undefined, { timeout: WAIT_MS });
+      }
+      await l.page.waitForFunction(() => document.body.dataset.problem === '429', { timeout: WAIT_MS });
+      t.match(await l.page.$eval('#status', (e) => e.textContent), /Too many failed admin authentications from this address\. Try again in [1-9][0-9]* s\./, 'a locked address is told so, and when to retry');
+      t.strictSame(l.errors.filter((e) => !/status of 40[1]|status of 429/.test(e)), [], 'no console error but the refusals');
+
       // The wrong token and the missing ones were console errors of the browser (failed loads); nothing else.
       t.strictSame(w.errors.filter((e) => !/status of 401/.test(e)), [], 'no other console error');
       t.strictSame(await w.csp(), [], 'no CSP violation');
@@ -359,13 +393,16 @@ if (!existsSync(CHROMIUM)) {
       const bigOrigin = await listen(t, { data: big.data });
       const w = await watchedPage(t, browser, bigOrigin);
       await w.page.setCacheEnabled(false);
+      // Five loads, each a new document with nothing cached; the median is judged (one load can
+      // meet a busy moment of a shared machine), every figure is printed.
       const times: number[] = [];
-      for (let i = 0; i < 3; i++) {
+      for (let i = 0; i < 5; i++) {
         await open(w.page, bigOrigin, 'keys');
         times.push(await w.page.evaluate(() => performance.getEntriesByName('console-rendered:keys')[0]?.startTime ?? Infinity));
       }
-      t.comment(`first render, navigation start to the keys table drawn, 1,000 keys, no cache: ${times.map((x) => `${x.toFixed(0)} ms`).join(', ')}`);
-      for (const ms of times) t.ok(ms < 1000, `first render in ${ms.toFixed(0)} ms < 1000 ms`);
+      const median = [...times].sort((a, b) => a - b)[2]!;
+      t.comment(`first render (navigation start to the keys table laid out), 1,000 keys, no cache: ${times.map((x) => `${x.toFixed(0)} ms`).join(', ')}; median ${median.toFixed(0)} ms; load average ${loadavg()[0]!.toFixed(1)}`);
+      t.ok(median < 1000, `first render in ${median.toFixed(0)} ms (median) < 1000 ms`);
       const tables = await readTables(w.page);
       t.equal(tables.keys?.length, 1000, '1,000 rows');
       t.strictSame(tables, asJson(expected('keys', big.views)), 'each holding its JSON values');

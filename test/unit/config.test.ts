@@ -47,7 +47,7 @@ const DEFAULTS = {
     maxHeaderBytes: 16384,
     shutdownGraceMs: 10000,
     drainDelayMs: 0,
-    admin: { host: '127.0.0.1', port: 9464, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false } },
+    admin: { host: '127.0.0.1', port: 9464, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false }, console: true },
     trustedProxies: [],
     tls: null as Record<string, unknown> | null,
     http2: true,
@@ -664,9 +664,9 @@ t.test('server.admin: on by default at 127.0.0.1:9464, null turns it off, the fl
   t.ok(off.ok && off.config.server.admin === null, 'admin: null is no listener');
   const flags = parsePolicy('version: 1\nserver: { admin: null }\n', env, { adminHost: '0.0.0.0', adminPort: 0 });
   t.ok(flags.ok);
-  if (flags.ok) t.strictSame(flags.config.server.admin, { host: '0.0.0.0', port: 0, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false } }, 'the flags win over the file');
+  if (flags.ok) t.strictSame(flags.config.server.admin, { host: '0.0.0.0', port: 0, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false }, console: true }, 'the flags win over the file');
   const portOnly = parsePolicy('version: 1\n', env, { adminPort: 19464 });
-  if (portOnly.ok) t.strictSame(portOnly.config.server.admin, { host: '127.0.0.1', port: 19464, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false } }, 'the host keeps its default');
+  if (portOnly.ok) t.strictSame(portOnly.config.server.admin, { host: '127.0.0.1', port: 19464, tokensFromEnv: 'PETSTORE_ADMIN_TOKENS', readiness: { upstream: false }, console: true }, 'the host keeps its default');
   const bad = parsePolicy('version: 1\nserver: { admin: { port: 70000 } }\n', env);
   t.notOk(bad.ok, 'a port out of range is refused');
   if (!bad.ok) t.match(bad.problems.map((p) => p.path).join(' '), /\$\.server\.admin\.port/);

@@ -70,14 +70,9 @@ function ruleOrder(a: RuleSum, b: RuleSum): number {
   return b.count - a.count || b.lastSeenMs - a.lastSeenMs || byText(a.field, b.field) || byText(a.kind, b.kind);
 }
 
-/** `into` += `values`, number by number (`into` grows to the longer). */
-function addValues(into: number[], values: readonly number[]): void {
-  for (let i = 0; i < values.length; i++) into[i] = (into[i] ?? 0) + (values[i] ?? 0);
-}
-
-function slotsOf(map: Map<number, number[]>, from: number): Slot[] {
+function slotsOf(map: Map<number, number[]>, from: number, shared: boolean): Slot[] {
   const out: Slot[] = [];
-  for (const [start, values] of map) if (start >= from) out.push([start, values.slice()]);
+  for (const [start, values] of map) if (start >= from) out.push([start, shared ? values : values.slice()]);
   return out.sort((a, b) => a[0] - b[0]);
 }
 
@@ -103,20 +98,35 @@ export class SnapshotSum {
     return this.cells.size === 0 && this.daily.size === 0 && this.seen.size === 0 && this.rules.size === 0 && this.samples.length === 0;
   }
 
-  private cell(operation: string, consumer: string): CellSum {
-    const key = operation + SEP + consumer;
+  /** The cell of `key` (`<operation>\x1f<consumer>`), made when new. */
+  private cell(key: string): CellSum {
     let c = this.cells.get(key);
-    if (c === undefined) this.cells.set(key, (c = { operation, consumer, minutes: new Map(), hours: new Map() }));
+    if (c === undefined) {
+      const sep = key.indexOf(SEP);
+      this.cells.set(key, (c = { operation: key.slice(0, sep), consumer: key.slice(sep + 1), minutes: new Map(), hours: new Map() }));
+    }
     return c;
   }
 
   /** Adds one slot's numbers to a cell's minute (`m`) or hour (`h`) slot. */
   addSlot(kind: 'm' | 'h', operation: string, consumer: string, startMs: number, values: readonly number[]): void {
-    const c = this.cell(operation, consumer);
+    this.addSlotOf(kind, operation + SEP + consumer, startMs, values);
+  }
+
+  /**
+   * The same, the cell named by its key `<operation>\x1f<consumer>` (an operation never holds
+   * \x1f), and only the first `length` numbers of `values` (a reused buffer; the rest count 0).
+   */
+  addSlotOf(kind: 'm' | 'h', key: string, startMs: number, values: readonly number[], length = values.length): void {
+    const c = this.cell(key);
     const map = kind === 'm' ? c.minutes : c.hours;
-    let into = map.get(startMs);
-    if (into === undefined) map.set(startMs, (into = new Array<number>(SLOT_WIDTH).fill(0)));
-    addValues(into, values);
+    const into = map.get(startMs);
+    const n = Math.min(length, SLOT_WIDTH);
+    if (into === undefined) {
+      const made = new Array<number>(SLOT_WIDTH);
+      for (let i = 0; i < SLOT_WIDTH; i++) made[i] = i < n ? (values[i] as number) : 0;
+      map.set(startMs, made);
+    } else for (let i = 0; i < n; i++) into[i] = (into[i] as number) + (values[i] as number);
   }
 
   addDay(operation: string, consumer: string, dayMs: number, count: number): void {
@@ -187,12 +197,16 @@ export class SnapshotSum {
     return this;
   }
 
-  /** The sum as a snapshot taken at `nowMs` (trimmed to its windows first), in a stable order. */
-  snapshot(nowMs: number): ConsoleSnapshot {
+  /**
+   * The sum as a snapshot taken at `nowMs` (trimmed to its windows first), in a stable order.
+   * `shared`: the slots' numbers are the sum's own arrays, not copies (faster, for a sum that is
+   * not added to afterwards).
+   */
+  snapshot(nowMs: number, shared = false): ConsoleSnapshot {
     this.trim(nowMs);
     const from = keptFrom(nowMs);
     const cells: CellSnapshot[] = [...this.cells.values()]
-      .map((c) => ({ operation: c.operation, consumer: c.consumer, minutes: slotsOf(c.minutes, from.minute), hours: slotsOf(c.hours, from.hour) }))
+      .map((c) => ({ operation: c.operation, consumer: c.consumer, minutes: slotsOf(c.minutes, from.minute, shared), hours: slotsOf(c.hours, from.hour, shared) }))
       .sort((a, b) => byText(a.operation, b.operation) || byText(a.consumer, b.consumer));
     const daily: DailySnapshot[] = [...this.daily.values()]
       .map((d) => ({ operation: d.operation, consumer: d.consumer, days: [...d.days].sort((a, b) => a[0] - b[0]) }))
@@ -215,7 +229,7 @@ export class SnapshotSum {
 export function mergeSnapshots(list: readonly ConsoleSnapshot[], nowMs: number): ConsoleSnapshot {
   const sum = new SnapshotSum();
   for (const s of list) sum.add(s);
-  return sum.snapshot(nowMs);
+  return sum.snapshot(nowMs, true);
 }
 
 /** Adds `delta` into `target` (a pending sum), trimmed to the windows kept at `nowMs`. */

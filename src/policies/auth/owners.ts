@@ -45,7 +45,7 @@ export function envOwners(keysFromEnv: string | null, env: Readonly<Record<strin
   const owners = value.map((entry: unknown, i): KeyOwnerFields | undefined => {
     if (entry === null) return undefined;
     if (typeof entry !== 'object' || Array.isArray(entry)) {
-      problems.push(`${name}[${i}]: ${form}`);
+      problems.push(`${name}[${i}] must be {"owner"?, "contact"?} or null`);
       return undefined;
     }
     const e = entry as Record<string, unknown>;
