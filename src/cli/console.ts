@@ -131,7 +131,7 @@ export function openConsole(w: ConsoleWiring): OpenConsole | undefined {
     return data.fleet();
   };
   return {
-    routes: (tokens, guard) => consoleRoutes({ data: { ...data, fleet: fleetNow }, tokens: () => tokens, guard }),
+    routes: (tokens, guard) => consoleRoutes({ data: { ...data, fleet: fleetNow }, tokens: () => tokens, guard, onError: (err, path) => w.log.error({ err, path }, 'console endpoint failed') }),
     async close() {
       clearInterval(timer);
       await fleet?.close();
