@@ -34,6 +34,7 @@
 //   cached-enforce        the same with response-contract enforce (the default of a policy file)
 //   monitor               undici + response-contract monitor
 //   contract              undici + response-contract enforce (against undici: the contract's cost)
+//   no-console            undici without the operator console's counts (server.admin.console: false)
 //   bound-on, bound-off   the undici engine's handler on a bare node:http server, every policy on, ops off,
 //                         with and without the per-connection in-flight bound (bench/target.mjs gateway-handler)
 //   builtin, builtin-fastify, builtin-http-proxy-3   the built-in backend, ops on, memory rate limit
@@ -64,6 +65,7 @@ export const TARGETS = {
     start: (up) => startProcess([join(process.env.BENCH_BASELINE ?? '.', 'bench', 'target.mjs'), 'gateway', up.url, '--engine', 'undici'], { cwd: process.env.BENCH_BASELINE }),
   },
   core: { name: 'gateway core, engine undici, ops off, no rate limit', gateway: true, ops: 'off', rateLimit: 'off', start: (up) => gateway(up.url, '--engine', 'undici', '--ops', 'off', '--rate-limit', 'off') },
+  'no-console': { name: 'gateway, engine undici, ops on, console counts off', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--console', 'off') },
   'no-ops': { name: 'gateway, engine undici, ops off', gateway: true, ops: 'off', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici', '--ops', 'off') },
   'no-limit': { name: 'gateway, engine undici, ops on, no rate limit', gateway: true, ops: 'on', rateLimit: 'off', start: (up) => gateway(up.url, '--engine', 'undici', '--rate-limit', 'off') },
   undici: { name: 'gateway, engine undici (default)', gateway: true, ops: 'on', rateLimit: 'memory', start: (up) => gateway(up.url, '--engine', 'undici') },

@@ -9,7 +9,7 @@
 //                                                       the gateway does, answered with one end())
 //   node bench/target.mjs fast-gateway URL DIR          fast-gateway (from folder DIR) to URL with a bearer-key check and
 //                                                       listPets' `limit` bound (1..100, else 400) in its middleware
-//   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off]
+//   node bench/target.mjs gateway URL|builtin [--engine undici|fastify|http-proxy-3] [--contract off|monitor|enforce] [--ops on|off] [--console on|off]
 //                                                       [--consumer-bound on|off] (server.maxInFlightPerConsumer: default, or null)
 //                         [--rate-limit memory|redis|off] [--redis-url redis://HOST:PORT] [--cache on|off] [--cache-ttl SECONDS] [--shadow NEXT_URL]
 //                                                       the gateway with every policy on (bench/fixtures.mjs) and, with
@@ -214,7 +214,9 @@ async function main() {
       const log = pino({ level: 'info' }, logDestination(logFile));
       // After pino's own exit hook has written what is pending: the lines are not kept.
       process.on('exit', () => rmSync(logFile, { force: true }));
-      const ops = createOps(gateway.config, { log, breakerOpen: () => false });
+      // --console off: the operator console's counts left out (server.admin.console: false), to weigh them.
+      const config = flag('--console', 'on') === 'on' ? gateway.config : { ...gateway.config, server: { ...gateway.config.server, admin: { ...gateway.config.server.admin, console: false } } };
+      const ops = createOps(config, { log, breakerOpen: () => false });
       options = { log, observer: ops.observer };
     }
     if (!['undici', 'http-proxy-3', 'fastify'].includes(engine)) throw new Error(`unknown engine ${engine}`);
