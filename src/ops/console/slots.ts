@@ -94,9 +94,14 @@ export class Ring {
     this.rows = new Int32Array(kept).fill(-1);
   }
 
-  /** The row counting slot `n`, made when needed; -1 when a newer slot holds its place. */
-  rowFor(n: number, arena: Rows): number {
-    if (n === this.current) return this.currentRow;
+  /**
+   * The row counting slot `n`, made when needed; -1 when a newer slot holds its place. `newest`
+   * is the slot of now (the request's end): a place holding a slot past it was counted while the
+   * wall clock ran ahead, and is taken back once the clock is put right (else the ring would
+   * count nothing until the clock caught up with it again).
+   */
+  rowFor(n: number, arena: Rows, newest: number): number {
+    if (n === this.current && n <= newest) return this.currentRow;
     const at = n % this.kept;
     let row = this.rows[at]!;
     if (row < 0) {
@@ -104,11 +109,11 @@ export class Ring {
       this.rows[at] = row;
     } else if (this.numbers[at] !== n) {
       // The place holds a slot a whole ring older (reuse its row) or newer (this one is out of the window).
-      if (this.numbers[at]! > n) return -1;
+      if (this.numbers[at]! > n && this.numbers[at]! <= newest) return -1;
       arena.zero(row);
     }
     this.numbers[at] = n;
-    if (n > this.current) {
+    if (n > this.current || this.current > newest) {
       this.current = n;
       this.currentRow = row;
     }
