@@ -5,11 +5,13 @@
  */
 import t from 'tap';
 import { record } from '../helpers/record.js';
-import { NO_FACTS } from '../../src/core/facts.js';
+import { DeclaredFacts, NO_FACTS, slot } from '../../src/core/facts.js';
 import type { ExchangeRecord } from '../../src/core/record.js';
-import { ConsoleRecorder } from '../../src/ops/console/series.js';
+import { ConsoleRecorder, VIOLATION_FIELD } from '../../src/ops/console/series.js';
 import { HOUR_MS, MINUTE_MS } from '../../src/ops/console/slots.js';
 import { COUNTERS, HOURS_KEPT, MINUTES_KEPT, NOBODY, type ConsoleSnapshot } from '../../src/ops/console/types.js';
+import { MAX_RULES, MAX_SAMPLES } from '../../src/ops/console/violations.js';
+import { violationText } from '../../src/policies/response-contract/facts.js';
 
 /** 2026-11-23 10:00:00 UTC: a whole hour. */
 const T0 = Date.parse('2026-11-23T10:00:00.000Z');
@@ -17,6 +19,13 @@ const REQUESTS = COUNTERS.indexOf('requests');
 
 const at = (ms: number, over: Partial<ExchangeRecord> = {}): ExchangeRecord => record({ startedAt: ms, facts: NO_FACTS, ...over });
 
+const VIOLATION = slot<string>('contractViolation');
+const FIELDS = Object.freeze([{ name: VIOLATION_FIELD, slot: VIOLATION }]);
+function violating(ms: number, text: string, over: Partial<ExchangeRecord> = {}): ExchangeRecord {
+  const facts = new DeclaredFacts(FIELDS);
+  facts.set(VIOLATION, text);
+  return record({ startedAt: ms, status: 502, errorCode: 'upstream_contract_violation', upstreamStatus: 200, facts, ...over });
+}
 
 function requestsIn(snap: ConsoleSnapshot, kind: 'minutes' | 'hours'): number {
   let n = 0;
@@ -52,6 +61,32 @@ t.test('a clock stepped back does not stop the counting (the slots it left ahead
   t.equal(requestsIn(rec.snapshot(), 'minutes'), 1, 'a slot a whole window old is still not counted');
 });
 
+t.test('violations from a hostile upstream: bounded rules, bounded and clean samples, no \\x1f', async (t) => {
+  const rec = new ConsoleRecorder({ deprecatedOperations: () => new Set() });
+  // unknownFields: refuse names the upstream's member names; the scanner decodes JSON escapes.
+  const names = ['<img src=x onerror=alert(1)>', 'a\u202egnp.exe', 'bell\u0007\u001b[31mred', 'sep\u001fkind', 'nl\nnext', 'x'.repeat(64)];
+  for (let i = 0; i < 1000; i++) rec.onEnd(violating(T0 + i, violationText([`unknown field '${names[i % names.length]}${i}'`])));
+  // What response-contract never writes, but a field by that name could carry: a long text.
+  rec.onEnd(violating(T0 + 2000, `${'/'.repeat(1)}a ${'y'.repeat(5000)}; ${'z'.repeat(5000)}; 3; 4; 5; 6; 7`, { requestId: 'long' }));
+  const snap = rec.snapshot(T0 + 3000);
+  const rules = snap.violations.filter((v) => v.operation === 'listPets');
+  t.ok(rules.length <= MAX_RULES + 1, `at most ${MAX_RULES} + 1 rules (${rules.length})`);
+  t.ok(snap.samples.length <= MAX_SAMPLES, 'at most 50 samples');
+  const long = snap.samples.find((s) => s.requestId === 'long');
+  t.ok(long !== undefined && long.problems.length <= 5, 'at most 5 problems a sample');
+  t.strictSame(snap.samples.flatMap((s) => s.problems).filter((p) => p.length > 200).map((p) => p.length), [], 'no sample problem over 200 characters');
+  t.strictSame(rules.filter((r) => r.field.length + r.kind.length > 201), [], 'no rule over 200 characters');
+  // Control characters and bidi overrides would reorder or hide text on the operator's page, and
+  // \x1f splits the rule's key in Redis (<operation>\x1f<field>\x1f<kind>).
+  const hidden = /[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/;
+  t.strictSame(rules.filter((r) => hidden.test(r.kind) || hidden.test(r.field)).map((r) => r.kind), [], 'no rule with a hidden character');
+  t.strictSame(snap.samples.flatMap((s) => s.problems).filter((p) => hidden.test(p)), [], 'no sample problem with a hidden character');
+  t.ok(
+    rules.some((r) => r.kind.includes('<img src=x onerror=alert(1)>')),
+    'markup stays text (the page escapes it)',
+  );
+});
+
 t.test('a flood of requests keeps the recorder within its bounds', async (t) => {
   let now = T0;
   const rec = new ConsoleRecorder({ deprecatedOperations: () => new Set(['getPet']), trackDelta: true, maxConsumers: 50, now: () => now });
@@ -73,4 +108,3 @@ t.test('a flood of requests keeps the recorder within its bounds', async (t) => 
   t.ok(rec.rowsInUse <= cells * (MINUTES_KEPT + HOURS_KEPT) * 2, `rows bounded: ${rec.rowsInUse}`);
   for (const d of snap.daily) t.ok(d.days.length <= 400, 'days bounded');
 });
-

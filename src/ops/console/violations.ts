@@ -57,9 +57,25 @@ export function ruleOf(problem: string): RuleKey {
   return { field: '(other)', kind: text };
 }
 
-/** The problems of a `contractViolation` text, empty ones left out. */
+/**
+ * Control characters, and the invisible ones that make a text read as another (bidi overrides,
+ * zero widths, separators): an unknown field's name is the upstream's text, JSON escapes decoded.
+ */
+const HIDDEN = /[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
+/** The longest problem kept (response-contract cuts them there already; the field is read by name, whoever set it). */
+const MAX_PROBLEM = 200;
+
+/** A problem as the console keeps it: hidden characters written as `\uXXXX`, at most MAX_PROBLEM characters. */
+export function cleanProblem(problem: string): string {
+  return problem.replace(HIDDEN, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).slice(0, MAX_PROBLEM);
+}
+
+/** The problems of a `contractViolation` text, empty ones left out, each cleaned (`cleanProblem`). */
 export function problemsOf(text: string): string[] {
-  return text.split(PROBLEM_SEPARATOR).filter((p) => p.length > 0);
+  return text
+    .split(PROBLEM_SEPARATOR)
+    .filter((p) => p.length > 0)
+    .map(cleanProblem);
 }
 
 /** Distinct rules kept per operation; the rest are counted under one `_OTHER` rule. */
