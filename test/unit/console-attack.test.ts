@@ -7,6 +7,7 @@ import t from 'tap';
 import { record } from '../helpers/record.js';
 import { DeclaredFacts, NO_FACTS, slot } from '../../src/core/facts.js';
 import type { ExchangeRecord } from '../../src/core/record.js';
+import { contactProblem, ownerProblem, SECRET_EXPECTS } from '../../src/core/key-owner.js';
 import { ConsoleRecorder, VIOLATION_FIELD } from '../../src/ops/console/series.js';
 import { HOUR_MS, MINUTE_MS } from '../../src/ops/console/slots.js';
 import { COUNTERS, HOURS_KEPT, MINUTES_KEPT, NOBODY, type ConsoleSnapshot } from '../../src/ops/console/types.js';
@@ -107,4 +108,29 @@ t.test('a flood of requests keeps the recorder within its bounds', async (t) => 
   t.ok(cells <= 52 * 4, `cells bounded: ${cells}`);
   t.ok(rec.rowsInUse <= cells * (MINUTES_KEPT + HOURS_KEPT) * 2, `rows bounded: ${rec.rowsInUse}`);
   for (const d of snap.daily) t.ok(d.days.length <= 400, 'days bounded');
+});
+
+t.test('owner and contact: hostile text is refused or stays text; credentials in a URL are refused', async (t) => {
+  for (const bad of ['javascript:alert(1)', 'JAVASCRIPT:alert(1)', 'data:text/html,<script>alert(1)</script>', 'https://u:p@example.com/', 'https://example.com/\u0000', 'https://example.com/ x', 'vbscript:x']) {
+    t.not(contactProblem(bad), undefined, `contact ${JSON.stringify(bad)} refused`);
+  }
+  // Query parameters and fragments that carry credentials, as services name them.
+  for (const bad of [
+    'https://example.com/?api-key=0123',
+    'https://example.com/?x-api-key=0123',
+    'https://example.com/?x_api_key=0123',
+    'https://example.com/?private_token=0123',
+    'https://example.com/?X-Amz-Signature=0123',
+    'https://example.com/?X-Goog-Credential=0123',
+    'https://example.com/?refresh_token=0123',
+    'https://example.com/#access_token=0123',
+    'https://example.com/#id_token=0123&state=1',
+    'https://example.com/?sessionid=0123',
+  ]) {
+    t.equal(contactProblem(bad), SECRET_EXPECTS, `contact ${bad} refused as a secret`);
+  }
+  for (const good of ['https://wiki.example.com/teams/payments?tab=contacts', 'https://example.com/#on-call', 'https://chat.example.com/channel/payments-oncall?keyword=api', 'https://example.com/?monkey=1', 'mailto:team@example.com']) {
+    t.equal(contactProblem(good), undefined, `contact ${good} accepted`);
+  }
+  for (const bad of ['a\u202eb', 'x\u0000', '\u200binvisible', 'psgk_AbCdEf0123456789AbCd']) t.not(ownerProblem(bad), undefined, `owner ${JSON.stringify(bad)} refused`);
 });
