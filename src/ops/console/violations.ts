@@ -83,7 +83,7 @@ export const MAX_RULES = 64;
 /** Violation samples kept, newest first. */
 export const MAX_SAMPLES = 50;
 /** Problems kept in a sample (response-contract logs no more). */
-const SAMPLE_PROBLEMS = 5;
+export const SAMPLE_PROBLEMS = 5;
 
 interface Rule {
   readonly operation: string;
