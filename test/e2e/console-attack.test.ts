@@ -16,7 +16,7 @@ import { createClient } from 'redis';
 import { hashKey } from '../../src/policies/auth/keys.js';
 import type { TapTest } from '../helpers/assert.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
-import { adminUrl, bearer, ensureBuilt, request, spawnCliUntil, tempDir, testKey, type ProcessHandle } from '../helpers/servers.js';
+import { adminUrl, bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir, testKey, type ProcessHandle } from '../helpers/servers.js';
 
 ensureBuilt();
 
@@ -321,4 +321,37 @@ t.test('hostile text from keys, the upstream and Redis: every view answers, the 
   t.match(text, '<script>window.__pwned=3</script>', 'the id too');
   t.strictSame(errors, [], 'no page or console error');
   t.strictSame(elsewhere, [], 'no request left the admin origin');
+});
+
+// parity: the policy's check and the console's fleet rollup are the same whatever the engine
+t.test('a file key id with a control character is refused: it would spoil the fleet counts of the others', { skip: REDIS_SKIP }, async (t) => {
+  // The fleet's slot hashes key a count by `<operation>\x1f<consumer>` and are read back joined by
+  // \x1e: an id holding either shifted every field after it (the other keys' counts vanished).
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const upstream = await hostileUpstream(t);
+  for (const id of ['sep\u001ein-id', 'unit\u001fin-id', 'nul\u0000', 'bidi\u202e', 'del\u007f']) {
+    const file = join(dir, 'bad-id.json');
+    policy(file, upstream, redis.url, [{ id: 'fine', key: testKey() }, { id, key: testKey() }]);
+    const r = await runCli(t, ['check', file]);
+    t.equal(r.code, 78, `id ${JSON.stringify(id)}: check refuses the policy (EX_CONFIG)`);
+    t.match(r.stdout + r.stderr, /\$\.policies\.auth\.keys\[1\]\.id/, 'at its path');
+  }
+  const keys = [
+    { id: 'aaa-first', key: testKey() },
+    { id: 'Payments team (<b>EU</b>)', key: testKey() },
+    { id: 'zzz-last', key: testKey() },
+  ];
+  const file = join(dir, 'ids.json');
+  policy(file, upstream, redis.url, keys);
+  const gw = await serve(t, file);
+  for (const [i, k] of keys.entries()) for (let n = 0; n <= i; n++) t.equal((await request(`${gw.url}/v1/pets`, { headers: bearer(k.key) })).status, 200);
+  const counts = async (scope: string) => {
+    const r = await request(`${gw.admin}/console/api/traffic${scope}`, { headers: admin() });
+    t.equal(r.status, 200);
+    return Object.fromEntries((r.json as { consumers: Array<{ consumer: string; requests: number }> }).consumers.map((c) => [c.consumer, c.requests]));
+  };
+  const want = Object.fromEntries(keys.map((k, i) => [k.id, i + 1]));
+  t.match(await counts('?scope=instance'), want, 'this instance counts each key');
+  t.match(await counts(''), want, 'the fleet (read back from Redis) counts each key the same');
 });
