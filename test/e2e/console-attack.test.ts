@@ -355,3 +355,48 @@ t.test('a file key id with a control character is refused: it would spoil the fl
   t.match(await counts('?scope=instance'), want, 'this instance counts each key');
   t.match(await counts(''), want, 'the fleet (read back from Redis) counts each key the same');
 });
+
+// parity: the console's Redis reads and the fleet's recovery are the admin listener's, whatever the engine
+t.test('Redis hung, then gone: every view answers degraded within its deadline; Redis back empty: the counts come back', { skip: REDIS_SKIP }, async (t) => {
+  const redis = await startRedis();
+  t.teardown(async () => {
+    redis.resume();
+    await redis.stop();
+  });
+  const upstream = await hostileUpstream(t);
+  const key = testKey();
+  const file = join(dir, 'outage.json');
+  policy(file, upstream, redis.url, [{ id: 'steady', key }]);
+  const gw = await serve(t, file);
+  for (let i = 0; i < 5; i++) t.equal((await request(`${gw.url}/v1/pets`, { headers: bearer(key) })).status, 200);
+  const requests = async (scope: string): Promise<number | undefined> => {
+    const r = await request(`${gw.admin}/console/api/traffic${scope}`, { headers: admin(), timeoutMs: 10_000 });
+    return (r.json as { consumers: Array<{ consumer: string; requests: number }> }).consumers.find((c) => c.consumer === 'steady')?.requests;
+  };
+  t.equal(await requests(''), 5, 'the fleet counts the 5 requests');
+
+  for (const [what, spoil] of [
+    ['hung (SIGSTOP)', () => redis.pause()],
+    ['gone (SIGKILL)', () => redis.kill()],
+  ] as const) {
+    await spoil();
+    for (const view of VIEWS) {
+      const [r, ms] = await timed(() => request(`${gw.admin}/console/api/${view}`, { headers: admin(), timeoutMs: 10_000 }));
+      t.equal(r.status, 200, `${what}: ${view} answers 200 (${Math.round(ms)} ms)`);
+      t.ok(ms < 4000, `${what}: ${view} within the read deadline (3 s) and a margin`);
+      if (view !== 'migration') t.equal((r.json as { degraded?: string }).degraded, 'store unreachable', `${what}: ${view} says degraded`);
+    }
+    t.equal(await requests(''), 5, `${what}: the instance's own counts are shown`);
+    if (what.startsWith('hung')) redis.resume();
+  }
+  await redis.restart();
+  // Back empty: the instances send their whole windows again (fleet.ts); bounded wait.
+  let back: number | undefined;
+  for (let i = 0; i < 40 && back !== 5; i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    back = await requests('');
+  }
+  t.equal(back, 5, 'the fleet counts come back from the instance, not counted twice');
+  const fleet = await request(`${gw.admin}/console/api/fleet`, { headers: admin() });
+  t.equal((fleet.json as { degraded?: string }).degraded, undefined, 'the fleet view is the fleet\'s again');
+});
