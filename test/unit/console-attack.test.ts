@@ -134,3 +134,24 @@ t.test('owner and contact: hostile text is refused or stays text; credentials in
   }
   for (const bad of ['a\u202eb', 'x\u0000', '\u200binvisible', 'psgk_AbCdEf0123456789AbCd']) t.not(ownerProblem(bad), undefined, `owner ${JSON.stringify(bad)} refused`);
 });
+
+t.test('a clock stepped back by more than the days kept does not stop the burn-down', async (t) => {
+  const DAY = 86_400_000;
+  let now = T0 + 500 * DAY;
+  for (const trackDelta of [false, true]) {
+    const rec = new ConsoleRecorder({ deprecatedOperations: () => new Set(['getPet']), trackDelta, now: () => now });
+    rec.onEnd(at(T0 + 500 * DAY, { operation: 'getPet' }));
+    rec.takeDelta(now);
+    now = T0 + DAY;
+    rec.onEnd(at(T0, { operation: 'getPet' }));
+    rec.onEnd(at(T0 + DAY, { operation: 'getPet' }));
+    rec.onEnd(at(T0 + DAY + 1, { operation: 'getPet' }));
+    const days = rec.snapshot(now).daily.find((d) => d.consumer === 'team-a')?.days ?? [];
+    t.strictSame(days, [
+      [T0 - (T0 % DAY), 1],
+      [T0 - (T0 % DAY) + DAY, 2],
+    ], `trackDelta ${trackDelta}: the days after the step are counted`);
+    if (trackDelta) t.strictSame(rec.takeDelta(now)?.daily[0]?.days.filter(([d]) => d <= now), days, 'and sent to Redis');
+    now = T0 + 500 * DAY;
+  }
+});

@@ -164,6 +164,14 @@ export class Ring {
  * DAYS_KEPT days: the newest day's count is the common case.
  */
 export function countDay(days: number[], counts: number[], day: number): void {
+  // Days more than one past this call's were counted while the wall clock ran ahead: dropped, else
+  // a clock put back by more than DAYS_KEPT days would leave no room for the calls of today.
+  let end = days.length;
+  while (end > 0 && days[end - 1]! > day + 1) end--;
+  if (end < days.length) {
+    days.length = end;
+    counts.length = end;
+  }
   const last = days.length - 1;
   if (last >= 0 && days[last] === day) {
     counts[last] = counts[last]! + 1;
