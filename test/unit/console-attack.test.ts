@@ -155,3 +155,14 @@ t.test('a clock stepped back by more than the days kept does not stop the burn-d
     now = T0 + 500 * DAY;
   }
 });
+
+t.test('an unknown field named like a secret is not shown (a legacy upstream keying a map by tokens)', async (t) => {
+  const rec = new ConsoleRecorder({ deprecatedOperations: () => new Set() });
+  const secrets = ['ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8', 'psgk_9fK2mQ7xLp3RtV8wZ1bN5cH6', 'sk_live_4eC39HqLyjWDarjtT1zdp7dc'];
+  for (const [i, s] of secrets.entries()) rec.onEnd(violating(T0 + i, violationText([`unknown field '${s}'`, "unknown field 'internalNote'"]), { requestId: `r${i}` }));
+  const snap = rec.snapshot(T0 + 10);
+  const shown = JSON.stringify(snap);
+  for (const s of secrets) t.notMatch(shown, s.slice(0, 12), `${s.slice(0, 8)}...: not in the rules or samples`);
+  t.match(shown, "unknown field 'internalNote'", 'a plain name is shown');
+  t.equal(snap.violations.filter((v) => v.kind.includes('redacted')).length, 1, 'the redacted names are one rule');
+});

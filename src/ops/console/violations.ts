@@ -6,6 +6,7 @@
  * `ViolationBook` counts them: at most MAX_RULES rules per operation (the rest under one
  * `_OTHER` rule) and the MAX_SAMPLES newest samples.
  */
+import { looksLikeSecret } from '../../core/key-owner.js';
 import { OTHER_CONSUMER, type ViolationRule, type ViolationSample } from './types.js';
 
 /** The problems of a `contractViolation` field's text (response-contract joins them with `; `). */
@@ -65,9 +66,19 @@ const HIDDEN = /[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff
 /** The longest problem kept (response-contract cuts them there already; the field is read by name, whoever set it). */
 const MAX_PROBLEM = 200;
 
-/** A problem as the console keeps it: hidden characters written as `\uXXXX`, at most MAX_PROBLEM characters. */
+/** What stands for a problem's text that looks like a secret. */
+const REDACTED = '(redacted: looks like a secret)';
+const UNKNOWN_FIELD = /^unknown field '/;
+
+/**
+ * A problem as the console keeps it: hidden characters written as `\uXXXX`, at most MAX_PROBLEM
+ * characters, and redacted when it looks like a secret (an unknown field's name is the upstream's
+ * text: a legacy upstream keying a map by tokens would show them).
+ */
 export function cleanProblem(problem: string): string {
-  return problem.replace(HIDDEN, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).slice(0, MAX_PROBLEM);
+  const text = problem.replace(HIDDEN, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).slice(0, MAX_PROBLEM);
+  if (!looksLikeSecret(text)) return text;
+  return UNKNOWN_FIELD.test(text) ? `unknown field '${REDACTED}'` : REDACTED;
 }
 
 /** The problems of a `contractViolation` text, empty ones left out, each cleaned (`cleanProblem`). */
