@@ -321,6 +321,9 @@ t.test('hostile text from keys, the upstream and Redis: every view answers, the 
   t.match(text, '<script>window.__pwned=3</script>', 'the id too');
   t.strictSame(errors, [], 'no page or console error');
   t.strictSame(elsewhere, [], 'no request left the admin origin');
+  const { stdout, stderr } = gw.handle.output();
+  for (const k of keys) t.notOk((stdout + stderr).includes(k.key), `${k.id.slice(0, 12)}: its key is in no log line`);
+  t.notOk((stdout + stderr).includes(ADMIN_TOKEN), 'nor the admin token');
 });
 
 // parity: the policy's check and the console's fleet rollup are the same whatever the engine
