@@ -84,8 +84,18 @@ export function ownerFieldsProblem(fields: { readonly owner?: unknown; readonly 
 const KNOWN_SECRET =
   /\b(?:psgk_[A-Za-z0-9]{16,}|psg_[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|glpat-[A-Za-z0-9_-]{16,}|xox[abprs]-[A-Za-z0-9-]{10,}|sk_(?:live|test)_[A-Za-z0-9]{16,}|AIza[A-Za-z0-9_-]{30,}|AKIA[0-9A-Z]{16}|sha256:[0-9a-fA-F]{16,})/;
 
-/** Query parameters that carry credentials. */
-const SECRET_PARAMETER = /^(?:access_?token|id_?token|token|api_?key|apikey|key|secret|client_?secret|password|passwd|pwd|sig|signature|auth|code)$/i;
+/** Query (or fragment) parameters that carry credentials, by their whole name. */
+const SECRET_PARAMETER = /^(?:access_?token|id_?token|token|api_?key|apikey|key|secret|client_?secret|password|passwd|pwd|sig|signature|auth|code|session|sid|jwt)$/i;
+/** Words of a parameter's name that say it carries one (`x-api-key`, `private_token`, `X-Amz-Signature`, `sessionid`). */
+const SECRET_WORDS: ReadonlySet<string> = new Set(['token', 'tokens', 'key', 'apikey', 'secret', 'password', 'passwd', 'pwd', 'signature', 'credential', 'credentials', 'sessionid', 'jwt']);
+
+/** Whether a URL parameter's name says it carries a credential. */
+function secretParameter(name: string): boolean {
+  if (SECRET_PARAMETER.test(name)) return true;
+  return name
+    .split(/[-_.\s]+|(?<=[a-z])(?=[A-Z])/)
+    .some((word) => SECRET_WORDS.has(word.toLowerCase()));
+}
 
 /** A run of token characters long enough to be a key (base64url, base62, hex...). */
 const RUN = /[A-Za-z0-9_-]{20,}/g;
@@ -136,7 +146,8 @@ export function looksLikeSecret(text: string): boolean {
   if (/^https?:\/\//i.test(text) && URL.canParse(text)) {
     const url = new URL(text);
     if (url.username !== '' || url.password !== '') return true;
-    for (const name of url.searchParams.keys()) if (SECRET_PARAMETER.test(name)) return true;
+    // The fragment too: OAuth's implicit flow hands its tokens there (#access_token=...).
+    for (const params of [url.searchParams, new URLSearchParams(url.hash.slice(1))]) for (const name of params.keys()) if (secretParameter(name)) return true;
   }
   let decoded = text;
   try {

@@ -181,7 +181,7 @@ t.test("a ring place is reused a whole ring later; an older request counts in it
   const rec = recorder();
   rec.onEnd(at(T0 + 5 * MINUTE_MS));
   rec.onEnd(at(T0 + 65 * MINUTE_MS)); // the same place of the minute ring, an hour later
-  rec.onEnd(at(T0 + 5 * MINUTE_MS)); // a request that started an hour ago: out of the hour's slots
+  rec.onEnd(at(T0 + 5 * MINUTE_MS, { durationMs: 60 * MINUTE_MS })); // a request that started an hour ago: out of the hour's slots
   rec.onEnd(at(T0 + 64 * MINUTE_MS + 59_999)); // started just before the newest slot
   const cell = rec.snapshot(T0 + 65 * MINUTE_MS).cells[0]!;
   t.strictSame(

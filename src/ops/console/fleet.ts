@@ -36,6 +36,7 @@ import { randomBytes } from 'node:crypto';
 import { acquireRedis, describeConnection, deploymentPrefix, runScript, type RedisConnectionConfig, type RedisScript, type SharedRedis } from '../../stores/connection.js';
 import { withDeadline } from '../../stores/redis.js';
 import { BEAT, FLUSH, READ, READ_HASH } from './fleet-scripts.js';
+import { cleanProblem, SAMPLE_PROBLEMS } from './violations.js';
 import { DAY_MS, HOUR_MS, keptFrom, MAX_RULES, MAX_SAMPLES, MINUTE_MS, SEP, SnapshotSum } from './merge.js';
 import { DAYS_KEPT, HOURS_KEPT, MINUTES_KEPT, SLOT_WIDTH, type ConsoleSnapshot, type InstanceBeat, type SnapshotSource, type ViolationSample } from './types.js';
 
@@ -184,11 +185,19 @@ function pairs(reply: unknown): Array<[string, string]> {
 
 const isCount = (n: number) => Number.isSafeInteger(n) && n >= 0;
 
+/** An epoch ms a Date can hold (JSON reads 1e300 or 1e400 as numbers; toISOString would throw on them). */
+const isTime = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 && n <= 8.64e15;
+const isSmall = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+/** The longest text of a beat or a sample kept from Redis (what the instances write is far shorter). */
+const MAX_TEXT = 200;
+const text200 = (s: string) => s.slice(0, MAX_TEXT);
+
 function parseSample(text: unknown): ViolationSample | undefined {
   try {
     const s = JSON.parse(String(text)) as Partial<ViolationSample>;
-    if (typeof s.atMs === 'number' && typeof s.operation === 'string' && typeof s.requestId === 'string' && (typeof s.status === 'number' || s.status === null) && Array.isArray(s.problems)) {
-      return { atMs: s.atMs, operation: s.operation, requestId: s.requestId, status: s.status, problems: s.problems.map(String) };
+    if (isTime(s.atMs) && typeof s.operation === 'string' && typeof s.requestId === 'string' && (typeof s.status === 'number' || s.status === null) && Array.isArray(s.problems)) {
+      // As the recorder keeps them: at most 5 problems, each cleaned and cut (violations.ts).
+      return { atMs: s.atMs, operation: text200(s.operation), requestId: text200(s.requestId), status: s.status, problems: s.problems.slice(0, SAMPLE_PROBLEMS).map((p) => cleanProblem(String(p))) };
     }
   } catch {
     // A value someone else wrote: not a sample.
@@ -199,8 +208,9 @@ function parseSample(text: unknown): ViolationSample | undefined {
 function parseBeat(text: unknown): InstanceBeat | undefined {
   try {
     const b = JSON.parse(String(text)) as Partial<InstanceBeat>;
-    if (typeof b.id === 'string' && typeof b.host === 'string' && typeof b.pid === 'number' && typeof b.version === 'string' && typeof b.policyFingerprint === 'string' && typeof b.ready === 'boolean' && typeof b.startedAtMs === 'number' && typeof b.workers === 'number' && typeof b.atMs === 'number') {
-      return { id: b.id, host: b.host, pid: b.pid, version: b.version, policyFingerprint: b.policyFingerprint, ready: b.ready, reason: typeof b.reason === 'string' ? b.reason : null, startedAtMs: b.startedAtMs, lastReloadMs: typeof b.lastReloadMs === 'number' ? b.lastReloadMs : null, workers: b.workers, atMs: b.atMs };
+    if (typeof b.id === 'string' && typeof b.host === 'string' && isSmall(b.pid) && typeof b.version === 'string' && typeof b.policyFingerprint === 'string' && typeof b.ready === 'boolean' && isTime(b.startedAtMs) && isSmall(b.workers) && isTime(b.atMs)) {
+      const reason = typeof b.reason === 'string' ? text200(b.reason) : null;
+      return { id: text200(b.id), host: text200(b.host), pid: b.pid, version: text200(b.version), policyFingerprint: text200(b.policyFingerprint), ready: b.ready, reason, startedAtMs: b.startedAtMs, lastReloadMs: isTime(b.lastReloadMs) ? b.lastReloadMs : null, workers: b.workers, atMs: b.atMs };
     }
   } catch {
     // Not a heartbeat.

@@ -76,6 +76,18 @@ function majority(beats: readonly InstanceBeat[]): string | null {
   return best;
 }
 
+/**
+ * The deprecation ledger's rows, or none when its store (Redis) cannot be read: they only add the
+ * exact first and last calls, so the counts alone draw the burn-down, which says it is degraded.
+ */
+async function ledgerRows(uses: () => Promise<DeprecationUse[]>): Promise<{ rows: DeprecationUse[]; away: boolean }> {
+  try {
+    return { rows: await uses(), away: false };
+  } catch {
+    return { rows: [], away: true };
+  }
+}
+
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 export function consoleData(options: ConsoleOptions): ConsoleData {
@@ -98,9 +110,10 @@ export function consoleData(options: ConsoleOptions): ConsoleData {
       return trafficView(c.snapshot, window, { now: now(), who: await options.who(), scope: c.scope, degraded: c.degraded });
     },
     async deprecations(scope): Promise<BurndownView> {
-      const c = await counted(scope);
-      const uses = await options.uses();
-      return burndownView(c.snapshot, { deprecated: [...options.deprecated()], uses, who: await options.who(), now: now(), stoppedAfterDays: STOPPED_AFTER_DAYS, scope: c.scope, degraded: c.degraded });
+      // Read beside the counts: one deadline bounds both.
+      const [c, ledger] = await Promise.all([counted(scope), ledgerRows(options.uses)]);
+      const degraded = c.degraded ?? (ledger.away ? 'store unreachable' : undefined);
+      return burndownView(c.snapshot, { deprecated: [...options.deprecated()], uses: ledger.rows, who: await options.who(), now: now(), stoppedAfterDays: STOPPED_AFTER_DAYS, scope: c.scope, degraded });
     },
     async violations(scope): Promise<ViolationsView> {
       const c = await counted(scope);

@@ -172,16 +172,20 @@ export class ConsoleRecorder implements ExchangeObserver, SnapshotSource {
     // Slot numbers: minutes and hours since 1970, small integers.
     const minute = Math.floor(r.startedAt / MINUTE_MS);
     const hour = Math.floor(r.startedAt / HOUR_MS);
+    // The slots of now (the request's end): a slot past them was counted while the clock ran ahead.
+    const end = r.startedAt + r.durationMs;
+    const minuteNow = Math.floor(end / MINUTE_MS);
+    const hourNow = Math.floor(end / HOUR_MS);
     const rows = this.rows;
-    let row = cell.minutes.rowFor(minute, rows);
+    let row = cell.minutes.rowFor(minute, rows, minuteNow);
     if (row >= 0) rows.count(row, counter, bucket);
-    row = cell.hours.rowFor(hour, rows);
+    row = cell.hours.rowFor(hour, rows, hourNow);
     if (row >= 0) rows.count(row, counter, bucket);
     if (this.trackDelta) {
       const delta = this.deltaRows;
-      row = (cell.deltaMinutes ??= new Ring(MINUTE_MS, MINUTES_KEPT)).rowFor(minute, delta);
+      row = (cell.deltaMinutes ??= new Ring(MINUTE_MS, MINUTES_KEPT)).rowFor(minute, delta, minuteNow);
       if (row >= 0) delta.count(row, counter, bucket);
-      row = (cell.deltaHours ??= new Ring(HOUR_MS, HOURS_KEPT)).rowFor(hour, delta);
+      row = (cell.deltaHours ??= new Ring(HOUR_MS, HOURS_KEPT)).rowFor(hour, delta, hourNow);
       if (row >= 0) delta.count(row, counter, bucket);
       if (!cell.touched) {
         cell.touched = true;

@@ -94,9 +94,14 @@ export class Ring {
     this.rows = new Int32Array(kept).fill(-1);
   }
 
-  /** The row counting slot `n`, made when needed; -1 when a newer slot holds its place. */
-  rowFor(n: number, arena: Rows): number {
-    if (n === this.current) return this.currentRow;
+  /**
+   * The row counting slot `n`, made when needed; -1 when a newer slot holds its place. `newest`
+   * is the slot of now (the request's end): a place holding a slot past it was counted while the
+   * wall clock ran ahead, and is taken back once the clock is put right (else the ring would
+   * count nothing until the clock caught up with it again).
+   */
+  rowFor(n: number, arena: Rows, newest: number): number {
+    if (n === this.current && n <= newest) return this.currentRow;
     const at = n % this.kept;
     let row = this.rows[at]!;
     if (row < 0) {
@@ -104,11 +109,11 @@ export class Ring {
       this.rows[at] = row;
     } else if (this.numbers[at] !== n) {
       // The place holds a slot a whole ring older (reuse its row) or newer (this one is out of the window).
-      if (this.numbers[at]! > n) return -1;
+      if (this.numbers[at]! > n && this.numbers[at]! <= newest) return -1;
       arena.zero(row);
     }
     this.numbers[at] = n;
-    if (n > this.current) {
+    if (n > this.current || this.current > newest) {
       this.current = n;
       this.currentRow = row;
     }
@@ -159,6 +164,14 @@ export class Ring {
  * DAYS_KEPT days: the newest day's count is the common case.
  */
 export function countDay(days: number[], counts: number[], day: number): void {
+  // Days more than one past this call's were counted while the wall clock ran ahead: dropped, else
+  // a clock put back by more than DAYS_KEPT days would leave no room for the calls of today.
+  let end = days.length;
+  while (end > 0 && days[end - 1]! > day + 1) end--;
+  if (end < days.length) {
+    days.length = end;
+    counts.length = end;
+  }
   const last = days.length - 1;
   if (last >= 0 && days[last] === day) {
     counts[last] = counts[last]! + 1;

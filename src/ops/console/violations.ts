@@ -6,6 +6,7 @@
  * `ViolationBook` counts them: at most MAX_RULES rules per operation (the rest under one
  * `_OTHER` rule) and the MAX_SAMPLES newest samples.
  */
+import { looksLikeSecret } from '../../core/key-owner.js';
 import { OTHER_CONSUMER, type ViolationRule, type ViolationSample } from './types.js';
 
 /** The problems of a `contractViolation` field's text (response-contract joins them with `; `). */
@@ -57,9 +58,35 @@ export function ruleOf(problem: string): RuleKey {
   return { field: '(other)', kind: text };
 }
 
-/** The problems of a `contractViolation` text, empty ones left out. */
+/**
+ * Control characters, and the invisible ones that make a text read as another (bidi overrides,
+ * zero widths, separators): an unknown field's name is the upstream's text, JSON escapes decoded.
+ */
+const HIDDEN = /[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
+/** The longest problem kept (response-contract cuts them there already; the field is read by name, whoever set it). */
+const MAX_PROBLEM = 200;
+
+/** What stands for a problem's text that looks like a secret. */
+const REDACTED = '(redacted: looks like a secret)';
+const UNKNOWN_FIELD = /^unknown field '/;
+
+/**
+ * A problem as the console keeps it: hidden characters written as `\uXXXX`, at most MAX_PROBLEM
+ * characters, and redacted when it looks like a secret (an unknown field's name is the upstream's
+ * text: a legacy upstream keying a map by tokens would show them).
+ */
+export function cleanProblem(problem: string): string {
+  const text = problem.replace(HIDDEN, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).slice(0, MAX_PROBLEM);
+  if (!looksLikeSecret(text)) return text;
+  return UNKNOWN_FIELD.test(text) ? `unknown field '${REDACTED}'` : REDACTED;
+}
+
+/** The problems of a `contractViolation` text, empty ones left out, each cleaned (`cleanProblem`). */
 export function problemsOf(text: string): string[] {
-  return text.split(PROBLEM_SEPARATOR).filter((p) => p.length > 0);
+  return text
+    .split(PROBLEM_SEPARATOR)
+    .filter((p) => p.length > 0)
+    .map(cleanProblem);
 }
 
 /** Distinct rules kept per operation; the rest are counted under one `_OTHER` rule. */
@@ -67,7 +94,7 @@ export const MAX_RULES = 64;
 /** Violation samples kept, newest first. */
 export const MAX_SAMPLES = 50;
 /** Problems kept in a sample (response-contract logs no more). */
-const SAMPLE_PROBLEMS = 5;
+export const SAMPLE_PROBLEMS = 5;
 
 interface Rule {
   readonly operation: string;

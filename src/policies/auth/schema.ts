@@ -27,7 +27,14 @@ export const schema = {
         additionalProperties: false,
         required: ['id', 'hash'],
         properties: {
-          id: { type: 'string', minLength: 1, maxLength: 64, description: 'A name for the key, shown in logs.' },
+          id: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64,
+            // No control or invisible character (shown by the console, keys the fleet's counts in Redis); empty: minLength says so.
+            pattern: '^[^\\x00-\\x1f\\x7f-\\x9f\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\ufeff]*$',
+            description: 'A name for the key, shown in logs and the console: no control or invisible character.',
+          },
           hash: { type: 'string', pattern: HASH_PATTERN, description: '"sha256:" and 64 lower-case hex digits.' },
           expires: {
             type: 'string',
