@@ -22,7 +22,7 @@ import { connectionCountsOf, PIPELINE_OVERFLOW } from '../fronts/connections.js'
 import { h2CountsOf } from '../tls/h2-streams.js';
 import { listenerTlsFiles, registerCertificateGauge, reloadListenerTls, warnIfExpiring } from '../tls/ops.js';
 import { adminWatchFiles, reloadAdmin } from './admin.js';
-import { openConsole, workerConsoleFleet } from './console.js';
+import { openConsole, type OpenConsole, workerConsoleFleet } from './console.js';
 import { adminKeyRoutes } from './keys.js';
 import { servedFor } from './openapi.js';
 import { probeUpstream } from './probe.js';
@@ -95,26 +95,7 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
     state.console = workerConsoleFleet(config, s.env, log, ops.console);
   } else if (adminConfig !== null) {
     const metrics = async () => ({ body: await ops.metrics.registry.metrics(), contentType: ops.metrics.registry.contentType });
-    const recorder = ops.console;
-    const consoleOpen =
-      recorder === undefined
-        ? undefined
-        : openConsole({
-            config,
-            env: s.env,
-            log,
-            version: packageVersion(),
-            workers: 1,
-            current: () => holder.current.config,
-            text: () => state.policy.text,
-            lastReloadMs: () => state.policy.reloadedAtMs,
-            readiness: () => ops.readiness(state.phase),
-            local: async () => recorder.snapshot(),
-            source: recorder,
-            uses: () => ops.ledger.report(),
-            deprecated: () => ops.deprecatedNow(),
-            migration: migration === undefined ? undefined : () => migration.report(),
-          });
+    const consoleOpen = processConsole(s, holder, ops, state);
     state.console = consoleOpen;
     const routes = adminKeyRoutes(config, s.env, log, migration === undefined ? undefined : () => migration.reset(), consoleOpen?.routes);
     // The document of the policy in force, with the port the API listener got (port 0 included).
@@ -169,6 +150,29 @@ export async function serveProcess(s: ServeSetup): Promise<number> {
     void probeUpstream(config, log);
   }
   return -1; // keep running
+}
+
+/** The console of a process that serves alone (src/cli/console.ts), when it is on. */
+function processConsole(s: ServeSetup, holder: GatewayHolder, ops: Ops, state: ProcessState): OpenConsole | undefined {
+  const recorder = ops.console;
+  const migration = holder.migration;
+  if (recorder === undefined) return undefined;
+  return openConsole({
+    config: s.config,
+    env: s.env,
+    log: s.log,
+    version: packageVersion(),
+    workers: 1,
+    current: () => holder.current.config,
+    text: () => state.policy.text,
+    lastReloadMs: () => state.policy.reloadedAtMs,
+    readiness: () => ops.readiness(state.phase),
+    local: async () => recorder.snapshot(),
+    source: recorder,
+    uses: () => ops.ledger.report(),
+    deprecated: () => ops.deprecatedNow(),
+    migration: migration === undefined ? undefined : () => migration.report(),
+  });
 }
 
 /** What to change when the listen failed, by its error code. */

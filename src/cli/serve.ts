@@ -173,23 +173,7 @@ async function servePrimary(s: ServeSetup): Promise<number> {
     });
     // The policy in force (a reload replaces `inForce`); its port, unless 0 (then each worker's own, unknown here).
     const openapi = () => servedFor(inForce.config);
-    const deprecations = group.callbacks.deprecations;
-    // The group's console: the workers' counts over IPC (or the fleet's in Redis), one heartbeat.
-    consoleOpen = openConsole({
-      config,
-      env: s.env,
-      log,
-      version: packageVersion(),
-      workers,
-      current: () => inForce.config,
-      text: () => inForce.text,
-      lastReloadMs: () => reloadedAtMs,
-      readiness: async () => group.callbacks.readiness(),
-      local: async () => mergeSnapshots((await group.consoleSnapshots()) as ConsoleSnapshot[], Date.now()),
-      uses: async () => (await deprecations()).operations.flatMap((o) => o.consumers.map((c) => ({ operation: o.operation, ...c }))),
-      deprecated: () => deprecatedOperations((inForce.config.api ?? shippedApi()).operations, inForce.config.policies.deprecation),
-      migration: group.callbacks.migration,
-    });
+    consoleOpen = primaryConsole(s, group, () => inForce, () => reloadedAtMs);
     const admin = await listenAdmin(adminConfig, { ...group.callbacks, routes: adminKeyRoutes(config, s.env, log, group.migrationReset, consoleOpen?.routes), openapi }, log);
     if (admin === undefined) {
       await consoleOpen?.close();
@@ -245,6 +229,26 @@ async function servePrimary(s: ServeSetup): Promise<number> {
   // Workers hold the certificate: a renewed file reaches them as a reload of the policy in force.
   if (s.watch) watchFiles(listenerTlsFiles(config), () => group.send({ type: POLICY_MESSAGE, text: inForce.text, reason: 'certificate file changed' } satisfies PolicyMessage), log);
   return -1;
+}
+
+/** The console of a `--workers` group: its workers' counts over IPC (or the fleet's in Redis), one heartbeat. */
+function primaryConsole(s: ServeSetup, group: ReturnType<typeof primaryOps>, inForce: () => { text: string; config: ServeSetup['config'] }, reloadedAtMs: () => number | null): OpenConsole | undefined {
+  const { deprecations, readiness, migration } = group.callbacks;
+  return openConsole({
+    config: s.config,
+    env: s.env,
+    log: s.log,
+    version: packageVersion(),
+    workers: s.workers,
+    current: () => inForce().config,
+    text: () => inForce().text,
+    lastReloadMs: reloadedAtMs,
+    readiness: async () => readiness(),
+    local: async () => mergeSnapshots((await group.consoleSnapshots()) as ConsoleSnapshot[], Date.now()),
+    uses: async () => (await deprecations()).operations.flatMap((o) => o.consumers.map((c) => ({ operation: o.operation, ...c }))),
+    deprecated: () => deprecatedOperations((inForce().config.api ?? shippedApi()).operations, inForce().config.policies.deprecation),
+    migration,
+  });
 }
 
 /**

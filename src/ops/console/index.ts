@@ -90,6 +90,44 @@ async function ledgerRows(uses: () => Promise<DeprecationUse[]>): Promise<{ rows
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
+/** Every instance's heartbeat (this one as it is now), the majority fingerprint, who differs, who is stale. */
+async function fleetView(options: ConsoleOptions, t: number): Promise<FleetView> {
+  const self = options.self();
+  let beats: InstanceBeat[] = [self];
+  let scope: 'fleet' | 'instance' = 'instance';
+  let degraded: string | undefined;
+  if (options.fleet !== undefined) {
+    try {
+      // This instance as it is now, whatever its last beat said.
+      beats = [self, ...(await options.fleet.instances()).filter((b) => b.id !== self.id)];
+      scope = 'fleet';
+    } catch {
+      degraded = 'store unreachable';
+    }
+  }
+  const live = beats.filter((b) => t - b.atMs <= STALE_BEATS * options.beatMs || b.id === self.id);
+  const common = majority(live);
+  const instances = beats
+    .map((b) => ({
+      id: b.id,
+      host: b.host,
+      pid: b.pid,
+      version: b.version,
+      policyFingerprint: b.policyFingerprint,
+      policyDiffers: common !== null && b.policyFingerprint !== common,
+      ready: b.ready,
+      reason: b.reason,
+      startedAt: new Date(b.startedAtMs).toISOString(),
+      lastReload: iso(b.lastReloadMs),
+      lastHeartbeat: new Date(b.atMs).toISOString(),
+      stale: b.id !== self.id && t - b.atMs > STALE_BEATS * options.beatMs,
+      self: b.id === self.id,
+      workers: b.workers,
+    }))
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { generatedAt: new Date(t).toISOString(), scope, ...(degraded === undefined ? {} : { degraded }), majorityFingerprint: common, instances };
+}
+
 export function consoleData(options: ConsoleOptions): ConsoleData {
   const now = options.now ?? Date.now;
   const generatedAt = () => new Date(now()).toISOString();
@@ -123,43 +161,7 @@ export function consoleData(options: ConsoleOptions): ConsoleData {
       const c = await counted(undefined);
       return options.keys(query, c.snapshot, c.scope, c.degraded);
     },
-    async fleet(): Promise<FleetView> {
-      const self = options.self();
-      let beats: InstanceBeat[] = [self];
-      let scope: 'fleet' | 'instance' = 'instance';
-      let degraded: string | undefined;
-      if (options.fleet !== undefined) {
-        try {
-          // This instance as it is now, whatever its last beat said.
-          beats = [self, ...(await options.fleet.instances()).filter((b) => b.id !== self.id)];
-          scope = 'fleet';
-        } catch {
-          degraded = 'store unreachable';
-        }
-      }
-      const t = now();
-      const live = beats.filter((b) => t - b.atMs <= STALE_BEATS * options.beatMs || b.id === self.id);
-      const common = majority(live);
-      const instances = beats
-        .map((b) => ({
-          id: b.id,
-          host: b.host,
-          pid: b.pid,
-          version: b.version,
-          policyFingerprint: b.policyFingerprint,
-          policyDiffers: common !== null && b.policyFingerprint !== common,
-          ready: b.ready,
-          reason: b.reason,
-          startedAt: new Date(b.startedAtMs).toISOString(),
-          lastReload: iso(b.lastReloadMs),
-          lastHeartbeat: new Date(b.atMs).toISOString(),
-          stale: b.id !== self.id && t - b.atMs > STALE_BEATS * options.beatMs,
-          self: b.id === self.id,
-          workers: b.workers,
-        }))
-        .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      return { generatedAt: generatedAt(), scope, ...(degraded === undefined ? {} : { degraded }), majorityFingerprint: common, instances };
-    },
+    fleet: () => fleetView(options, now()),
     async migration(): Promise<MigrationView> {
       if (options.migration === undefined) return { generatedAt: generatedAt(), scope: 'instance', enabled: false, operations: [] };
       const report = (await options.migration()) as { scope?: 'instance' | 'fleet'; operations?: readonly MigrationOperation[] };
