@@ -204,6 +204,27 @@ function consumersOf(config: OpsConfig): Map<string, ConsumerInfo> {
   return consumers;
 }
 
+/**
+ * The console's counts (src/ops/console/series.ts), unless the admin listener is off or
+ * `server.admin.console` is false; deltas are kept for the fleet's rollup when the shared store is Redis.
+ */
+function consoleRecorder(config: OpsConfig, current: () => OpsConfig, deprecatedNow: () => DeprecatedOperation[]): ConsoleRecorder | undefined {
+  const admin = config.server?.admin;
+  if (admin == null || admin.console === false) return undefined;
+  // The deprecated set of the policy in force, recomputed only when a reload replaced it.
+  let deprecatedFor: OpsConfig | undefined;
+  let deprecatedIds: ReadonlySet<string> = new Set();
+  const deprecatedOperations = () => {
+    const c = current();
+    if (c !== deprecatedFor) {
+      deprecatedIds = new Set(deprecatedNow().map((d) => d.operation));
+      deprecatedFor = c;
+    }
+    return deprecatedIds;
+  };
+  return new ConsoleRecorder({ deprecatedOperations, trackDelta: config.policies['rate-limit'].store !== 'memory' });
+}
+
 export function createOps(config: OpsConfig, options: OpsOptions): Ops {
   const storeConfig = config.policies['rate-limit'].store;
   const ledger = openDeprecationLedger(storeConfig);
@@ -245,20 +266,7 @@ export function createOps(config: OpsConfig, options: OpsOptions): Ops {
   const accessLog = config.log.access ? new AccessLog({ logger: options.log, consumerInfo }) : undefined;
   const list: ExchangeObserver[] = [metrics, new DeprecationRecorder(ledger, deprecated.map((d) => d.operation)), health];
   if (accessLog !== undefined) list.push(accessLog);
-  const admin = config.server?.admin;
-  // The deprecated set of the policy in force, recomputed only when a reload replaced it.
-  let deprecatedFor: OpsConfig | undefined;
-  let deprecatedIds: ReadonlySet<string> = new Set();
-  const deprecatedIdsNow = () => {
-    const c = current();
-    if (c !== deprecatedFor) {
-      deprecatedIds = new Set(deprecatedNow().map((d) => d.operation));
-      deprecatedFor = c;
-    }
-    return deprecatedIds;
-  };
-  // Deltas are kept only for a fleet rollup: the counts go to Redis when the shared store is Redis.
-  const consoleCounts = admin != null && admin.console !== false ? new ConsoleRecorder({ deprecatedOperations: deprecatedIdsNow, trackDelta: storeConfig !== 'memory' }) : undefined;
+  const consoleCounts = consoleRecorder(config, current, deprecatedNow);
   if (consoleCounts !== undefined) list.push(consoleCounts);
   return {
     observer: new Observers(list),
