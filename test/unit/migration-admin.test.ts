@@ -249,7 +249,7 @@ t.test('serve with a migration section: /migration and its reset on the admin po
   const nowhere = `http://127.0.0.1:${await closedPort()}`;
   writeFileSync(file, JSON.stringify({ upstream: { url: `${nowhere}/v1` }, migration: { next: { url: `${nowhere}/next/v1` }, operations: { listPets: { mode: 'shadow' }, getPet: { mode: 'split', percent: 5 } } } }));
   const token = strongToken();
-  const { handle } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0'], /"msg":"admin listening[^"]*\/migration\)"/, { env: { PETSTORE_API_KEYS: testKey(), PETSTORE_ADMIN_TOKENS: token, LOG_LEVEL: 'info' }, stream: 'stdout', timeoutMs: 20_000 });
+  const { handle } = await spawnCliUntil(t, ['serve', '--policy', file, '--port', '0'], /"msg":"admin listening[^"]*\/migration, \/console\/\)"/, { env: { PETSTORE_API_KEYS: testKey(), PETSTORE_ADMIN_TOKENS: token, LOG_LEVEL: 'info' }, stream: 'stdout', timeoutMs: 20_000 });
   const base = adminUrl(handle);
   const report = await request(`${base}/migration`);
   t.equal(report.status, 200);
