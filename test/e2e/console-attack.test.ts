@@ -17,6 +17,7 @@ import { hashKey } from '../../src/policies/auth/keys.js';
 import type { TapTest } from '../helpers/assert.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
 import { adminUrl, bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir, testKey, type ProcessHandle } from '../helpers/servers.js';
+import { until } from '../helpers/wait.js';
 
 ensureBuilt();
 
@@ -241,8 +242,16 @@ t.test('hostile text from keys, the upstream and Redis: every view answers, the 
   const v = violations.json as { rules: Array<{ field: string; kind: string }>; samples: Array<{ problems: string[] }> };
   t.ok(v.rules.length > 0, `the unknown fields are counted (${v.rules.length} rules)`);
   for (const r of v.rules) t.notMatch(r.kind, /[\x00-\x1f\u202e]/, `rule ${JSON.stringify(r.kind)}: no hidden character`);
-  // Let the instance flush its counts to Redis (every 2 s), then spoil what Redis holds.
-  await new Promise((r) => setTimeout(r, 2500));
+  // Wait until the instance flushed its counts to Redis (every 2 s; later on a loaded machine), then spoil what Redis holds.
+  await until(
+    'the fleet counts markup-owner\'s 2 requests',
+    async () => {
+      const r = await request(`${gw.admin}/console/api/traffic`, { headers: admin() });
+      const view = r.json as { scope: string; consumers: Array<{ consumer: string; requests: number }> };
+      return view.scope === 'fleet' && view.consumers.some((c) => c.consumer === 'markup-owner' && c.requests === 2);
+    },
+    15_000,
+  );
   await corrupt(redis.url, Date.now());
 
   for (const view of VIEWS) {
