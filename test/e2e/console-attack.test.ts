@@ -11,17 +11,16 @@ import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
-import puppeteer, { type Browser } from 'puppeteer-core';
 import { createClient } from 'redis';
 import { hashKey } from '../../src/policies/auth/keys.js';
 import type { TapTest } from '../helpers/assert.js';
 import { REDIS_SKIP, startRedis } from '../helpers/redis.js';
 import { adminUrl, bearer, ensureBuilt, request, runCli, spawnCliUntil, tempDir, testKey, type ProcessHandle } from '../helpers/servers.js';
 import { until } from '../helpers/wait.js';
+import { CHROMIUM, launch } from '../helpers/browser.js';
 
 ensureBuilt();
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const CHROMIUM_SKIP = process.env.CI !== 'true' && !existsSync(CHROMIUM) ? `needs chromium at ${CHROMIUM}` : false;
 const dir = tempDir(t, 'console-attack');
 const ADMIN_TOKEN = randomBytes(32).toString('base64url');
@@ -178,18 +177,6 @@ t.test('no way around the admin token to /console/api/*; failures lock the addre
   const page = await raw(gw.admin, `GET /console/ HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n`);
   t.equal(page.status, 400, 'the page too');
 });
-
-async function launch(t: TapTest): Promise<Browser> {
-  const browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: tempDir(t, 'chromium'),
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: 30_000,
-  });
-  t.teardown(() => browser.close());
-  return browser;
-}
 
 /** Hostile values written straight into the console's keys in Redis (what a corrupt or hostile writer leaves). */
 async function corrupt(url: string, nowMs: number): Promise<void> {
