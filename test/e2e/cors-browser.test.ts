@@ -7,11 +7,10 @@ import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import tap from 'tap';
-import puppeteer, { type Browser } from 'puppeteer-core';
-import { forEachEngine, startGateway, tempDir } from '../helpers/servers.js';
+import type { Browser } from 'puppeteer-core';
+import { forEachEngine, startGateway } from '../helpers/servers.js';
 import type { TapTest } from '../helpers/assert.js';
-
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+import { CHROMIUM, launch } from '../helpers/browser.js';
 
 /** A page server on 127.0.0.1:0: its origin is the page's origin. */
 async function pageServer(t: TapTest): Promise<string> {
@@ -22,18 +21,6 @@ async function pageServer(t: TapTest): Promise<string> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   t.teardown(() => new Promise<void>((r) => server.close(() => r())));
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-async function launch(t: TapTest): Promise<Browser> {
-  const browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: tempDir(t, 'chromium'),
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    timeout: 30_000,
-  });
-  t.teardown(() => browser.close());
-  return browser;
 }
 
 interface Outcome {
