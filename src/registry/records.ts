@@ -57,16 +57,20 @@ export interface LocalSecret {
   readonly untilMs: number | undefined;
 }
 
-/** A record read from Redis, or undefined when it is not one (a hand edit, another version). */
-export function parseRecord(text: string): KeyRecord | undefined {
-  let v: unknown;
+/** The JSON object a text from Redis holds, or undefined when it holds none (a hand edit). */
+export function jsonObject(text: string): Record<string, unknown> | undefined {
   try {
-    v = JSON.parse(text);
+    const v: unknown = JSON.parse(text);
+    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
   }
-  if (typeof v !== 'object' || v === null) return undefined;
-  const r = v as Partial<KeyRecord>;
+}
+
+/** A record read from Redis, or undefined when it is not one (a hand edit, another version). */
+export function parseRecord(text: string): KeyRecord | undefined {
+  const r = jsonObject(text) as Partial<KeyRecord> | undefined;
+  if (r === undefined) return undefined;
   if (typeof r.id !== 'string' || typeof r.created !== 'string' || !Array.isArray(r.secrets)) return undefined;
   if (!r.secrets.every((s) => typeof s?.hash === 'string' && /^sha256:[0-9a-f]{64}$/.test(s.hash))) return undefined;
   return r as KeyRecord;

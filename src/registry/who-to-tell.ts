@@ -4,7 +4,7 @@
  * `<prefix>{keys}:revoked`), each with who revoked it and whom to tell.
  */
 import { ownerFieldsProblem } from '../core/key-owner.js';
-import type { KeyRecord } from './records.js';
+import { jsonObject, type KeyRecord } from './records.js';
 import { RegistryError } from './types.js';
 
 /** How many revocations the registry keeps. */
@@ -52,15 +52,8 @@ export function revocationEntry(record: KeyRecord, by: string | undefined, atMs:
 
 /** An entry of the list, or undefined when it is not one (a hand edit). */
 export function parseRevocation(text: string): Revocation | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== 'object' || v === null) return undefined;
-  const r = v as Record<string, unknown>;
-  if (typeof r.id !== 'string' || typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at))) return undefined;
+  const r = jsonObject(text);
+  if (r === undefined || typeof r.id !== 'string' || typeof r.at !== 'string' || Number.isNaN(Date.parse(r.at))) return undefined;
   const text_ = (x: unknown) => (typeof x === 'string' ? x : null);
   return { id: r.id, at: r.at, by: text_(r.by), owner: text_(r.owner), contact: text_(r.contact) };
 }
